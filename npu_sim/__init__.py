@@ -1,0 +1,16 @@
+"""npu-sim: a bit-exact integer inference simulator for int8/int16 NPUs, from onnxruntime QDQ models.
+
+    import npu_sim
+    sim = npu_sim.load("model.qdq.onnx", board="default")
+    outputs = sim.run({"input": x})            # dequantized float outputs by name
+    ints = sim.run({"input": x}, raw=True)     # the board's integers
+    tensors = sim.trace({"input": x})          # every quantized tensor, keyed by ONNX float tensor name
+"""
+from .board import Board, load_board, presets
+from .errors import (BoardError, InputError, ModelLoadError, NpuSimError, QuantizationError,
+                     UnsupportedModelError)
+from .simulator import Simulator, load
+
+__all__ = ["load", "Simulator", "Board", "load_board", "presets", "NpuSimError", "ModelLoadError",
+           "QuantizationError", "UnsupportedModelError", "InputError", "BoardError"]
+__version__ = "0.1.0"

@@ -1,0 +1,109 @@
+"""Board descriptions: TOML data, never code paths keyed on board names.
+
+A board is chosen by preset name (a file in ``npu_sim/boards/``) or by the path of a user TOML file.
+Sections: ``[arithmetic]`` (how integers are computed). Later features add ``[rules]`` and ``[cost]``.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from .errors import BoardError
+
+PRESET_DIR = Path(__file__).parent / "boards"
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    requantize: str = "fixedpoint"  # "fixedpoint" | "onnx"
+    rounding: str = "half_up"
+    multiplier_bits: int = 31
+    accumulator_bits_8: int = 32
+    accumulator_bits_16: int = 48
+    accumulator_overflow: str = "wrap"  # "wrap" | "saturate"
+    add_left_shift_8: int = 20
+    add_left_shift_16: int = 15
+    resize_fraction_bits: int = 10
+
+    def accumulator_bits(self, *operand_bits: int) -> int:
+        return self.accumulator_bits_8 if max(operand_bits) <= 8 else self.accumulator_bits_16
+
+    def add_left_shift(self, *operand_bits: int) -> int:
+        return self.add_left_shift_8 if max(operand_bits) <= 8 else self.add_left_shift_16
+
+    @property
+    def fixedpoint(self) -> bool:
+        return self.requantize == "fixedpoint"
+
+
+_CHOICES = {
+    "requantize": ("fixedpoint", "onnx"),
+    "rounding": ("half_up", "half_even"),
+    "accumulator_overflow": ("wrap", "saturate"),
+}
+_RANGES = {
+    "multiplier_bits": (8, 31),
+    "accumulator_bits_8": (16, 64),
+    "accumulator_bits_16": (24, 64),
+    "add_left_shift_8": (0, 24),
+    "add_left_shift_16": (0, 24),
+    "resize_fraction_bits": (1, 15),
+}
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    description: str = ""
+    arithmetic: Arithmetic = field(default_factory=Arithmetic)
+    source: str = ""  # file it was read from
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def load_board(spec: "str | Path | Board" = "default") -> Board:
+    """Return the board named by a preset name, a TOML file path, or a Board (returned as is)."""
+    if isinstance(spec, Board):
+        return spec
+    text = str(spec)
+    path = Path(text)
+    if not (text.endswith(".toml") or path.is_file()):
+        path = PRESET_DIR / f"{text}.toml"
+        if not path.is_file():
+            raise BoardError(f"unknown board {text!r}: use a preset ({', '.join(presets())}) or a path to a .toml file")
+    elif not path.is_file():
+        raise BoardError(f"board file {text!r} does not exist")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise BoardError(f"board file {path}: not valid TOML ({exc})") from None
+    return _board_from_dict(data, path)
+
+
+def _board_from_dict(data: dict, path: Path) -> Board:
+    arith = data.get("arithmetic", {})
+    if not isinstance(arith, dict):
+        raise BoardError(f"board file {path}: [arithmetic] must be a table")
+    known = {f.name: f for f in fields(Arithmetic)}
+    values = {}
+    for key, value in arith.items():
+        if key not in known:
+            raise BoardError(f"board file {path}: unknown key arithmetic.{key} (known: {', '.join(known)})")
+        if key in _CHOICES and value not in _CHOICES[key]:
+            raise BoardError(f"board file {path}: arithmetic.{key} = {value!r}; choose one of {_CHOICES[key]}")
+        if key in _RANGES:
+            lo, hi = _RANGES[key]
+            if not isinstance(value, int) or not lo <= value <= hi:
+                raise BoardError(f"board file {path}: arithmetic.{key} = {value!r}; must be an integer in [{lo}, {hi}]")
+        values[key] = value
+    arithmetic = Arithmetic(**values)
+    if arithmetic.requantize == "fixedpoint" and arithmetic.rounding != "half_up":
+        raise BoardError(f"board file {path}: fixedpoint requantization rounds half_up (see kernels/fixedpoint.py)")
+    return Board(name=str(data.get("name", path.stem)), description=str(data.get("description", "")),
+                 arithmetic=arithmetic, source=str(path))

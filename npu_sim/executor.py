@@ -1,0 +1,103 @@
+"""Run an integer program: one small loop with hooks.
+
+``execute`` walks the nodes in order, calls each node's prepared ``run`` with integer arrays, and calls every
+hook after each node with ``(node, inputs, outputs, seconds)``. Tracing, per-node timing, accuracy and the
+overflow report are all hooks or small readers of the same loop.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import InputError
+from .ir import Node, Program
+
+
+@dataclass
+class RunResult:
+    values: dict[str, np.ndarray]               # every tensor kept (all of them when keep_all)
+    overflows: dict[str, int] = field(default_factory=dict)  # node -> accumulators past the board's width
+    seconds: dict[str, float] = field(default_factory=dict)  # node -> wall time
+
+
+class _Context:
+    """What a node's run function may ask of the executor."""
+
+    def __init__(self, program: Program, result: RunResult):
+        self.program = program
+        self.result = result
+
+    def shape_of(self, name: str) -> tuple[int, ...]:
+        return self.program.tensors[name].shape
+
+    def tensor(self, name: str):
+        return self.program.tensors[name]
+
+    def overflow(self, node: Node, count: int) -> None:
+        self.result.overflows[node.name] = self.result.overflows.get(node.name, 0) + count
+
+
+def check_feeds(program: Program, feeds: dict) -> dict[str, np.ndarray]:
+    expected = program.inputs
+    unknown = sorted(set(feeds) - set(expected))
+    if unknown:
+        raise InputError(f"unknown input(s) {unknown}; the model's inputs are {sorted(expected)}")
+    missing = sorted(set(expected) - set(feeds))
+    if missing:
+        raise InputError(f"missing input(s) {missing}; the model's inputs are {sorted(expected)}")
+    out = {}
+    for name, value in feeds.items():
+        t = program.tensors[expected[name]]
+        arr = np.asarray(value)
+        if tuple(arr.shape) != tuple(t.shape):
+            raise InputError(f"input {name!r}: expected shape {'x'.join(map(str, t.shape))}, got "
+                             f"{'x'.join(map(str, arr.shape)) or 'a scalar'}")
+        if t.q is None:
+            if arr.dtype.kind != "f":
+                raise InputError(f"input {name!r}: expected float values (the model quantizes them itself), got "
+                                 f"{arr.dtype}")
+            arr = arr.astype(np.float32)
+            if not np.all(np.isfinite(arr)):
+                raise InputError(f"input {name!r} contains NaN or infinity")
+        else:
+            if arr.dtype != t.q.np_dtype:
+                raise InputError(f"input {name!r}: expected {t.q.dtype} values (the model input is already "
+                                 f"quantized), got {arr.dtype}")
+            if t.q.bits == 4 and (arr.min() < t.q.qmin or arr.max() > t.q.qmax):
+                raise InputError(f"input {name!r}: values outside the {t.q.dtype} range")
+        out[expected[name]] = np.ascontiguousarray(arr)
+    return out
+
+
+def execute(program: Program, feeds: dict, hooks=(), keep_all: bool = False) -> RunResult:
+    values = check_feeds(program, feeds)
+    result = RunResult(values)
+    ctx = _Context(program, result)
+    last_use = {}
+    if not keep_all:
+        for i, node in enumerate(program.nodes):
+            for name in node.inputs:
+                last_use[name] = i
+        for name in program.outputs.values():
+            last_use[name] = len(program.nodes)
+    tensors = program.tensors
+    for i, node in enumerate(program.nodes):
+        inputs = [values[n] for n in node.inputs if not tensors[n].is_const]
+        t0 = time.perf_counter()
+        try:
+            outputs = node.run(node, inputs, ctx)
+        except Exception as exc:
+            raise RuntimeError(f"node {node.name!r} ({node.op}) failed: {type(exc).__name__}: {exc}") from exc
+        dt = time.perf_counter() - t0
+        result.seconds[node.name] = dt
+        for name, arr in zip(node.outputs, outputs):
+            values[name] = arr
+        for hook in hooks:
+            hook(node, inputs, outputs, dt)
+        if not keep_all:
+            for name in node.inputs:
+                if last_use.get(name) == i and name in values:
+                    del values[name]
+    return result

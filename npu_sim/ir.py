@@ -1,0 +1,178 @@
+"""The integer program: the one representation that run, check, cost and accuracy all read.
+
+A ``Program`` is a list of ``Node``s in execution order over named ``Tensor``s. Every quantized tensor carries
+its quantization (``QParams``) and the name of the ONNX float tensor it stands for (``float_name``: the input of
+its QuantizeLinear), so layers can be matched to the float model. Node parameters are prepared once at lowering
+(integer multipliers, shifts, clamps, index tables); executing a node only moves integers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+# Integer storage types and their ranges.
+DTYPES = {
+    "int4": (np.int8, -8, 7), "uint4": (np.uint8, 0, 15),
+    "int8": (np.int8, -128, 127), "uint8": (np.uint8, 0, 255),
+    "int16": (np.int16, -32768, 32767), "uint16": (np.uint16, 0, 65535),
+    "int32": (np.int32, -(2**31), 2**31 - 1),
+}
+BITS = {"int4": 4, "uint4": 4, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32}
+
+
+@dataclass(frozen=True, eq=False)
+class QParams:
+    """Quantization of an integer tensor: real = (q - zero_point) * scale, per tensor or along ``axis``."""
+    dtype: str
+    scale: np.ndarray       # float32, shape () per tensor, (C,) per axis
+    zero_point: np.ndarray  # int64, same shape as scale
+    axis: int | None = None
+
+    @property
+    def bits(self) -> int:
+        return BITS[self.dtype]
+
+    @property
+    def qmin(self) -> int:
+        return DTYPES[self.dtype][1]
+
+    @property
+    def qmax(self) -> int:
+        return DTYPES[self.dtype][2]
+
+    @property
+    def np_dtype(self):
+        return DTYPES[self.dtype][0]
+
+    @property
+    def per_tensor(self) -> bool:
+        return self.scale.ndim == 0
+
+    @property
+    def symmetric(self) -> bool:
+        return bool(np.all(self.zero_point == 0))
+
+    def same_as(self, other: "QParams") -> bool:
+        return (self.dtype == other.dtype and self.scale.shape == other.scale.shape
+                and bool(np.all(self.scale == other.scale)) and bool(np.all(self.zero_point == other.zero_point))
+                and (self.per_tensor or self.axis == other.axis))
+
+    def broadcast(self, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+        """Scale and zero point shaped to broadcast against a tensor of ``ndim`` dims."""
+        if self.per_tensor:
+            return self.scale, self.zero_point
+        shape = [1] * ndim
+        shape[self.axis] = -1
+        return self.scale.reshape(shape), self.zero_point.reshape(shape)
+
+    def dequantize(self, q: np.ndarray) -> np.ndarray:
+        """ONNX DequantizeLinear: (q - zp) * scale, in float32."""
+        s, z = self.broadcast(q.ndim)
+        return ((q.astype(np.int64) - z).astype(np.float32) * s).astype(np.float32)
+
+    def quantize(self, x: np.ndarray) -> np.ndarray:
+        """ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zp), float32 division."""
+        s, z = self.broadcast(np.ndim(x))
+        v = np.rint(np.asarray(x, dtype=np.float32) / s).astype(np.float64) + z
+        return np.clip(np.nan_to_num(v), self.qmin, self.qmax).astype(self.np_dtype)
+
+    def describe(self) -> str:
+        if self.per_tensor:
+            return f"{self.dtype} s={float(self.scale):.6g} zp={int(self.zero_point)}"
+        s = self.scale
+        return f"{self.dtype} s[{s.size}]@axis{self.axis}={float(s.min()):.3g}..{float(s.max()):.3g} zp={'0' if self.symmetric else 'var'}"
+
+
+@dataclass(eq=False)
+class Tensor:
+    name: str                      # unique IR name (the ONNX integer tensor name when there is one)
+    float_name: str                # the ONNX float tensor this integer tensor stands for
+    shape: tuple[int, ...]
+    q: QParams | None              # None only for float program inputs
+    data: np.ndarray | None = None  # constants (weights, biases)
+
+    @property
+    def is_const(self) -> bool:
+        return self.data is not None
+
+
+@dataclass(eq=False)
+class Node:
+    name: str                      # the ONNX node name of the op (group anchor)
+    op: str                        # ONNX op type (or Quantize / Requantize for the program's own conversions)
+    inputs: list[str]
+    outputs: list[str]
+    run: Callable[..., list]       # run(node, input_arrays, ctx) -> output arrays
+    params: dict[str, Any] = field(default_factory=dict)  # prepared integer parameters
+    attrs: dict[str, Any] = field(default_factory=dict)   # ONNX attributes that matter, for printing/checks
+    sources: list[str] = field(default_factory=list)      # ONNX nodes folded into this op (Q, DQ, Relu, ...)
+
+    def describe_params(self) -> str:
+        parts = []
+        for key, value in self.params.items():
+            if key.startswith("_"):
+                continue
+            parts.append(f"{key}={_short(value)}")
+        return " ".join(parts)
+
+
+def _short(value) -> str:
+    if isinstance(value, np.ndarray):
+        if value.size == 1:
+            return str(value.reshape(-1)[0])
+        if value.size <= 4:
+            return "[" + ",".join(str(v) for v in value.reshape(-1)) + "]"
+        return f"[{value.size}:{value.min()}..{value.max()}]"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (tuple, list)) and len(value) > 6:
+        return f"[{len(value)} items]"
+    return str(value)
+
+
+@dataclass(eq=False)
+class Program:
+    tensors: dict[str, Tensor]
+    nodes: list[Node]
+    inputs: dict[str, str]   # ONNX graph input name -> program tensor (float for Quantize stubs, else integer)
+    outputs: dict[str, str]  # ONNX graph output name -> integer tensor
+    board: Any
+    model_path: str = ""
+    opset: int = 0
+
+    def tensor(self, name: str) -> Tensor:
+        return self.tensors[name]
+
+    def by_float_name(self) -> dict[str, Tensor]:
+        out: dict[str, Tensor] = {}
+        for t in self.tensors.values():
+            if t.q is not None and not t.is_const:
+                out.setdefault(t.float_name, t)
+        return out
+
+    def format(self) -> str:
+        """One line per op: name, op, dtypes, shapes, scales, requantization parameters."""
+        lines = [f"# program of {self.model_path or '<model>'} on board '{self.board}' "
+                 f"({self.board.arithmetic.requantize} arithmetic): {len(self.nodes)} ops"]
+        for name, tname in self.inputs.items():
+            t = self.tensors[tname]
+            lines.append(f"input  {name}: {_tdesc(t)}")
+        for node in self.nodes:
+            ins = ", ".join(_tdesc(self.tensors[i]) for i in node.inputs if not self.tensors[i].is_const)
+            consts = [self.tensors[i] for i in node.inputs if self.tensors[i].is_const]
+            cdesc = "".join(f" {c.name.split('/')[-1]}:{c.q.dtype if c.q else c.data.dtype}{list(c.shape)}" for c in consts)
+            outs = ", ".join(_tdesc(self.tensors[o]) for o in node.outputs)
+            params = node.describe_params()
+            lines.append(f"{node.name} [{node.op}] ({ins}){cdesc} -> {outs}" + (f" | {params}" if params else ""))
+        for name, tname in self.outputs.items():
+            lines.append(f"output {name}: {_tdesc(self.tensors[tname])}")
+        return "\n".join(lines)
+
+
+def _tdesc(t: Tensor) -> str:
+    shape = "x".join(str(d) for d in t.shape)
+    if t.q is None:
+        return f"{t.name} float32[{shape}]"
+    return f"{t.name} {t.q.describe()} [{shape}]"

@@ -1,0 +1,341 @@
+"""QDQ ONNX graph -> integer program.
+
+The walk visits ONNX nodes in topological order and keeps three maps:
+
+* ``deq``: float tensor -> integer tensor it is the dequantization of (DequantizeLinear outputs, and the outputs
+  of data-movement ops applied to them, which keep the quantization);
+* ``ints``: ONNX integer tensor (QuantizeLinear output, quantized initializer) -> integer tensor;
+* ``pending``: float output of a compute op whose inputs are all dequantized, waiting for the QuantizeLinear that
+  closes its QDQ group (a Relu/Clip in between is folded in as an output clamp).
+
+When the QuantizeLinear arrives, the op is lowered by its family (``npu_sim.ops``): float scales become integer
+multipliers, shifts, tables and clamps, once. Everything that cannot be lowered is collected and reported at
+once, by node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from onnx import TensorProto
+
+from . import ops
+from .board import Board
+from .errors import QuantizationError, UnsupportedModelError
+from .ir import DTYPES, Node, Program, QParams, Tensor
+from .onnx_reader import Graph, attrs_of
+
+ELEM_DTYPES = {
+    TensorProto.INT8: "int8", TensorProto.UINT8: "uint8", TensorProto.INT16: "int16",
+    TensorProto.UINT16: "uint16", TensorProto.INT32: "int32", TensorProto.INT4: "int4", TensorProto.UINT4: "uint4",
+}
+NP_DTYPES = {"int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16", "int32": "int32"}
+FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
+
+
+@dataclass
+class Pending:
+    node: object                     # onnx NodeProto of the compute op
+    args: list                       # Tensor | np.ndarray | None per ONNX input
+    act: tuple[float, float] | None = None
+    sources: list[str] = field(default_factory=list)
+    done: str | None = None          # integer tensor once a QuantizeLinear closed the group
+
+
+class Lowering:
+    def __init__(self, graph: Graph, board: Board):
+        self.g = graph
+        self.board = board
+        self.arith = board.arithmetic
+        self.tensors: dict[str, Tensor] = {}
+        self.nodes: list[Node] = []
+        self.problems: list[tuple[str, str, str]] = []
+        self.deq: dict[str, str] = {}
+        self.ints: dict[str, str] = {}
+        self.pending: dict[str, Pending] = {}
+        self.inputs: dict[str, str] = {}
+        self.consumers: dict[str, list] = {}
+        for node in graph.nodes:
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+        self._names: set[str] = set()
+
+    # ---- helpers used by op families -------------------------------------------------------------------
+    def add_tensor(self, t: Tensor) -> Tensor:
+        if t.name in self.tensors:
+            raise AssertionError(f"duplicate tensor {t.name}")
+        self.tensors[t.name] = t
+        return t
+
+    def node_name(self, onode) -> str:
+        base = onode.name or f"{onode.op_type}_{onode.output[0]}"
+        name, i = base, 1
+        while name in self._names:
+            i += 1
+            name = f"{base}#{i}"
+        self._names.add(name)
+        return name
+
+    def shape(self, name: str, onode) -> tuple[int, ...]:
+        shape = self.g.shapes.get(name)
+        if shape is None:
+            raise _Problem(f"the shape of {name!r} could not be inferred (give fixed input shapes)")
+        return shape
+
+    # ---- the walk ------------------------------------------------------------------------------------------
+    def lower(self) -> Program:
+        has_qdq = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in self.g.nodes)
+        if not has_qdq:
+            raise UnsupportedModelError(
+                f"{self.g.path}: this is a float model (no QuantizeLinear/DequantizeLinear nodes). Quantize it first, "
+                f"e.g. onnxruntime.quantization.quantize_static(..., quant_format=QuantFormat.QDQ)")
+        for name in self.g.inputs:
+            etype = self.g.elem_types.get(name)
+            if etype in FLOAT_TYPES:
+                self.add_tensor(Tensor(name, name, self.g.shapes[name], None))
+        for onode in self.g.nodes:
+            try:
+                self.visit(onode)
+            except _Problem as p:
+                self.problems.append((onode.name or onode.output[0], onode.op_type, str(p)))
+        self._outputs()
+        if self.problems:
+            lines = "\n".join(f"  - node {n!r} ({op}): {why}" for n, op, why in self.problems)
+            raise UnsupportedModelError(
+                f"{self.g.path}: {len(self.problems)} node(s) cannot run as integer ops on board "
+                f"'{self.board}':\n{lines}", self.problems)
+        return Program(self.tensors, self.nodes, self.inputs, self.outputs, self.board, self.g.path, self.g.opset)
+
+    def visit(self, onode) -> None:
+        op = onode.op_type
+        if op == "Constant":
+            return
+        if onode.domain not in ("", "ai.onnx", "com.microsoft"):
+            raise _Problem(f"custom domain {onode.domain!r} is not supported")
+        if op == "DequantizeLinear":
+            return self._dequantize(onode)
+        if op == "QuantizeLinear":
+            return self._quantize(onode)
+        if onode.domain == "com.microsoft":
+            raise _Problem("com.microsoft ops other than QuantizeLinear/DequantizeLinear are not supported; "
+                           "quantize with QuantFormat.QDQ (not QOperator) and without contrib fusions")
+        info = ops.OPS.get(op)
+        if info is None:
+            if op in ops.NONLINEAR:
+                raise _Problem(f"{op} is a nonlinear op that the board computes with lookup tables; "
+                               f"lookup-table ops are not supported yet")
+            raise _Problem(f"op {op} is not supported by npu-sim")
+        data = onode.input[0] if onode.input else ""
+        # Relu/Clip right after a compute op (before its QuantizeLinear): fold into the op as an output clamp.
+        if op in ("Relu", "Clip") and data in self.pending and len(self.consumers.get(data, [])) == 1:
+            p = self.pending[data]
+            self.pending[onode.output[0]] = Pending(p.node, p.args, _merge_act(p.act, ops.activation_bounds(self, onode)),
+                                                    p.sources + [onode.name])
+            return
+        args = [self._arg(name, onode, i) for i, name in enumerate(onode.input)]
+        if info.kind == "movement":
+            outs = info.lower(self, onode, args, None, None)
+            for name, tname in zip(onode.output, outs):
+                if name:
+                    self.deq[name] = tname
+            return
+        if info.needs_activation and (not args or not isinstance(args[0], Tensor)):
+            raise _Problem(f"input {data!r} is not a dequantized integer tensor")
+        self.pending[onode.output[0]] = Pending(onode, args, None, [onode.name])
+
+    def _arg(self, name: str, onode, index: int):
+        if not name:
+            return None
+        if name in self.deq:
+            return self.tensors[self.deq[name]]
+        if name in self.g.consts:
+            return self.g.consts[name]
+        if name in self.pending:
+            raise _Problem(f"input {name!r} is the float output of {self.pending[name].node.op_type} "
+                           f"{self.pending[name].node.name!r}, which is not quantized (no QuantizeLinear): "
+                           f"it would run in float. Quantize that op's output.")
+        if name in self.ints:
+            raise _Problem(f"input {name!r} is an integer tensor used without DequantizeLinear")
+        raise _Problem(f"input {name!r} is a float tensor that is not quantized (no DequantizeLinear before "
+                       f"this op); quantize the model with QDQ around every op")
+
+    # ---- Q and DQ --------------------------------------------------------------------------------------------
+    def _qparams(self, onode, dtype: str, tensor_shape, what: str) -> QParams:
+        a = attrs_of(onode)
+        if a.get("block_size", 0):
+            raise _Problem("blocked quantization (block_size) is not supported")
+        names = list(onode.input) + ["", ""]
+        scale_name, zp_name = names[1], names[2]
+        if scale_name not in self.g.consts:
+            raise _Problem(f"scale {scale_name!r} is not a constant")
+        scale = np.asarray(self.g.consts[scale_name], dtype=np.float32)
+        zp = (np.asarray(self.g.consts[zp_name]).astype(np.int64) if zp_name else np.zeros(scale.shape, np.int64))
+        label = f"{what} (node {onode.name!r})"
+        if scale.ndim > 1 or zp.shape != scale.shape:
+            raise QuantizationError(f"{label}: scale shape {scale.shape} and zero point shape {zp.shape} must be "
+                                    f"equal scalars or 1-D")
+        if not np.all(np.isfinite(scale)):
+            raise QuantizationError(f"{label}: scale {scale_name!r} contains NaN or infinity; re-run calibration")
+        if np.any(scale <= 0):
+            bad = float(scale.reshape(-1)[np.argmax(scale.reshape(-1) <= 0)])
+            raise QuantizationError(f"{label}: scale {scale_name!r} must be positive, found {bad!r}; "
+                                    f"re-run calibration (a constant tensor may need a non-zero range)")
+        lo, hi = DTYPES[dtype][1], DTYPES[dtype][2]
+        if np.any(zp < lo) or np.any(zp > hi):
+            raise QuantizationError(f"{label}: zero point out of the {dtype} range [{lo}, {hi}]")
+        axis = None
+        if scale.ndim == 1:
+            axis = int(a.get("axis", 1))
+            rank = len(tensor_shape) if tensor_shape is not None else None
+            if rank is not None:
+                if axis < 0:
+                    axis += rank
+                if not 0 <= axis < rank or tensor_shape[axis] != scale.shape[0]:
+                    raise QuantizationError(
+                        f"{label}: per-axis scale has {scale.shape[0]} values but axis {a.get('axis', 1)} of "
+                        f"the tensor (shape {list(tensor_shape)}) does not match")
+            if scale.shape[0] == 1:
+                scale, zp, axis = scale.reshape(()), zp.reshape(()), None
+        return QParams(dtype, scale, zp, axis)
+
+    def _dtype_of(self, name: str, onode) -> str:
+        if name in self.g.consts:
+            etype = self.g.elem_types.get(name)
+            arr = self.g.consts[name]
+            if etype in ELEM_DTYPES:
+                return ELEM_DTYPES[etype]
+            key = str(arr.dtype)
+            if key in NP_DTYPES:
+                return NP_DTYPES[key]
+            raise _Problem(f"quantized tensor {name!r} has unsupported type {arr.dtype}")
+        etype = self.g.elem_types.get(name)
+        if etype in ELEM_DTYPES:
+            return ELEM_DTYPES[etype]
+        raise _Problem(f"tensor {name!r} has unsupported quantized type (onnx type {etype})")
+
+    def _dequantize(self, onode) -> None:
+        x = onode.input[0]
+        out = onode.output[0]
+        if x in self.g.consts:
+            dtype = self._dtype_of(x, onode)
+            q = self._qparams(onode, dtype, self.g.consts[x].shape, f"DequantizeLinear of {x!r}")
+            name = x if x not in self.tensors else f"{x}@{out}"
+            data = np.asarray(self.g.consts[x]).astype(DTYPES[dtype][0])
+            self.add_tensor(Tensor(name, out, tuple(data.shape), q, data))
+            self.deq[out] = name
+            return
+        if x in self.ints:
+            src = self.tensors[self.ints[x]]
+            q = self._qparams(onode, src.q.dtype, src.shape, f"DequantizeLinear of {x!r}")
+            if not q.same_as(src.q):
+                raise _Problem(f"DequantizeLinear uses different scale/zero point than the QuantizeLinear that "
+                               f"produced {x!r}")
+            self.deq[out] = src.name
+            return
+        if x in self.g.inputs:
+            dtype = self._dtype_of(x, onode)
+            shape = self.g.shapes[x]
+            q = self._qparams(onode, dtype, shape, f"DequantizeLinear of input {x!r}")
+            self.add_tensor(Tensor(x, out, shape, q))
+            self.inputs[x] = x
+            self.ints[x] = x
+            self.deq[out] = x
+            return
+        raise _Problem(f"input {x!r} of DequantizeLinear is neither a constant, a model input nor the output of "
+                       f"a QuantizeLinear")
+
+    def _quantize(self, onode) -> None:
+        f = onode.input[0]
+        out = onode.output[0]
+        a = attrs_of(onode)
+        names = list(onode.input) + ["", ""]
+        if names[2]:
+            dtype = self._dtype_of(names[2], onode)
+        elif a.get("output_dtype"):
+            dtype = ELEM_DTYPES.get(a["output_dtype"])
+            if dtype is None:
+                raise _Problem(f"output_dtype {a['output_dtype']} is not an integer type npu-sim supports")
+        else:
+            dtype = "uint8"
+        shape = self.g.shapes.get(f) or (self.g.consts[f].shape if f in self.g.consts else None)
+        q = self._qparams(onode, dtype, shape, f"QuantizeLinear of {f!r}")
+        if f in self.pending:
+            p = self.pending[f]
+            if p.done is not None:  # the same float value quantized twice: requantize from the first
+                return self._requantize(onode, self.tensors[p.done], out, f, q)
+            if not q.per_tensor:
+                raise _Problem(f"activation {f!r} is quantized per axis; npu-sim supports per-tensor activations")
+            t = self.add_tensor(Tensor(out, f, self.shape(f, onode), q))
+            info = ops.OPS[p.node.op_type]
+            node = info.lower(self, p.node, p.args, t, p.act)
+            node.sources = p.sources + [onode.name]
+            self.nodes.append(node)
+            self.ints[out] = out
+            p.done = out
+            return
+        if f in self.deq:
+            src = self.tensors[self.deq[f]]
+            if src.q.same_as(q):
+                self.ints[out] = src.name
+                return
+            return self._requantize(onode, src, out, f, q)
+        if f in self.g.inputs and f in self.tensors and self.tensors[f].q is None:
+            if not q.per_tensor:
+                raise _Problem(f"model input {f!r} is quantized per axis; only per-tensor input quantization is "
+                               f"supported")
+            t = self.add_tensor(Tensor(out, f, self.g.shapes[f], q))
+            self.inputs[f] = f
+            self.nodes.append(ops.convert.lower_quantize(self, onode, self.tensors[f], t))
+            self.ints[out] = out
+            return
+        if f in self.g.consts:
+            data = q.quantize(np.asarray(self.g.consts[f], dtype=np.float32))
+            self.add_tensor(Tensor(out, f, tuple(data.shape), q, data))
+            self.ints[out] = out
+            return
+        raise _Problem(f"QuantizeLinear input {f!r} comes from an op npu-sim could not lower")
+
+    def _requantize(self, onode, src: Tensor, out: str, f: str, q: QParams) -> None:
+        if not (q.per_tensor and src.q.per_tensor):
+            raise _Problem(f"requantizing {f!r} between per-axis quantizations is not supported")
+        t = self.add_tensor(Tensor(out, f, src.shape, q, None if not src.is_const else q.quantize(src.q.dequantize(src.data))))
+        self.ints[out] = out
+        if not src.is_const:
+            self.nodes.append(ops.convert.lower_requantize(self, onode, src, t))
+
+    def _outputs(self) -> None:
+        self.outputs: dict[str, str] = {}
+        for name in self.g.outputs:
+            if name in self.deq:
+                self.outputs[name] = self.deq[name]
+            elif name in self.ints:
+                self.outputs[name] = self.ints[name]
+            elif name in self.pending:
+                p = self.pending[name]
+                self.problems.append((p.node.name, p.node.op_type,
+                                      f"model output {name!r} is computed in float (no QuantizeLinear after it)"))
+            elif not any(pr[0] for pr in self.problems):
+                self.problems.append((name, "output", f"model output {name!r} is not a quantized tensor"))
+        for name, p in self.pending.items():
+            if p.done is None and name not in self.g.outputs and not any(
+                    c.op_type in ("Relu", "Clip") for c in self.consumers.get(name, [])):
+                consumers = self.consumers.get(name, [])
+                if not consumers:
+                    continue  # unused output (e.g. MaxPool indices)
+
+
+class _Problem(Exception):
+    """A node that cannot be lowered; collected and reported with all the others."""
+
+
+def _merge_act(a, b):
+    if a is None:
+        return b
+    return (max(a[0], b[0]), min(a[1], b[1]))
+
+
+def lower_graph(graph: Graph, board: Board) -> Program:
+    return Lowering(graph, board).lower()
+
+
+Problem = _Problem

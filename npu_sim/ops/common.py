@@ -1,0 +1,145 @@
+"""Shared preparation and run helpers of the op families.
+
+Preparation turns float scale ratios into the board's integer form once:
+fixed-point boards get ``(multiplier, shift)`` pairs from ``kernels.fixedpoint.quantize_multiplier``; the
+``onnx`` arithmetic keeps onnxruntime's float32 ratio. ``requantize_acc`` applies either at run time.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+
+from kernels.fixedpoint import quantize_multiplier
+from kernels.requantize import requantize, requantize_float
+
+from ..ir import Node, QParams, Tensor
+
+
+def attrs(onode) -> dict:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in onode.attribute}
+
+
+def activation_bounds(lowering, onode) -> tuple[float, float]:
+    """Float clamp interval of a Relu or Clip node."""
+    if onode.op_type == "Relu":
+        return (0.0, math.inf)
+    a = attrs(onode)
+    lo, hi = a.get("min", -math.inf), a.get("max", math.inf)
+    names = list(onode.input) + ["", ""]
+    for i, which in ((1, "min"), (2, "max")):
+        if names[i]:
+            value = lowering.g.consts.get(names[i])
+            if value is None:
+                from ..lowering import Problem
+                raise Problem(f"Clip {which} {names[i]!r} must be a constant")
+            if names[i] in lowering.deq:
+                pass
+            v = float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
+            lo, hi = (v, hi) if which == "min" else (lo, v)
+    return (float(lo), float(hi))
+
+
+def clamp_bounds(q: QParams, act) -> tuple[int, int]:
+    """Integer output clamp: the dtype range intersected with the quantized activation interval.
+
+    Quantizing the float bounds with the ONNX rule (round half to even) gives exactly the same result as
+    clipping in float before QuantizeLinear, because rounding is monotone.
+    """
+    lo, hi = q.qmin, q.qmax
+    if act is not None:
+        s, z = float(q.scale), int(q.zero_point)
+        if act[0] > -math.inf:
+            lo = max(lo, min(hi, int(np.rint(np.float32(act[0]) / np.float32(s))) + z))
+        if act[1] < math.inf:
+            hi = min(hi, max(lo, int(np.rint(np.float32(act[1]) / np.float32(s))) + z))
+    return lo, hi
+
+
+def fixed_multipliers(real, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-element (multiplier, shift) arrays for an array of real factors (float64)."""
+    real = np.asarray(real, dtype=np.float64)
+    flat = real.reshape(-1)
+    m = np.empty(flat.size, np.int64)
+    r = np.empty(flat.size, np.int64)
+    for i, v in enumerate(flat):
+        m[i], r[i] = quantize_multiplier(float(v), bits)
+    return m.reshape(real.shape), r.reshape(real.shape)
+
+
+def per_channel(q: QParams, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scale (float32) and zero point (int64) as arrays of length n."""
+    return (np.broadcast_to(q.scale, (n,)).astype(np.float32), np.broadcast_to(q.zero_point, (n,)).astype(np.int64))
+
+
+def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand_bits, bias=None, alpha=1.0):
+    """Fill ``params`` with the requantization of an accumulator in units of ``sx*sw[c]`` to output scale ``sy``.
+
+    fixedpoint: ``mult, shift`` from ``sx*sw[c]*alpha/sy`` (computed in float64 from the float32 scales).
+    onnx: onnxruntime's float32 ratio ``float32(float32(sx*sw[c]) / sy)``.
+    """
+    arith = lowering.arith
+    sw = np.broadcast_to(np.asarray(sw, np.float32), (n_channels,))
+    params["bias"] = (np.zeros(n_channels, np.int64) if bias is None
+                      else np.broadcast_to(np.asarray(bias, np.int64), (n_channels,)).copy())
+    params["acc_bits"] = arith.accumulator_bits(*operand_bits)
+    if arith.fixedpoint:
+        real = np.float64(sx) * sw.astype(np.float64) * alpha / np.float64(sy)
+        params["mult"], params["shift"] = fixed_multipliers(real, arith.multiplier_bits)
+    else:
+        ratio = (np.float32(sx) * sw).astype(np.float32)
+        if alpha != 1.0:
+            ratio = (ratio * np.float32(alpha)).astype(np.float32)
+        params["scale"] = (ratio / np.float32(sy)).astype(np.float32)
+
+
+def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, inner: int,
+                   params: dict | None = None) -> np.ndarray:
+    """Requantize an int64 accumulator laid out as (outer, channels, inner) with prepared params (the node's)."""
+    p = node.params if params is None else params
+    acc3 = np.ascontiguousarray(acc.reshape(outer, channels, inner), dtype=np.int64)
+    out = np.empty(acc3.shape, dtype=p["_out_dtype"])
+    if "mult" in p:
+        n = requantize(acc3, p["bias"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"],
+                       p["acc_bits"], p["_saturate"], out)
+    elif p["acc_bits"] <= 32:
+        n = requantize_float(acc3, p["bias"], p["scale"], p["out_zp"], p["qmin"], p["qmax"], out)
+    else:  # wide (16-bit) groups: onnxruntime computes these in float; model the exact sum, float32 ratio
+        v = (acc3 + p["bias"].reshape(1, -1, 1)).astype(np.float64) * p["scale"].astype(np.float64).reshape(1, -1, 1)
+        y = np.rint(np.clip(v, p["qmin"] - p["out_zp"], p["qmax"] - p["out_zp"])) + p["out_zp"]
+        out[...] = y.astype(out.dtype)
+        n = 0
+    if n:
+        ctx.overflow(node, int(n))
+    return out
+
+
+def output_params(lowering, out: Tensor, act) -> dict:
+    qmin, qmax = clamp_bounds(out.q, act)
+    return {"out_zp": int(out.q.zero_point), "qmin": qmin, "qmax": qmax,
+            "_out_dtype": out.q.np_dtype, "_saturate": lowering.arith.accumulator_overflow == "saturate"}
+
+
+def check_per_tensor(t: Tensor, what: str) -> None:
+    if not t.q.per_tensor:
+        from ..lowering import Problem
+        raise Problem(f"{what} {t.float_name!r} is quantized per axis; npu-sim needs per-tensor quantization here")
+
+
+def const_value(lowering, arg, what: str) -> np.ndarray:
+    """Float value of a constant input: a raw initializer or a dequantized constant tensor."""
+    from ..lowering import Problem
+    if isinstance(arg, np.ndarray):
+        return arg
+    if isinstance(arg, Tensor) and arg.is_const:
+        return arg.q.dequantize(arg.data)
+    raise Problem(f"{what} must be a constant")
+
+
+def int_const(lowering, arg, what: str) -> np.ndarray:
+    """An int64 constant input (shapes, axes, pads, indices)."""
+    from ..lowering import Problem
+    if isinstance(arg, np.ndarray) and arg.dtype.kind in "iu":
+        return arg.astype(np.int64)
+    raise Problem(f"{what} must be a constant integer tensor (computed shapes are not supported)")

@@ -1,0 +1,268 @@
+"""Elementwise ops on the board: Add/Sub, Mul, Div by a constant, Concat, Relu/Clip, LeakyRelu/PRelu,
+BatchNormalization.
+
+Board integer semantics (``fixedpoint`` arithmetic; the ``onnx`` arithmetic runs the QDQ definition instead,
+see ``float_ref``):
+
+* Add/Sub: both inputs are shifted left by ``L`` (board ``add_left_shift_*``), rescaled to the common scale
+  ``2*max(sa, sb)``, added, then rescaled to the output:
+  ``y = R(R((a-za)<<L, sa/t) +- R((b-zb)<<L, sb/t), t/(2^L sy)) + zy`` with ``t = 2 max(sa, sb)``,
+  ``R`` = ``mul_round_shift`` with the factor's multiplier/shift.
+* Mul: ``y = R((a-za)(b-zb), sa sb/sy) + zy``.
+* Div by a constant c: ``y = R(a-za, sa/(c sy)) + zy`` per element of c.
+* Concat: each input whose quantization differs from the output's is requantized ``R(q-zi, si/so) + zo``.
+* Relu/Clip: ``R(q-zx, sx/sy) + zy`` clamped to the quantized bounds.
+* LeakyRelu/PRelu: ``R(q-zx, sx/sy)`` for q >= zx, ``R(q-zx, alpha sx/sy)`` below (alpha per channel for PRelu).
+* BatchNormalization (left after export): a per-channel affine ``a_c x + b_c`` evaluated in output units with
+  16 fraction bits: ``y = (((q-zx) W_c + B_c) + 2^15) >> 16 + zy`` with ``W_c = round(2^16 sx a_c/sy)``,
+  ``B_c = round(2^16 b_c/sy)``.
+All results saturate to the output type (and the fused Relu/Clip bounds).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.add import add_rescaled
+from kernels.leaky_relu import leaky_relu
+from kernels.mul import mul
+
+from ..ir import Node, QParams, Tensor
+from .common import (attrs, check_per_tensor, const_value, fixed_multipliers, output_params, requantize_acc)
+from .float_ref import lower_float_reference
+
+BN_FRACTION_BITS = 16
+
+
+def _problem(msg):
+    from ..lowering import Problem
+    return Problem(msg)
+
+
+def _operand(lowering, arg, what: str) -> Tensor:
+    """A quantized operand; a raw float constant is quantized to int16 (symmetric) as the board would store it."""
+    if isinstance(arg, Tensor):
+        check_per_tensor(arg, what)
+        return arg
+    if isinstance(arg, np.ndarray):
+        value = arg.astype(np.float32)
+        amax = float(np.max(np.abs(value))) if value.size else 0.0
+        q = QParams("int16", np.array(amax / 32767 if amax > 0 else 1.0, np.float32), np.array(0, np.int64))
+        return Tensor(f"const:{what}", what, tuple(value.shape), q, q.quantize(value))
+    raise _problem(f"{what} is missing")
+
+
+def _mr(lowering, real: float):
+    m, r = fixed_multipliers(np.array(real), lowering.arith.multiplier_bits)
+    return int(m), int(r)
+
+
+def _ins(args):
+    return [a.name for a in args if isinstance(a, Tensor) and not a.is_const]
+
+
+def _flat(arr, shape):
+    return np.ascontiguousarray(np.broadcast_to(arr, shape)).reshape(-1)
+
+
+def lower_add(lowering, onode, args, out: Tensor, act) -> Node:
+    if not lowering.arith.fixedpoint:
+        return lower_float_reference(lowering, onode, args, [out], act)
+    a = _operand(lowering, args[0], f"{onode.op_type} input A")
+    b = _operand(lowering, args[1], f"{onode.op_type} input B")
+    sa, sb, sy = float(a.q.scale), float(b.q.scale), float(out.q.scale)
+    left = lowering.arith.add_left_shift(a.q.bits, b.q.bits)
+    t = 2.0 * max(sa, sb)
+    p = {"a_zp": int(a.q.zero_point), "b_zp": int(b.q.zero_point), "left_shift": left,
+         "sign_b": -1 if onode.op_type == "Sub" else 1}
+    p["a_mult"], p["a_shift"] = _mr(lowering, sa / t)
+    p["b_mult"], p["b_shift"] = _mr(lowering, sb / t)
+    p["out_mult"], p["out_shift"] = _mr(lowering, t / (2.0 ** left * sy))
+    p.update(output_params(lowering, out, act))
+    p["_a"], p["_b"] = a, b
+    return Node(lowering.node_name(onode), onode.op_type, _ins([a, b]), [out.name], _run_add, p)
+
+
+def _value(t: Tensor, inputs, i):
+    return (t.data, i) if t.is_const else (inputs[i], i + 1)
+
+
+def _run_add(node, inputs, ctx):
+    p = node.params
+    a, i = _value(p["_a"], inputs, 0)
+    b, _ = _value(p["_b"], inputs, i)
+    shape = ctx.shape_of(node.outputs[0])
+    out = np.empty(int(np.prod(shape)), p["_out_dtype"])
+    add_rescaled(_flat(a, shape), p["a_zp"], p["a_mult"], p["a_shift"], _flat(b, shape), p["b_zp"], p["b_mult"],
+                 p["b_shift"], p["left_shift"], p["sign_b"], p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"],
+                 p["qmax"], out)
+    return [out.reshape(shape)]
+
+
+def lower_mul(lowering, onode, args, out: Tensor, act) -> Node:
+    if not lowering.arith.fixedpoint:
+        return lower_float_reference(lowering, onode, args, [out], act)
+    a = _operand(lowering, args[0], "Mul input A")
+    b = _operand(lowering, args[1], "Mul input B")
+    p = {"a_zp": int(a.q.zero_point), "b_zp": int(b.q.zero_point)}
+    p["mult"], p["shift"] = _mr(lowering, float(a.q.scale) * float(b.q.scale) / float(out.q.scale))
+    p.update(output_params(lowering, out, act))
+    p["_a"], p["_b"] = a, b
+    return Node(lowering.node_name(onode), "Mul", _ins([a, b]), [out.name], _run_mul, p)
+
+
+def _run_mul(node, inputs, ctx):
+    p = node.params
+    a, i = _value(p["_a"], inputs, 0)
+    b, _ = _value(p["_b"], inputs, i)
+    shape = ctx.shape_of(node.outputs[0])
+    out = np.empty(int(np.prod(shape)), p["_out_dtype"])
+    mul(_flat(a, shape), p["a_zp"], _flat(b, shape), p["b_zp"], p["mult"], p["shift"], p["out_zp"], p["qmin"],
+        p["qmax"], out)
+    return [out.reshape(shape)]
+
+
+def lower_div(lowering, onode, args, out: Tensor, act) -> Node:
+    a, b = args[:2]
+    if not (isinstance(b, np.ndarray) or (isinstance(b, Tensor) and b.is_const)):
+        raise _problem("Div by an activation needs a reciprocal lookup table; lookup-table ops are not supported yet")
+    c = const_value(lowering, b, "Div divisor").astype(np.float64)
+    if np.any(c == 0):
+        from ..errors import QuantizationError
+        raise QuantizationError(f"Div node {onode.name!r}: the constant divisor {onode.input[1]!r} contains zero")
+    if not lowering.arith.fixedpoint:
+        return lower_float_reference(lowering, onode, args, [out], act)
+    check_per_tensor(a, "Div input")
+    real = float(a.q.scale) / (c * float(out.q.scale))
+    real_full = np.broadcast_to(real, out.shape) if real.size > 1 else real.reshape(1)
+    p = {"x_zp": int(a.q.zero_point), "bias": np.zeros(real_full.size, np.int64), "acc_bits": 64}
+    p["mult"], p["shift"] = fixed_multipliers(real_full.reshape(-1), lowering.arith.multiplier_bits)
+    p.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), "Div", [a.name], [out.name], _run_div, p, {"divisor": c.size})
+
+
+def _run_div(node, inputs, ctx):
+    p = node.params
+    acc = inputs[0].astype(np.int64) - p["x_zp"]
+    shape = ctx.shape_of(node.outputs[0])
+    acc = np.broadcast_to(acc, shape)
+    c = p["mult"].size
+    y = requantize_acc(node, ctx, acc, acc.size // c, c, 1) if c > 1 else requantize_acc(node, ctx, acc, 1, 1, acc.size)
+    return [y.reshape(shape)]
+
+
+def _rescale_params(lowering, src: QParams, dst: QParams, act=None, out=None) -> dict:
+    p = {"x_zp": int(src.zero_point), "bias": np.zeros(1, np.int64), "acc_bits": 64}
+    p["mult"], p["shift"] = fixed_multipliers(np.array([float(src.scale) / float(dst.scale)]),
+                                              lowering.arith.multiplier_bits)
+    return p
+
+
+def lower_concat(lowering, onode, args, out: Tensor, act) -> Node:
+    if not lowering.arith.fixedpoint:
+        return lower_float_reference(lowering, onode, args, [out], act)
+    axis = int(attrs(onode).get("axis", 0))
+    if axis < 0:
+        axis += len(out.shape)
+    parts = []
+    for i, arg in enumerate(args):
+        t = _operand(lowering, arg, f"Concat input {i}")
+        same = t.q.same_as(out.q) and act is None
+        parts.append((t, None if same else _rescale_params(lowering, t.q, out.q)))
+    p = {"axis": axis, "_parts": parts, "requantized": sum(1 for _, r in parts if r is not None)}
+    p.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), "Concat", _ins([t for t, _ in parts]), [out.name], _run_concat, p,
+                {"axis": axis})
+
+
+def _run_concat(node, inputs, ctx):
+    p = node.params
+    pieces, i = [], 0
+    for t, rq in p["_parts"]:
+        v, i = _value(t, inputs, i)
+        if rq is not None:
+            acc = v.astype(np.int64) - rq["x_zp"]
+            v = requantize_acc(node, ctx, acc, 1, 1, acc.size, dict(p, **rq)).reshape(v.shape)
+        pieces.append(v.astype(p["_out_dtype"], copy=False))
+    return [np.concatenate(pieces, axis=p["axis"])]
+
+
+def lower_clamp(lowering, onode, args, out: Tensor, act) -> Node:
+    from .common import activation_bounds
+    own = activation_bounds(lowering, onode)
+    act = own if act is None else (max(own[0], act[0]), min(own[1], act[1]))
+    if not lowering.arith.fixedpoint:
+        return lower_float_reference(lowering, onode, args, [out], act)
+    x = args[0]
+    check_per_tensor(x, f"{onode.op_type} input")
+    p = _rescale_params(lowering, x.q, out.q)
+    p.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_rescale, p)
+
+
+def _run_rescale(node, inputs, ctx):
+    p = node.params
+    x = inputs[0]
+    acc = x.astype(np.int64) - p["x_zp"]
+    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(x.shape)]
+
+
+def lower_leaky_relu(lowering, onode, args, out: Tensor, act) -> Node:
+    if not lowering.arith.fixedpoint:
+        return lower_float_reference(lowering, onode, args, [out], act)
+    x = args[0]
+    check_per_tensor(x, f"{onode.op_type} input")
+    sx, sy = float(x.q.scale), float(out.q.scale)
+    if onode.op_type == "LeakyRelu":
+        slope = np.array([float(attrs(onode).get("alpha", 0.01))])
+        layout = "scalar"
+    else:
+        slope = const_value(lowering, args[1], "PRelu slope").astype(np.float64)
+        layout = "scalar" if slope.size == 1 else "full"
+        slope = slope.reshape(-1) if slope.size == 1 else np.broadcast_to(slope, out.shape).reshape(-1)
+    bits = lowering.arith.multiplier_bits
+    p = {"x_zp": int(x.q.zero_point), "_layout": layout}
+    p["pos_mult"], p["pos_shift"] = (int(v) for v in fixed_multipliers(np.array(sx / sy), bits))
+    p["neg_mult"], p["neg_shift"] = fixed_multipliers(slope * sx / sy, bits)
+    p.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_leaky, p)
+
+
+def _run_leaky(node, inputs, ctx):
+    p = node.params
+    x = inputs[0]
+    c = p["neg_mult"].size
+    x3 = np.ascontiguousarray(x.reshape(1, c, -1) if c > 1 else x.reshape(1, 1, -1))
+    out = np.empty(x3.shape, p["_out_dtype"])
+    leaky_relu(x3, p["x_zp"], p["pos_mult"], p["pos_shift"], p["neg_mult"], p["neg_shift"], p["out_zp"], p["qmin"],
+               p["qmax"], out)
+    return [out.reshape(x.shape)]
+
+
+def lower_batchnorm(lowering, onode, args, out: Tensor, act) -> Node:
+    if not lowering.arith.fixedpoint:
+        return lower_float_reference(lowering, onode, args, [out], act)
+    x = args[0]
+    check_per_tensor(x, "BatchNormalization input")
+    gamma, beta, mean, var = (const_value(lowering, a, f"BatchNormalization {n}").astype(np.float64).reshape(-1)
+                              for a, n in zip(args[1:5], ("scale", "B", "mean", "var")))
+    eps = float(attrs(onode).get("epsilon", 1e-5))
+    a_c = gamma / np.sqrt(var + eps)
+    b_c = beta - a_c * mean
+    sx, sy = float(x.q.scale), float(out.q.scale)
+    one = 1 << BN_FRACTION_BITS
+    w = np.rint(a_c * sx / sy * one).astype(np.int64)
+    if np.any(np.abs(w) >= 2**31):
+        raise _problem("BatchNormalization scale is too large relative to the output scale (factor >= 2^15)")
+    p = {"x_zp": int(x.q.zero_point), "_w": w, "bias": np.rint(b_c / sy * one).astype(np.int64), "acc_bits": 64}
+    p["mult"], p["shift"] = fixed_multipliers(np.full(w.size, 1.0 / one), lowering.arith.multiplier_bits)
+    p.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), "BatchNormalization", [x.name], [out.name], _run_batchnorm, p)
+
+
+def _run_batchnorm(node, inputs, ctx):
+    p = node.params
+    x = inputs[0]
+    c = p["_w"].size
+    x3 = x.reshape(x.shape[0], c, -1).astype(np.int64) - p["x_zp"]
+    acc = x3 * p["_w"].reshape(1, c, 1)
+    return [requantize_acc(node, ctx, acc, x3.shape[0], c, x3.shape[2]).reshape(x.shape)]

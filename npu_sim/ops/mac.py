@@ -1,0 +1,270 @@
+"""Multiply-accumulate ops: Conv, ConvTranspose, Gemm, MatMul.
+
+Integer semantics (every board)::
+
+    acc[c] = sum((x - zx) * (w - zw[c])) + bias[c]      exact, then modelled at the board's accumulator width
+    y      = clamp(requantize(acc, sx*sw[c]/sy) + zy, qmin', qmax')
+
+``qmin'/qmax'`` fold a Relu/Clip that followed the op. The bias is the int32 tensor onnxruntime stored behind
+its DequantizeLinear; when its scale is not ``sx*sw[c]`` (or it was left float) it is re-expressed in
+accumulator units once, here. ``requantize`` is the board's: fixed-point multiplier/shift, or onnxruntime's
+float32 formula for the ``onnx`` arithmetic.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.conv2d import conv2d_acc
+from kernels.conv_transpose2d import conv_transpose2d_acc
+from kernels.gemm import int_matmul
+
+from ..ir import Node, Tensor
+from .common import attrs, check_per_tensor, output_params, prepare_requant, requantize_acc
+
+
+def _problem(msg):
+    from ..lowering import Problem
+    return Problem(msg)
+
+
+def _weights(w, axis_expected: int, what: str):
+    if not (isinstance(w, Tensor) and w.is_const):
+        raise _problem(f"{what} must be a quantized constant (DequantizeLinear of an integer initializer)")
+    if not w.q.per_tensor and w.q.axis != axis_expected:
+        raise _problem(f"{what} is quantized along axis {w.q.axis}; expected per-tensor or axis {axis_expected}")
+    s, z = w.q.broadcast(w.data.ndim)
+    return (w.data.astype(np.int64) - z).astype(np.int32), w.q
+
+
+def _bias(lowering, b, sx, sw, n: int, what: str):
+    """Bias in accumulator units (scale sx*sw[c]), int64[n]."""
+    if b is None:
+        return None
+    acc_scale = np.float64(sx) * np.broadcast_to(np.asarray(sw, np.float64), (n,))
+    if isinstance(b, Tensor) and b.is_const:
+        data = b.data.astype(np.int64).reshape(-1)
+        if data.size == 1:
+            data = np.broadcast_to(data, (n,))
+        if b.q.symmetric and np.allclose(np.broadcast_to(b.q.scale, (n,)), acc_scale.astype(np.float32), rtol=1e-6, atol=0):
+            return data.copy()
+        real = (data - np.broadcast_to(b.q.zero_point, (n,))).astype(np.float64) * np.broadcast_to(b.q.scale, (n,))
+    elif isinstance(b, np.ndarray):
+        real = np.broadcast_to(b.astype(np.float64).reshape(-1), (n,))
+    else:
+        raise _problem(f"{what} bias must be a constant")
+    return np.rint(real / acc_scale).astype(np.int64)
+
+
+def _pads_2d(a, in_hw, k, s, d):
+    auto = a.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads_b, pads_e = [], []
+        for i in range(2):
+            out = -(-in_hw[i] // s[i])
+            total = max((out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in_hw[i], 0)
+            small = total // 2
+            pads_b.append(small if auto == "SAME_UPPER" else total - small)
+            pads_e.append(total - pads_b[-1])
+        return (pads_b[0], pads_b[1], pads_e[0], pads_e[1])
+    if auto == "VALID":
+        return (0, 0, 0, 0)
+    p = list(a.get("pads", [0] * 4))
+    return (p[0], p[1], p[2], p[3])
+
+
+def _spatial_2d(x: Tensor, what: str):
+    """Conv1d runs as Conv2d with H=1; only 1-D and 2-D spatial convolutions are supported."""
+    rank = len(x.shape)
+    if rank not in (3, 4):
+        raise _problem(f"{what} with {rank - 2} spatial dims is not supported (1-D and 2-D are)")
+    return rank == 3
+
+
+def _expand1d(a: dict, key: str, default):
+    v = list(a.get(key, default))
+    return v
+
+
+def lower_conv(lowering, onode, args, out: Tensor, act) -> Node:
+    x, w, b = (args + [None, None])[:3]
+    check_per_tensor(x, "Conv input")
+    is1d = _spatial_2d(x, "Conv")
+    wi, wq = _weights(w, 0, f"Conv weight {onode.input[1]!r}")
+    a = attrs(onode)
+    if is1d:
+        wi = wi[:, :, None, :]
+        k = (1, wi.shape[3])
+        s = (1, _expand1d(a, "strides", [1])[0])
+        d = (1, _expand1d(a, "dilations", [1])[0])
+        p1 = list(a.get("pads", [0, 0]))
+        a2 = dict(a)
+        a2["pads"] = [0, p1[0], 0, p1[1]]
+        pads = _pads_2d(a2, (1, x.shape[2]), k, s, d)
+    else:
+        k = (wi.shape[2], wi.shape[3])
+        s = tuple(a.get("strides", [1, 1]))
+        d = tuple(a.get("dilations", [1, 1]))
+        pads = _pads_2d(a, x.shape[2:], k, s, d)
+    cout = wi.shape[0]
+    sx, sy = float(x.q.scale), float(out.q.scale)
+    params = {"x_zp": int(x.q.zero_point), "stride": s, "pads": pads, "dilation": d, "groups": int(a.get("group", 1)),
+              "_w": np.ascontiguousarray(wi), "_is1d": is1d}
+    bias = _bias(lowering, b, sx, wq.scale, cout, "Conv")
+    prepare_requant(lowering, params, sx, wq.scale, sy, cout, (x.q.bits, wq.bits), bias)
+    params.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), "Conv", [x.name, w.name] + ([b.name] if isinstance(b, Tensor) else []),
+                [out.name], _run_conv, params, {"kernel": k, "stride": s, "pads": pads, "dilation": d,
+                                                  "group": params["groups"]})
+
+
+def _run_conv(node, inputs, ctx):
+    p = node.params
+    x = inputs[0]
+    if p["_is1d"]:
+        x = x[:, :, None, :]
+    acc = conv2d_acc(np.ascontiguousarray(x), p["x_zp"], p["_w"], p["stride"], p["pads"], p["dilation"], p["groups"])
+    n, c, h, w = acc.shape
+    y = requantize_acc(node, ctx, acc, n, c, h * w).reshape(acc.shape)
+    return [y[:, :, 0, :] if p["_is1d"] else y]
+
+
+def lower_conv_transpose(lowering, onode, args, out: Tensor, act) -> Node:
+    x, w, b = (args + [None, None])[:3]
+    check_per_tensor(x, "ConvTranspose input")
+    if len(x.shape) != 4:
+        raise _problem("ConvTranspose is supported for 2-D spatial inputs only")
+    wi, wq = _weights(w, 1, f"ConvTranspose weight {onode.input[1]!r}")
+    a = attrs(onode)
+    groups = int(a.get("group", 1))
+    k = (wi.shape[2], wi.shape[3])
+    s = tuple(a.get("strides", [1, 1]))
+    d = tuple(a.get("dilations", [1, 1]))
+    out_hw = out.shape[2:]
+    auto = a.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if "output_shape" in a or auto in ("SAME_UPPER", "SAME_LOWER"):
+        opad = list(a.get("output_padding", [0, 0]))
+        pb, pe = [], []
+        for i in range(2):
+            total = s[i] * (x.shape[2 + i] - 1) + opad[i] + (k[i] - 1) * d[i] + 1 - out_hw[i]
+            head = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            pb.append(head)
+            pe.append(total - head)
+        pads = (pb[0], pb[1], pe[0], pe[1])
+    else:
+        p = list(a.get("pads", [0, 0, 0, 0]))
+        pads = (p[0], p[1], p[2], p[3])
+    cout = out.shape[1]
+    sw = np.asarray(wq.scale, np.float32)
+    if sw.ndim == 1:  # per output channel within a group: repeat for every group
+        sw = np.tile(sw, groups)
+    sx, sy = float(x.q.scale), float(out.q.scale)
+    params = {"x_zp": int(x.q.zero_point), "stride": s, "pads": pads, "dilation": d, "groups": groups,
+              "out_hw": tuple(out_hw), "_w": np.ascontiguousarray(wi)}
+    bias = _bias(lowering, b, sx, sw, cout, "ConvTranspose")
+    prepare_requant(lowering, params, sx, sw, sy, cout, (x.q.bits, wq.bits), bias)
+    params.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), "ConvTranspose",
+                [x.name, w.name] + ([b.name] if isinstance(b, Tensor) else []), [out.name], _run_conv_transpose,
+                params, {"kernel": k, "stride": s, "pads": pads, "dilation": d, "group": groups})
+
+
+def _run_conv_transpose(node, inputs, ctx):
+    p = node.params
+    acc = conv_transpose2d_acc(np.ascontiguousarray(inputs[0]), p["x_zp"], p["_w"], p["stride"], p["pads"],
+                               p["dilation"], p["groups"], p["out_hw"])
+    n, c, h, w = acc.shape
+    return [requantize_acc(node, ctx, acc, n, c, h * w).reshape(acc.shape)]
+
+
+def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
+    a_t, b_t, c_t = (args + [None, None])[:3]
+    check_per_tensor(a_t, "Gemm input A")
+    at = attrs(onode)
+    trans_a, trans_b = int(at.get("transA", 0)), int(at.get("transB", 0))
+    alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
+    if not (isinstance(b_t, Tensor) and b_t.is_const):
+        raise _problem("Gemm with a non-constant B is not supported; use MatMul for two activations")
+    wi, wq = _weights(b_t, 0 if trans_b else 1, f"Gemm weight {onode.input[1]!r}")
+    if trans_b:
+        wi = wi.T
+    n = wi.shape[1]
+    sx, sy = float(a_t.q.scale), float(out.q.scale)
+    params = {"x_zp": int(a_t.q.zero_point), "trans_a": trans_a, "_w": np.ascontiguousarray(wi)}
+    bias = None
+    if c_t is not None:
+        if isinstance(c_t, Tensor) and not c_t.is_const:
+            raise _problem("Gemm with a non-constant C is not supported")
+        if beta != 1.0:
+            c_t = (c_t.q.dequantize(c_t.data) if isinstance(c_t, Tensor) else c_t).astype(np.float64) * beta
+        # Y = alpha*sx*sw*acc + beta*C: the bias joins the accumulator in units of alpha*sx*sw
+        bias = _bias(lowering, c_t, sx, np.asarray(wq.scale, np.float64) * alpha, n, "Gemm")
+    prepare_requant(lowering, params, sx, wq.scale, sy, n, (a_t.q.bits, wq.bits), bias, alpha)
+    params.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), "Gemm",
+                [a_t.name, b_t.name] + ([c_t.name] if isinstance(c_t, Tensor) else []), [out.name], _run_gemm,
+                params, {"transA": trans_a, "transB": trans_b, "alpha": alpha})
+
+
+def _run_gemm(node, inputs, ctx):
+    p = node.params
+    a = inputs[0].T if p["trans_a"] else inputs[0]
+    a = a.astype(np.int32) - p["x_zp"]
+    acc = int_matmul(np.ascontiguousarray(a), p["_w"])
+    return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
+
+
+def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
+    a_t, b_t = args[:2]
+    check_per_tensor(a_t, "MatMul input A")
+    sx, sy = float(a_t.q.scale), float(out.q.scale)
+    params = {"a_zp": int(a_t.q.zero_point)}
+    if isinstance(b_t, Tensor) and b_t.is_const:
+        if b_t.data.ndim != 2:
+            raise _problem("MatMul with a constant B of rank != 2 is not supported")
+        wi, wq = _weights(b_t, 1, f"MatMul weight {onode.input[1]!r}")
+        n = wi.shape[1]
+        params.update({"_w": np.ascontiguousarray(wi), "b_zp": None})
+        prepare_requant(lowering, params, sx, wq.scale, sy, n, (a_t.q.bits, wq.bits))
+        inputs = [a_t.name, b_t.name]
+        per_col = not wq.per_tensor
+    elif isinstance(b_t, Tensor):
+        check_per_tensor(b_t, "MatMul input B")
+        params["b_zp"] = int(b_t.q.zero_point)
+        prepare_requant(lowering, params, sx, b_t.q.scale, sy, 1, (a_t.q.bits, b_t.q.bits))
+        inputs = [a_t.name, b_t.name]
+        per_col = False
+    else:
+        raise _problem("MatMul B must be quantized (DequantizeLinear)")
+    params["_per_col"] = per_col
+    params.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), "MatMul", inputs, [out.name], _run_matmul, params)
+
+
+def _run_matmul(node, inputs, ctx):
+    p = node.params
+    a = inputs[0].astype(np.int32) - p["a_zp"]
+    if p["b_zp"] is None:
+        b = p["_w"]
+        lead = a.shape[:-1]
+        acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), b).reshape(*lead, b.shape[1])
+    else:
+        b = inputs[1].astype(np.int32) - p["b_zp"]
+        if a.ndim == 1:
+            a = a[None, :]
+        if b.ndim == 1:
+            b = b[:, None]
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a_b = np.broadcast_to(a, batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
+        b_b = np.broadcast_to(b, batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+        acc = np.empty((a_b.shape[0], a.shape[-2], b.shape[-1]), np.int64)
+        for i in range(a_b.shape[0]):
+            acc[i] = int_matmul(np.ascontiguousarray(a_b[i]), np.ascontiguousarray(b_b[i]))
+        acc = acc.reshape(batch + (a.shape[-2], b.shape[-1]))
+    out_shape = tuple(ctx.shape_of(node.outputs[0]))
+    if p["_per_col"]:
+        y = requantize_acc(node, ctx, acc, acc.size // acc.shape[-1], acc.shape[-1], 1)
+    else:
+        y = requantize_acc(node, ctx, acc, 1, 1, acc.size)
+    return [y.reshape(out_shape)]

@@ -1,0 +1,159 @@
+"""Pooling and reductions: MaxPool, GlobalMaxPool, AveragePool, GlobalAveragePool, ReduceMean.
+
+Board integer semantics:
+
+* MaxPool: the maximum of the raw integers (order-preserving, so exact), then requantized only if the output
+  quantization differs from the input's.
+* AveragePool: ``s = sum(q - zx)`` over the window, ``n`` = cells counted (all cells of the padded window with
+  ``count_include_pad``, else the in-bounds ones), ``y = R(s, sx/(n sy)) + zy`` with one multiplier per ``n``.
+* GlobalAveragePool / ReduceMean: ``y = R(sum(q - zx), sx/(n sy)) + zy`` over the reduced cells.
+``R`` is the board's requantization (fixed point, or onnxruntime's float formula on the ``onnx`` arithmetic for
+the global means; windowed pools use the ONNX definition there).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.pool2d import avgpool2d, maxpool2d
+
+from ..ir import Node, Tensor
+from .common import attrs, check_per_tensor, fixed_multipliers, int_const, output_params, prepare_requant, requantize_acc
+from .float_ref import lower_float_reference
+
+
+def _problem(msg):
+    from ..lowering import Problem
+    return Problem(msg)
+
+
+def _window(onode, x: Tensor, out: Tensor):
+    a = attrs(onode)
+    rank = len(x.shape)
+    if rank not in (3, 4):
+        raise _problem(f"{onode.op_type} with {rank - 2} spatial dims is not supported (1-D and 2-D are)")
+    k = list(a["kernel_shape"])
+    s = list(a.get("strides", [1] * len(k)))
+    d = list(a.get("dilations", [1] * len(k)))
+    nd = len(k)
+    auto = a.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    in_sp, out_sp = x.shape[2:], out.shape[2:]
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pb, pe = [], []
+        for i in range(nd):
+            total = max((out_sp[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in_sp[i], 0)
+            head = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            pb.append(head)
+            pe.append(total - head)
+        pads = pb + pe
+    elif auto == "VALID":
+        pads = [0] * (2 * nd)
+    else:
+        pads = list(a.get("pads", [0] * (2 * nd)))
+    if nd == 1:
+        return (1, k[0]), (1, s[0]), (0, pads[0], 0, pads[1]), (1, d[0]), True
+    return tuple(k), tuple(s), (pads[0], pads[1], pads[2], pads[3]), tuple(d), False
+
+
+def lower_maxpool(lowering, onode, args, out: Tensor, act) -> Node:
+    x = args[0]
+    check_per_tensor(x, f"{onode.op_type} input")
+    if len(onode.output) > 1 and onode.output[1]:
+        raise _problem("MaxPool with an Indices output is not supported")
+    if not (x.q.same_as(out.q) and act is None) and not lowering.arith.fixedpoint:
+        return lower_float_reference(lowering, onode, args, [out], act)
+    if onode.op_type == "GlobalMaxPool":
+        p = {"global": True}
+    else:
+        k, s, pads, d, is1d = _window(onode, x, out)
+        p = {"global": False, "kernel": k, "stride": s, "pads": pads, "dilation": d, "_is1d": is1d}
+    p["_rescale"] = None
+    if not (x.q.same_as(out.q) and act is None):
+        rq = {"bias": np.zeros(1, np.int64), "acc_bits": 64, "x_zp": int(x.q.zero_point)}
+        rq["mult"], rq["shift"] = fixed_multipliers(np.array([float(x.q.scale) / float(out.q.scale)]),
+                                                    lowering.arith.multiplier_bits)
+        rq.update(output_params(lowering, out, act))
+        p["_rescale"] = rq
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_maxpool, p)
+
+
+def _run_maxpool(node, inputs, ctx):
+    p = node.params
+    x = inputs[0]
+    out_shape = ctx.shape_of(node.outputs[0])
+    if p["global"]:
+        y = x.reshape(x.shape[0], x.shape[1], -1).max(axis=2).reshape(out_shape)
+    else:
+        x4 = x[:, :, None, :] if p["_is1d"] else x
+        oh, ow = (1, out_shape[2]) if p["_is1d"] else out_shape[2:]
+        y = maxpool2d(np.ascontiguousarray(x4), p["kernel"], p["stride"], p["pads"], p["dilation"], (oh, ow))
+        y = y.reshape(out_shape)
+    if p["_rescale"] is not None:
+        rq = p["_rescale"]
+        acc = y.astype(np.int64) - rq["x_zp"]
+        y = requantize_acc(node, ctx, acc, 1, 1, acc.size, rq).reshape(out_shape)
+    return [y]
+
+
+def lower_avgpool(lowering, onode, args, out: Tensor, act) -> Node:
+    if not lowering.arith.fixedpoint:
+        return lower_float_reference(lowering, onode, args, [out], act)
+    x = args[0]
+    check_per_tensor(x, "AveragePool input")
+    k, s, pads, d, is1d = _window(onode, x, out)
+    include = int(attrs(onode).get("count_include_pad", 0))
+    counts = np.arange(k[0] * k[1] + 1, dtype=np.float64)
+    real = np.zeros_like(counts)
+    real[1:] = float(x.q.scale) / (counts[1:] * float(out.q.scale))
+    mult, shift = fixed_multipliers(real, lowering.arith.multiplier_bits)
+    p = {"x_zp": int(x.q.zero_point), "kernel": k, "stride": s, "pads": pads, "dilation": d,
+         "count_include_pad": include, "_mult": mult, "_shift": shift, "_is1d": is1d}
+    p.update(output_params(lowering, out, act))
+    if d != (1, 1):
+        raise _problem("AveragePool with dilations is not supported")
+    return Node(lowering.node_name(onode), "AveragePool", [x.name], [out.name], _run_avgpool, p,
+                {"kernel": k, "stride": s, "pads": pads})
+
+
+def _run_avgpool(node, inputs, ctx):
+    p = node.params
+    x = inputs[0]
+    x4 = x[:, :, None, :] if p["_is1d"] else x
+    out_shape = ctx.shape_of(node.outputs[0])
+    oh, ow = (1, out_shape[2]) if p["_is1d"] else out_shape[2:]
+    out = np.empty((x4.shape[0], x4.shape[1], oh, ow), p["_out_dtype"])
+    avgpool2d(np.ascontiguousarray(x4), p["x_zp"], p["kernel"], p["stride"], p["pads"], bool(p["count_include_pad"]),
+              p["_mult"], p["_shift"], p["out_zp"], p["qmin"], p["qmax"], out)
+    return [out.reshape(out_shape)]
+
+
+def lower_mean(lowering, onode, args, out: Tensor, act) -> Node:
+    x = args[0]
+    check_per_tensor(x, f"{onode.op_type} input")
+    rank = len(x.shape)
+    if onode.op_type == "GlobalAveragePool":
+        axes = tuple(range(2, rank))
+    else:
+        a = attrs(onode)
+        if len(args) > 1 and args[1] is not None:
+            axes = tuple(int(v) for v in int_const(lowering, args[1], "ReduceMean axes"))
+        else:
+            axes = tuple(a.get("axes", range(rank)))
+        if not axes and a.get("noop_with_empty_axes", 0):
+            raise _problem("ReduceMean with noop_with_empty_axes is not supported")
+        axes = tuple(sorted(ax % rank for ax in axes)) or tuple(range(rank))
+    n = int(np.prod([x.shape[ax] for ax in axes]))
+    if not lowering.arith.fixedpoint:
+        return lower_float_reference(lowering, onode, args, [out], act)
+    p = {"x_zp": int(x.q.zero_point), "axes": axes, "n": n}
+    prepare_requant(lowering, p, float(x.q.scale), 1.0 / n, float(out.q.scale), 1, (x.q.bits,))
+    p["acc_bits"] = 64
+    p.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_mean, p, {"axes": axes, "n": n})
+
+
+def _run_mean(node, inputs, ctx):
+    p = node.params
+    x = inputs[0]
+    acc = x.astype(np.int64).sum(axis=p["axes"]) - p["x_zp"] * p["n"]
+    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(ctx.shape_of(node.outputs[0]))]

@@ -1,0 +1,148 @@
+"""Resize (nearest and linear), with ONNX's coordinate transformation modes.
+
+Preparation maps every output coordinate to source coordinates in float64 once (``_source_coords``); at run
+time only integers move:
+
+* nearest: a gather with the precomputed source indices; requantized only if the output quantization differs.
+* linear (bilinear on the last two axes): integer weights with ``F`` fraction bits (board
+  ``resize_fraction_bits``): ``w = round_half_up(frac * 2^F)``, ``acc = sum(w_y w_x (q - zx))`` over the four
+  neighbours, ``y = R(acc, sx/(sy 2^(2F))) + zy``. Source coordinates are clamped to [0, in-1], which equals
+  ONNX's edge handling.
+"""
+from __future__ import annotations
+
+
+
+import numpy as np
+
+from kernels.resize import resize_linear_acc
+
+from ..ir import Node, Tensor
+from .common import attrs, check_per_tensor, fixed_multipliers, output_params, requantize_acc
+from .float_ref import lower_float_reference
+
+
+def _problem(msg):
+    from ..lowering import Problem
+    return Problem(msg)
+
+
+def _str(v, default):
+    if v is None:
+        return default
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _source_coords(mode: str, out_len: int, in_len: int, scale: float) -> np.ndarray:
+    o = np.arange(out_len, dtype=np.float64)
+    if mode == "half_pixel":
+        return (o + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (o + 0.5) / scale - 0.5 if out_len > 1 else np.zeros(out_len)
+    if mode == "align_corners":
+        return o * (in_len - 1) / (out_len - 1) if out_len > 1 else np.zeros(out_len)
+    if mode == "asymmetric":
+        return o / scale
+    if mode == "tf_half_pixel_for_nn":
+        return (o + 0.5) / scale
+    if mode == "half_pixel_symmetric":
+        adj = out_len / (scale * in_len)
+        offset = in_len * (1 - adj) / 2
+        return offset + (o + 0.5) / scale - 0.5
+    raise _problem(f"Resize coordinate_transformation_mode {mode!r} is not supported")
+
+
+def _nearest(coords: np.ndarray, mode: str, in_len: int) -> np.ndarray:
+    if mode == "round_prefer_floor":
+        idx = np.where(coords - np.floor(coords) == 0.5, np.floor(coords), np.round(coords))
+    elif mode == "round_prefer_ceil":
+        idx = np.where(coords - np.floor(coords) == 0.5, np.ceil(coords), np.round(coords))
+    elif mode == "floor":
+        idx = np.floor(coords)
+    elif mode == "ceil":
+        idx = np.ceil(coords)
+    else:
+        raise _problem(f"Resize nearest_mode {mode!r} is not supported")
+    return np.clip(idx, 0, in_len - 1).astype(np.int64)
+
+
+def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
+    x = args[0]
+    check_per_tensor(x, "Resize input")
+    a = attrs(onode)
+    mode = _str(a.get("mode"), "nearest")
+    cmode = _str(a.get("coordinate_transformation_mode"), "half_pixel")
+    nmode = _str(a.get("nearest_mode"), "round_prefer_floor")
+    if a.get("antialias", 0):
+        raise _problem("Resize with antialias is not supported")
+    if "axes" in a:
+        raise _problem("Resize with the axes attribute is not supported")
+    if mode not in ("nearest", "linear"):
+        raise _problem(f"Resize mode {mode!r} is not supported (nearest and linear are)")
+    if not lowering.arith.fixedpoint:
+        return lower_float_reference(lowering, onode, args, [out], act)
+    rank = len(x.shape)
+    scales = None
+    if len(args) > 2 and isinstance(args[2], np.ndarray) and args[2].size:
+        scales = args[2].astype(np.float64)
+    coords = []
+    for ax in range(rank):
+        scale = float(scales[ax]) if scales is not None else out.shape[ax] / x.shape[ax]
+        if out.shape[ax] == x.shape[ax] and scale == 1.0:
+            coords.append(None)
+        else:
+            coords.append(_source_coords(cmode, out.shape[ax], x.shape[ax], scale))
+    p = {"mode": mode}
+    if mode == "nearest":
+        p["_index"] = [None if c is None else _nearest(c, nmode, x.shape[ax]) for ax, c in enumerate(coords)]
+        p["_rescale"] = None
+        if not (x.q.same_as(out.q) and act is None):
+            rq = {"bias": np.zeros(1, np.int64), "acc_bits": 64, "x_zp": int(x.q.zero_point)}
+            rq["mult"], rq["shift"] = fixed_multipliers(np.array([float(x.q.scale) / float(out.q.scale)]),
+                                                        lowering.arith.multiplier_bits)
+            rq.update(output_params(lowering, out, act))
+            p["_rescale"] = rq
+        return Node(lowering.node_name(onode), "Resize", [x.name], [out.name], _run_nearest, p,
+                    {"mode": mode, "coordinate_transformation_mode": cmode, "nearest_mode": nmode})
+    if rank != 4 or coords[0] is not None or coords[1] is not None:
+        raise _problem("linear Resize is supported on the two spatial axes of NCHW tensors")
+    F = lowering.arith.resize_fraction_bits
+    tables = []
+    for ax in (2, 3):
+        n_in, n_out = x.shape[ax], out.shape[ax]
+        c = coords[ax] if coords[ax] is not None else np.arange(n_out, dtype=np.float64)
+        c = np.clip(c, 0, n_in - 1)
+        lo = np.floor(c).astype(np.int64)
+        hi = np.minimum(lo + 1, n_in - 1)
+        w = np.floor((c - lo) * (1 << F) + 0.5).astype(np.int64)
+        tables += [lo, hi, w]
+    p.update({"x_zp": int(x.q.zero_point), "frac_bits": F, "_tables": tables, "bias": np.zeros(1, np.int64),
+              "acc_bits": 64})
+    p["mult"], p["shift"] = fixed_multipliers(np.array([float(x.q.scale) / (float(out.q.scale) * 4.0 ** F)]),
+                                              lowering.arith.multiplier_bits)
+    p.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), "Resize", [x.name], [out.name], _run_linear, p,
+                {"mode": mode, "coordinate_transformation_mode": cmode})
+
+
+def _run_nearest(node, inputs, ctx):
+    p = node.params
+    y = inputs[0]
+    for ax, idx in enumerate(p["_index"]):
+        if idx is not None:
+            y = np.take(y, idx, axis=ax)
+    if p["_rescale"] is not None:
+        rq = p["_rescale"]
+        acc = y.astype(np.int64) - rq["x_zp"]
+        y = requantize_acc(node, ctx, acc, 1, 1, acc.size, rq).reshape(y.shape)
+    return [np.ascontiguousarray(y)]
+
+
+def _run_linear(node, inputs, ctx):
+    p = node.params
+    y0, y1, wy, x0, x1, wx = p["_tables"]
+    acc = resize_linear_acc(np.ascontiguousarray(inputs[0]), p["x_zp"], y0, y1, wy, x0, x1, wx, p["frac_bits"])
+    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(acc.shape)]
+
+
+
