@@ -86,13 +86,9 @@ def _dispatch(args) -> int:
         print(sim.program.format())
         return EXIT_OK
     raw_feeds = [_parse_feed(spec) for spec in args.input]
-    arrays = {}
-    for name, path in raw_feeds:
-        if path.suffix.lower() != ".npy":
-            continue
-        arrays[name] = _read_npy(path, name)
-        shapes.setdefault(name, arrays[name].shape)
-    sim = load(args.model, board=args.board, input_shapes=shapes)
+    arrays = {name: _read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() == ".npy"}
+    sim = load(args.model, board=args.board, input_shapes=shapes,
+               feed_shapes={name: a.shape for name, a in arrays.items()})
     for name, path in raw_feeds:
         if name not in arrays:
             arrays[name] = _read_image(path, name, sim, args.mean, args.std)

@@ -31,7 +31,10 @@ class Graph:
     opset: int
 
 
-def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
+def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
+               feed_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
+    """``input_shapes`` fix input shapes (must agree with fixed dims); ``feed_shapes`` (the shapes of the feeds
+    that will be given) only resolve dynamic dims, and are ignored where the model's shape is fixed."""
     model, path = _load(path)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < 10:
@@ -46,7 +49,10 @@ def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> 
         raise InputError(f"--input-shape names {sorted(unknown)}, but the model's inputs are "
                          f"{[i.name for i in inputs]}")
     for inp in inputs:
-        _fix_input_shape(inp, input_shapes.get(inp.name), path)
+        override = input_shapes.get(inp.name)
+        if override is None and feed_shapes and inp.name in feed_shapes and _is_dynamic(inp):
+            override = tuple(feed_shapes[inp.name])
+        _fix_input_shape(inp, override, path)
     # Stale intermediate shapes (often with symbolic dims) would survive inference: drop them and re-infer.
     del graph.value_info[:]
     for out in graph.output:
@@ -149,6 +155,11 @@ def _fix_input_shape(inp, override, path) -> None:
         shown = _dims_str(dims) if dims is not None else "unknown"
         raise InputError(f"{path}: input {inp.name!r} has a dynamic shape {shown}; give a fixed one with "
                          f"--input-shape {inp.name}=1x3x224x224 (or feed an input file, whose shape is used)")
+
+
+def _is_dynamic(inp) -> bool:
+    tt = inp.type.tensor_type
+    return not tt.HasField("shape") or any(not d.HasField("dim_value") or d.dim_value <= 0 for d in tt.shape.dim)
 
 
 def _dims_str(dims) -> str:

@@ -79,12 +79,13 @@ class Simulator:
         return feeds
 
 
-def load(path, board="default", input_shapes: dict | None = None) -> Simulator:
+def load(path, board="default", input_shapes: dict | None = None, feed_shapes: dict | None = None) -> Simulator:
     """Load a QDQ ONNX model and lower it for ``board`` (a preset name, a TOML path, or a Board).
 
-    ``input_shapes`` fixes dynamic input dimensions, e.g. ``{"x": (1, 3, 48, 192)}``.
+    ``input_shapes`` fixes dynamic input dimensions, e.g. ``{"x": (1, 3, 48, 192)}``; ``feed_shapes`` (the shapes
+    of the feeds you will pass) resolve dynamic dimensions only.
     Raises an ``npu_sim.errors.NpuSimError`` subclass with a clear message on bad input.
     """
     b = load_board(board)
-    graph = read_model(path if not isinstance(path, Path) else str(path), input_shapes)
+    graph = read_model(path if not isinstance(path, Path) else str(path), input_shapes, feed_shapes)
     return Simulator(lower_graph(graph, b))
