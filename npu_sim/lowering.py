@@ -93,11 +93,23 @@ class Lowering:
             etype = self.g.elem_types.get(name)
             if etype in FLOAT_TYPES:
                 self.add_tensor(Tensor(name, name, self.g.shapes[name], None))
+        # Outputs of nodes that failed. A QuantizeLinear of such an output still yields a (never executed) integer
+        # tensor, so the walk goes on and reports every independent problem once, not its consequences.
+        self.failed: set[str] = set()
         for onode in self.g.nodes:
+            if onode.op_type != "QuantizeLinear" and any(name in self.failed for name in onode.input):
+                self.failed.update(onode.output)
+                if onode.op_type not in ops.OPS and onode.op_type != "DequantizeLinear":
+                    try:
+                        self.visit(onode)  # reports why this op type itself is unsupported
+                    except _Problem as p:
+                        self.problems.append((onode.name or onode.output[0], onode.op_type, str(p)))
+                continue
             try:
                 self.visit(onode)
             except _Problem as p:
                 self.problems.append((onode.name or onode.output[0], onode.op_type, str(p)))
+                self.failed.update(onode.output)
         self._outputs()
         if self.problems:
             lines = "\n".join(f"  - node {n!r} ({op}): {why}" for n, op, why in self.problems)
@@ -259,6 +271,10 @@ class Lowering:
             dtype = "uint8"
         shape = self.g.shapes.get(f) or (self.g.consts[f].shape if f in self.g.consts else None)
         q = self._qparams(onode, dtype, shape, f"QuantizeLinear of {f!r}")
+        if f in self.failed:
+            self.add_tensor(Tensor(out, f, shape or (), q))
+            self.ints[out] = out
+            return
         if f in self.pending:
             p = self.pending[f]
             if p.done is not None:  # the same float value quantized twice: requantize from the first
@@ -306,6 +322,8 @@ class Lowering:
     def _outputs(self) -> None:
         self.outputs: dict[str, str] = {}
         for name in self.g.outputs:
+            if name in self.failed:
+                continue
             if name in self.deq:
                 self.outputs[name] = self.deq[name]
             elif name in self.ints:

@@ -58,6 +58,7 @@ def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
     for out in graph.output:
         if out.type.HasField("tensor_type"):
             out.type.tensor_type.ClearField("shape")
+    _standardize_qdq_domain(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as exc:  # onnx raises several exception types here
@@ -87,6 +88,24 @@ def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
     return Graph(path=str(path), model=inferred, nodes=nodes, consts=consts, shapes=shapes,
                  elem_types=elem_types, inputs=[i.name for i in inputs],
                  outputs=[o.name for o in inferred.graph.output], opset=opset)
+
+
+def _standardize_qdq_domain(model: onnx.ModelProto) -> None:
+    """onnxruntime 1.18 wrote 16-bit QuantizeLinear/DequantizeLinear in the com.microsoft domain (opset < 21).
+
+    They mean the same as the default-domain ops of opset 21, which ONNX shape inference understands; rewrite
+    them so that every tensor gets a shape (the integer semantics are identical)."""
+    contrib = [n for n in model.graph.node
+               if n.domain == "com.microsoft" and n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    if not contrib:
+        return
+    for n in contrib:
+        n.domain = ""
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx") and imp.version < 21:
+            imp.version = 21
+    if model.ir_version < 10:
+        model.ir_version = 10
 
 
 def _load(path) -> tuple[onnx.ModelProto, Path]:
