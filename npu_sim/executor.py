@@ -63,8 +63,9 @@ def check_feeds(program: Program, feeds: dict) -> dict[str, np.ndarray]:
                 raise InputError(f"input {name!r} contains NaN or infinity")
         else:
             if arr.dtype != t.q.np_dtype:
-                raise InputError(f"input {name!r}: expected {t.q.dtype} values (the model input is already "
-                                 f"quantized), got {arr.dtype}")
+                want = np.dtype(t.q.np_dtype).name + (f" (holding {t.q.dtype} values)" if t.q.bits == 4 else "")
+                raise InputError(f"input {name!r}: expected {want} (the model input is already quantized), got "
+                                 f"{arr.dtype}")
             if t.q.bits == 4 and (arr.min() < t.q.qmin or arr.max() > t.q.qmax):
                 raise InputError(f"input {name!r}: values outside the {t.q.dtype} range")
         out[expected[name]] = np.ascontiguousarray(arr)

@@ -29,7 +29,8 @@ ELEM_DTYPES = {
     TensorProto.INT8: "int8", TensorProto.UINT8: "uint8", TensorProto.INT16: "int16",
     TensorProto.UINT16: "uint16", TensorProto.INT32: "int32", TensorProto.INT4: "int4", TensorProto.UINT4: "uint4",
 }
-NP_DTYPES = {"int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16", "int32": "int32"}
+NP_DTYPES = {"int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16", "int32": "int32",
+             "int4": "int4", "uint4": "uint4"}  # numpy names; onnx gives ml_dtypes int4/uint4 arrays
 FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
 
 
@@ -183,6 +184,8 @@ class Lowering:
         scale = np.asarray(self.g.consts[scale_name], dtype=np.float32)
         zp = (np.asarray(self.g.consts[zp_name]).astype(np.int64) if zp_name else np.zeros(scale.shape, np.int64))
         label = f"{what} (node {onode.name!r})"
+        if scale.size == 1 and zp.size == 1:  # a one-element 1-D scale/zero point is per tensor (ONNX, ORT)
+            scale, zp = scale.reshape(()), zp.reshape(())
         if scale.ndim > 1 or zp.shape != scale.shape:
             raise QuantizationError(f"{label}: scale shape {scale.shape} and zero point shape {zp.shape} must be "
                                     f"equal scalars or 1-D")
@@ -206,8 +209,6 @@ class Lowering:
                     raise QuantizationError(
                         f"{label}: per-axis scale has {scale.shape[0]} values but axis {a.get('axis', 1)} of "
                         f"the tensor (shape {list(tensor_shape)}) does not match")
-            if scale.shape[0] == 1:
-                scale, zp, axis = scale.reshape(()), zp.reshape(()), None
         return QParams(dtype, scale, zp, axis)
 
     def _dtype_of(self, name: str, onode) -> str:
@@ -223,7 +224,9 @@ class Lowering:
         etype = self.g.elem_types.get(name)
         if etype in ELEM_DTYPES:
             return ELEM_DTYPES[etype]
-        raise _Problem(f"tensor {name!r} has unsupported quantized type (onnx type {etype})")
+        type_name = TensorProto.DataType.Name(etype) if etype in TensorProto.DataType.values() else str(etype)
+        raise _Problem(f"tensor {name!r} has quantized type {type_name}, which npu-sim does not support "
+                       f"(int4, uint4, int8, uint8, int16, uint16 are)")
 
     def _dequantize(self, onode) -> None:
         x = onode.input[0]

@@ -65,12 +65,17 @@ def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
         raise ModelLoadError(f"{path}: ONNX shape inference failed: {exc}") from None
 
     consts: dict[str, np.ndarray] = {}
+    const_types: dict[str, int] = {}
     for init in inferred.graph.initializer:
         consts[init.name] = _to_array(init, path)
+        const_types[init.name] = init.data_type
     nodes = list(inferred.graph.node)
     for node in nodes:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             consts[node.output[0]] = _constant_value(node, path)
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                const_types[node.output[0]] = value.data_type
 
     shapes: dict[str, tuple[int, ...]] = {}
     elem_types: dict[str, int] = {}
@@ -85,6 +90,7 @@ def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
                 shapes[vi.name] = tuple(int(d) for d in dims)
     for name, value in consts.items():
         shapes[name] = tuple(value.shape)
+    elem_types.update(const_types)
     return Graph(path=str(path), model=inferred, nodes=nodes, consts=consts, shapes=shapes,
                  elem_types=elem_types, inputs=[i.name for i in inputs],
                  outputs=[o.name for o in inferred.graph.output], opset=opset)

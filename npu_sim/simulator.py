@@ -33,7 +33,7 @@ class Simulator:
         out = {}
         for name, tname in self.program.inputs.items():
             t = self.program.tensors[tname]
-            out[name] = (t.shape, "float32" if t.q is None else t.q.dtype)
+            out[name] = (t.shape, "float32" if t.q is None else np.dtype(t.q.np_dtype).name)
         return out
 
     @property

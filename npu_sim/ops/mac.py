@@ -123,7 +123,8 @@ def _run_conv(node, inputs, ctx):
     x = inputs[0]
     if p["_is1d"]:
         x = x[:, :, None, :]
-    acc = conv2d_acc(np.ascontiguousarray(x), p["x_zp"], p["_w"], p["stride"], p["pads"], p["dilation"], p["groups"])
+    acc = conv2d_acc(np.ascontiguousarray(x), p["x_zp"], p["_w"], p["stride"], p["pads"], p["dilation"], p["groups"],
+                     compact=True)
     n, c, h, w = acc.shape
     y = requantize_acc(node, ctx, acc, n, c, h * w).reshape(acc.shape)
     return [y[:, :, 0, :] if p["_is1d"] else y]
@@ -211,7 +212,7 @@ def _run_gemm(node, inputs, ctx):
     p = node.params
     a = inputs[0].T if p["trans_a"] else inputs[0]
     a = a.astype(np.int32) - p["x_zp"]
-    acc = int_matmul(np.ascontiguousarray(a), p["_w"])
+    acc = int_matmul(np.ascontiguousarray(a), p["_w"], compact=True)
     return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
 
 
@@ -224,7 +225,7 @@ def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
         if b_t.data.ndim != 2:
             raise _problem("MatMul with a constant B of rank != 2 is not supported")
         wi, wq = _weights(b_t, 1, f"MatMul weight {onode.input[1]!r}")
-        n = wi.shape[1]
+        n = 1 if wq.per_tensor else wi.shape[1]
         params.update({"_w": np.ascontiguousarray(wi), "b_zp": None})
         prepare_requant(lowering, params, sx, wq.scale, sy, n, (a_t.q.bits, wq.bits))
         inputs = [a_t.name, b_t.name]

@@ -1,0 +1,303 @@
+"""2-D convolution accumulators (NCHW), exact in int64.
+
+``conv2d_acc`` returns the raw accumulator; bias, scaling and clamping are ``kernels.requantize``'s job.
+Two interchangeable paths compute it:
+
+* :func:`conv2d_direct` -- a numba loop over output planes (used for depthwise convolutions, where a GEMM
+  per group would be tiny);
+* :func:`conv2d_gemm` -- im2col (numba, zero point subtracted while converting to float) followed by the
+  exact chunked float GEMM of :mod:`kernels.gemm`, one GEMM per (image, group); 1x1 / stride 1 / no-pad
+  convolutions skip the im2col gather and only convert.
+
+Both are checked bit for bit against ``tests/naive.py::conv2d_acc`` and against each other.
+"""
+import numpy as np
+
+from ._jit import njit
+from .gemm import _matmul_loops, abs_max, float_dtype, matmul_float_chunked, plan
+from .requantize import as_int, as_int_tuple, check_int_array
+
+X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
+W_DTYPES = (np.int8, np.int16, np.int32)
+INT64_SAFE = (1 << 63) - 1
+
+
+def out_size(size: int, pad_lo: int, pad_hi: int, k: int, stride: int, dil: int) -> int:
+    """Output length of a convolution along one axis: ``(size + lo + hi - dil*(k-1) - 1) // stride + 1``."""
+    return (size + pad_lo + pad_hi - dil * (k - 1) - 1) // stride + 1
+
+
+def _validate(x, x_zp, w, stride, pads, dilation, groups):
+    """Check the arguments of conv2d_acc; return normalized Python ints and the output shape."""
+    check_int_array(x, "x", ndim=4, dtypes=X_DTYPES)
+    check_int_array(w, "w", ndim=4, dtypes=W_DTYPES)
+    x_zp = as_int(x_zp, "x_zp")
+    if abs(x_zp) > 1 << 16:
+        raise ValueError(f"x_zp {x_zp} out of range for 8/16-bit activations")
+    sh, sw = as_int_tuple(stride, 2, "stride")
+    top, left, bottom, right = as_int_tuple(pads, 4, "pads")
+    dh, dw = as_int_tuple(dilation, 2, "dilation")
+    groups = as_int(groups, "groups")
+    if sh < 1 or sw < 1:
+        raise ValueError(f"stride must be >= 1, got {(sh, sw)}")
+    if dh < 1 or dw < 1:
+        raise ValueError(f"dilation must be >= 1, got {(dh, dw)}")
+    if min(top, left, bottom, right) < 0:
+        raise ValueError(f"pads must be >= 0, got {pads}")
+    n, cin, h, wd = x.shape
+    cout, cin_g, kh, kw = w.shape
+    if groups < 1 or cin % groups or cout % groups:
+        raise ValueError(f"groups={groups} must divide Cin={cin} and Cout={cout}")
+    if cin_g != cin // groups:
+        raise ValueError(f"w has {cin_g} input channels per group, expected Cin/groups = {cin // groups}")
+    if kh < 1 or kw < 1:
+        raise ValueError(f"kernel must be at least 1x1, got {kh}x{kw}")
+    ho = out_size(h, top, bottom, kh, sh, dh)
+    wo = out_size(wd, left, right, kw, sw, dw)
+    if ho < 1 or wo < 1:
+        raise ValueError(f"empty output {ho}x{wo}: input {h}x{wd}, pads {pads}, kernel {kh}x{kw}, "
+                         f"dilation {(dh, dw)}")
+    # exactness of the int64 accumulation: every |partial sum| <= K * max|x - zp| * max|w|
+    x_dev = max(abs(int(x.max()) - x_zp), abs(int(x.min()) - x_zp)) if x.size else 0
+    bound = x_dev * abs_max(w)
+    if bound * cin_g * kh * kw > INT64_SAFE:
+        raise ValueError("conv2d accumulator could exceed int64")
+    return (x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, (n, cout, ho, wo), bound)
+
+
+# --------------------------------------------------------------------------------------------------------
+# direct path
+# --------------------------------------------------------------------------------------------------------
+@njit
+def _valid_range(n_out, n_in, stride, offset):
+    """Output indices o in [0, n_out) with 0 <= o*stride + offset < n_in, as (lo, hi), 0 <= lo <= hi <= n_out."""
+    # o >= ceil(-offset / stride) and o <= floor((n_in - 1 - offset) / stride)
+    lo = -((offset) // stride)  # ceil(-offset / stride)
+    hi = (n_in - 1 - offset) // stride + 1
+    if lo < 0:
+        lo = 0
+    if lo > n_out:
+        lo = n_out
+    if hi > n_out:
+        hi = n_out
+    if hi < lo:
+        hi = lo
+    return lo, hi
+
+
+@njit
+def _conv2d_direct(x, x_zp, w, sh, sw, top, left, bottom, right, dh, dw, groups, out, ext):
+    """Direct convolution: out[n, co] = sum_{ci in group, ky, kx} (x - x_zp) * w, in ``ext``'s integer width.
+
+    Each input plane, with x_zp subtracted (exact in int32: |x - x_zp| < 2**17), is laid out as the sh*sw
+    polyphase components of the zero-bordered padded plane P (shape (top + H + bottom, left + W + right)): plane
+    (py, px) holds P[r*sh + py, c*sw + px] at [r, c], row pitch wq. The border holds 0 = x_zp - x_zp, exactly
+    what padding contributes. Output (oh, ow) of tap (ky, kx) reads P[oh*sh + ky*dh, ow*sw + kx*dw], i.e.
+    plane ((ky*dh) % sh, (kx*dw) % sw) at [oh + (ky*dh)//sh, ow + (kx*dw)//sw]: with an accumulator of row
+    pitch wq (columns >= Wo are discarded), every tap is one flat, unit-stride loop indexed from 0, which
+    vectorizes. All valid reads lie inside the plane because (Ho-1)*sh + (kh-1)*dh < top + H + bottom (same
+    for W).
+    """
+    n_img, cin, h, wd = x.shape
+    cout, cin_g, kh, kw = w.shape
+    ho = out.shape[2]
+    wo = out.shape[3]
+    cout_g = cout // groups
+    hq = (top + h + bottom + sh - 1) // sh
+    wq = (left + wd + right + sw - 1) // sw
+    xq = np.zeros((sh * sw, hq * wq), dtype=ext.dtype)  # |x - x_zp| < 2**17 (validated)
+    n_flat = (ho - 1) * wq + wo
+    for n in range(n_img):
+        for co in range(cout):
+            g = co // cout_g
+            for j in range(n_flat):
+                ext[j] = 0
+            for cl in range(cin_g):
+                xc = x[n, g * cin_g + cl]
+                for ih in range(h):
+                    r = top + ih
+                    row0 = (r // sh) * wq
+                    for px in range(sw):
+                        iw0 = (px - left) % sw  # first input column landing in phase px
+                        if iw0 >= wd:
+                            continue
+                        cnt = (wd - 1 - iw0) // sw + 1
+                        q0 = row0 + (left + iw0) // sw
+                        dst = xq[(r % sh) * sw + px, q0:q0 + cnt]
+                        if sw == 1:  # unit-stride source: keeps the conversion loop vectorized
+                            src1 = xc[ih, iw0:iw0 + cnt]
+                            for j in range(cnt):
+                                dst[j] = np.int64(src1[j]) - x_zp
+                        else:
+                            src = xc[ih, iw0:iw0 + (cnt - 1) * sw + 1:sw]
+                            for j in range(cnt):
+                                dst[j] = np.int64(src[j]) - x_zp
+                for ky in range(kh):
+                    for kx in range(kw):
+                        wv = w[co, cl, ky, kx]
+                        if wv == 0:
+                            continue
+                        off = ((ky * dh) // sh) * wq + (kx * dw) // sw
+                        src = xq[((ky * dh) % sh) * sw + (kx * dw) % sw, off:off + n_flat]
+                        for j in range(n_flat):
+                            ext[j] += src[j] * wv  # exact in ext's width (int32 when the wrapper proved it)
+            acc = out[n, co]
+            for oh in range(ho):
+                dst = acc[oh]
+                src = ext[oh * wq:oh * wq + wo]
+                for j in range(wo):
+                    dst[j] = src[j]
+    return out
+
+
+def conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> np.ndarray:
+    """:func:`conv2d_acc` computed by the direct numba loop (any groups). Same arguments and result.
+
+    The loop accumulates in int32 when every partial sum provably fits; ``compact`` returns that int32
+    array as is instead of widening it to int64."""
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, bound = _validate(x, x_zp, w, stride, pads,
+                                                                                     dilation, groups)
+    # every partial sum is bounded by taps * max|x - zp| * max|w|: accumulate in int32 when that fits
+    acc_t = np.int32 if bound * w.shape[1] * w.shape[2] * w.shape[3] < (1 << 31) - 1 else np.int64
+    out = np.empty(shape, dtype=acc_t)
+    ext = np.empty((shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3], dtype=acc_t)
+    _conv2d_direct(x, x_zp, w.astype(acc_t, copy=False), sh, sw, top, left, bottom, right, dh, dw, groups, out,
+                   ext)
+    return out if compact or acc_t is np.int64 else out.astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------------------
+# im2col + GEMM path
+# --------------------------------------------------------------------------------------------------------
+@njit
+def _im2col(x, n, c0, x_zp, kh, kw, sh, sw, top, left, dh, dw, ho, wo, cols):
+    """cols[(cl*kh + ky)*kw + kx, oh*wo + ow] = x[n, c0+cl, ih, iw] - x_zp, or 0 outside the input.
+
+    ``cols`` is float32/float64/int64 of shape (cin_g*kh*kw, ho*wo); values are converted exactly (the
+    caller's plan guarantees |x - x_zp| fits the float mantissa).
+    """
+    h = x.shape[2]
+    wd = x.shape[3]
+    cin_g = cols.shape[0] // (kh * kw)
+    for cl in range(cin_g):
+        for ky in range(kh):
+            oy = ky * dh - top
+            oh0, oh1 = _valid_range(ho, h, sh, oy)
+            for kx in range(kw):
+                row = (cl * kh + ky) * kw + kx
+                ox = kx * dw - left
+                ow0, ow1 = _valid_range(wo, wd, sw, ox)
+                for oh in range(ho):
+                    base = oh * wo
+                    if oh < oh0 or oh >= oh1:
+                        for ow in range(wo):
+                            cols[row, base + ow] = 0
+                        continue
+                    for ow in range(ow0):
+                        cols[row, base + ow] = 0
+                    cnt = ow1 - ow0
+                    if cnt > 0:
+                        i0 = ow0 * sw + ox
+                        dst = cols[row, base + ow0:base + ow1]
+                        src = x[n, c0 + cl, oh * sh + oy, i0:i0 + (cnt - 1) * sw + 1:sw]
+                        for j in range(cnt):
+                            dst[j] = np.int64(src[j]) - x_zp
+                    for ow in range(ow1, wo):
+                        cols[row, base + ow] = 0
+    return cols
+
+
+@njit
+def _sub_zp(x2d, x_zp, out):
+    """out[i, j] = x2d[i, j] - x_zp, converted (exactly) to out's dtype."""
+    rows, cols = x2d.shape
+    for i in range(rows):
+        for j in range(cols):
+            out[i, j] = np.int64(x2d[i, j]) - x_zp
+    return out
+
+
+def conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> np.ndarray:
+    """:func:`conv2d_acc` computed by im2col + exact chunked GEMM (any groups). Same arguments and result.
+
+    ``compact``: when K fits one exact float chunk, return the float GEMM result itself (float32 or
+    float64 holding the exact integers) instead of converting it to int64.
+    """
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, bound = _validate(
+        x, x_zp, w, stride, pads, dilation, groups)
+    n_img, cin, h, wd = x.shape
+    cout, cin_g, kh, kw = w.shape
+    _, _, ho, wo = shape
+    cout_g = cout // groups
+    k = cin_g * kh * kw
+    p = ho * wo
+    method, kc = plan(bound, k)
+    if method == "zero":
+        return np.zeros(shape, dtype=np.int64)
+    dt = np.int64 if method == "loops" else float_dtype(method)
+    direct_float = compact and method != "loops" and kc >= k
+    out = np.empty(shape, dtype=dt if direct_float else np.int64)
+    w2 = w.reshape(cout, k).astype(dt)
+    pointwise = kh == 1 and kw == 1 and sh == 1 and sw == 1 and top == left == bottom == right == 0
+    cols = None if pointwise else np.empty((k, p), dtype=dt)
+    for n in range(n_img):
+        if pointwise:
+            xf = _sub_zp(x[n].reshape(cin, h * wd), x_zp, np.empty((cin, h * wd), dtype=dt))
+        for g in range(groups):
+            if pointwise:
+                cols = xf[g * cin_g:(g + 1) * cin_g]
+            else:
+                _im2col(x, n, g * cin_g, x_zp, kh, kw, sh, sw, top, left, dh, dw, ho, wo, cols)
+            wg = w2[g * cout_g:(g + 1) * cout_g]
+            og = out[n, g * cout_g:(g + 1) * cout_g].reshape(cout_g, p)
+            if method == "loops":
+                _matmul_loops(wg, cols, og)
+            elif direct_float:
+                np.matmul(wg, cols, out=og)
+            else:
+                matmul_float_chunked(wg, cols, kc, out=og)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# public entry point
+# --------------------------------------------------------------------------------------------------------
+def conv2d_acc(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> np.ndarray:
+    """Integer 2-D convolution accumulator (ONNX Conv / ConvInteger geometry, NCHW).
+
+    Parameters
+    ----------
+    x : ndarray [N, Cin, H, W], int8/uint8/int16/uint16
+        Raw quantized activations.
+    x_zp : int
+        Activation zero point (subtracted from every input value; padding equals x_zp, i.e. contributes 0).
+    w : ndarray [Cout, Cin // groups, kh, kw], int8/int16/int32
+        Weights with their zero point already removed.
+    stride : (sh, sw), each >= 1
+    pads : (top, left, bottom, right), each >= 0
+    dilation : (dh, dw), each >= 1
+    groups : int, divides Cin and Cout
+    compact : bool
+        Allow the result to be an int32 array or a float32/float64 array holding the exact integer values
+        (saves a conversion pass when the caller only feeds it to ``requantize``).
+
+    Returns
+    -------
+    int64 ndarray [N, Cout, Ho, Wo]
+        ``Ho = (H + top + bottom - dh*(kh-1) - 1) // sh + 1`` (same for Wo) and::
+
+            acc[n, co, oh, ow] = sum_{ci_local, ky, kx} (x[n, g*Cin_g + ci_local, ih, iw] - x_zp)
+                                                         * w[co, ci_local, ky, kx]
+            ih = oh*sh + ky*dh - top,  iw = ow*sw + kx*dw - left,  g = co // (Cout // groups)
+
+        with out-of-bounds (ih, iw) terms equal to 0. Exact: the wrapper rejects inputs whose sums could
+        exceed int64.
+
+    Notes
+    -----
+    Depthwise convolutions (Cin // groups == 1) use :func:`conv2d_direct`, all others :func:`conv2d_gemm`.
+    """
+    check_int_array(w, "w", ndim=4, dtypes=W_DTYPES)
+    if w.shape[1] == 1:
+        return conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact)
+    return conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups, compact)

@@ -1,0 +1,202 @@
+"""2-D pooling (NCHW): max pooling on raw quantized values, average pooling with fixed-point division.
+
+The caller computes the output size (ONNX ``ceil_mode`` etc.) and, for average pooling, the fixed-point
+reciprocal ``(mult, shift)`` of every possible divisor ``n`` (``mult_by_count[n]``, ``shift_by_count[n]``).
+"""
+import numpy as np
+
+from ._jit import njit
+from .requantize import (as_int, as_int_tuple, check_int_array, check_multiplier, check_out, clamp,
+                         mrs_checked)
+
+X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
+
+
+def _window_axis_hits(n_out, size, k, stride, dil, pad_lo):
+    """For each output index along one axis, the number of window taps inside [0, size)."""
+    pos = np.arange(n_out)[:, None] * stride + np.arange(k)[None, :] * dil - pad_lo
+    return ((pos >= 0) & (pos < size)).sum(axis=1)
+
+
+def _geometry(x, kernel, stride, pads, dilation, out_hw):
+    check_int_array(x, "x", ndim=4, dtypes=X_DTYPES)
+    kh, kw = as_int_tuple(kernel, 2, "kernel")
+    sh, sw = as_int_tuple(stride, 2, "stride")
+    top, left, bottom, right = as_int_tuple(pads, 4, "pads")
+    dh, dw = as_int_tuple(dilation, 2, "dilation")
+    ho, wo = as_int_tuple(out_hw, 2, "out_hw")
+    if kh < 1 or kw < 1:
+        raise ValueError(f"kernel must be at least 1x1, got {(kh, kw)}")
+    if sh < 1 or sw < 1:
+        raise ValueError(f"stride must be >= 1, got {(sh, sw)}")
+    if dh < 1 or dw < 1:
+        raise ValueError(f"dilation must be >= 1, got {(dh, dw)}")
+    if min(top, left, bottom, right) < 0:
+        raise ValueError(f"pads must be >= 0, got {pads}")
+    if ho < 1 or wo < 1:
+        raise ValueError(f"out_hw must be >= 1, got {(ho, wo)}")
+    return kh, kw, sh, sw, top, left, bottom, right, dh, dw, ho, wo
+
+
+# --------------------------------------------------------------------------------------------------------
+# max pooling
+# --------------------------------------------------------------------------------------------------------
+@njit
+def _maxpool2d(x, kh, kw, sh, sw, top, left, dh, dw, out):
+    """out[n, c, oh, ow] = max of x[n, c, ih, iw] over the window cells inside the input.
+
+    The caller guarantees every window has at least one in-bounds cell.
+    """
+    n_img, n_c, h, wd = x.shape
+    ho = out.shape[2]
+    wo = out.shape[3]
+    for n in range(n_img):
+        for c in range(n_c):
+            for oh in range(ho):
+                for ow in range(wo):
+                    found = False
+                    best = np.int64(0)
+                    for ky in range(kh):
+                        ih = oh * sh + ky * dh - top
+                        if ih < 0 or ih >= h:
+                            continue
+                        for kx in range(kw):
+                            iw = ow * sw + kx * dw - left
+                            if iw < 0 or iw >= wd:
+                                continue
+                            v = np.int64(x[n, c, ih, iw])
+                            if not found or v > best:
+                                best = v
+                                found = True
+                    out[n, c, oh, ow] = best
+    return out
+
+
+def maxpool2d(x, kernel, stride, pads, dilation, out_hw) -> np.ndarray:
+    """Max pooling over raw quantized values (ONNX MaxPool geometry, NCHW).
+
+    Parameters
+    ----------
+    x : ndarray [N, C, H, W], int8/uint8/int16/uint16/int32
+    kernel : (kh, kw), stride : (sh, sw), pads : (top, left, bottom, right), dilation : (dh, dw)
+    out_hw : (Ho, Wo)
+        Output size computed by the caller (ceil_mode etc.).
+
+    Returns
+    -------
+    ndarray [N, C, Ho, Wo] of x.dtype
+        ``out[n, c, oh, ow] = max x[n, c, oh*sh + ky*dh - top, ow*sw + kx*dw - left]`` over the (ky, kx)
+        whose position is inside the input; padding never wins. ValueError if some window has no
+        in-bounds cell.
+    """
+    kh, kw, sh, sw, top, left, _, _, dh, dw, ho, wo = _geometry(x, kernel, stride, pads, dilation, out_hw)
+    n, c, h, wd = x.shape
+    rows = _window_axis_hits(ho, h, kh, sh, dh, top)
+    cols = _window_axis_hits(wo, wd, kw, sw, dw, left)
+    if (rows == 0).any() or (cols == 0).any():
+        raise ValueError("maxpool2d: some pooling window lies entirely in the padding")
+    out = np.empty((n, c, ho, wo), dtype=x.dtype)
+    return _maxpool2d(x, kh, kw, sh, sw, top, left, dh, dw, out)
+
+
+# --------------------------------------------------------------------------------------------------------
+# average pooling
+# --------------------------------------------------------------------------------------------------------
+@njit
+def _avgpool2d(x, x_zp, kh, kw, sh, sw, top, left, bottom, right, count_include_pad, mult_by_count,
+               shift_by_count, out_zp, qmin, qmax, out):
+    """out = clamp(mrs(sum (x - x_zp) over in-bounds cells, mult[n], shift[n]) + out_zp), n = divisor.
+
+    n counts the window cells inside [-top, H + bottom) x [-left, W + right) when count_include_pad, else
+    the in-bounds cells. The sum accumulates in int64.
+    """
+    n_img, n_c, h, wd = x.shape
+    ho = out.shape[2]
+    wo = out.shape[3]
+    for n in range(n_img):
+        for c in range(n_c):
+            for oh in range(ho):
+                ih0 = oh * sh - top
+                # window rows [ih0, ih0 + kh): count rows in the input and in the padded extent
+                rows_in = np.int64(0)
+                rows_pad = np.int64(0)
+                for ky in range(kh):
+                    ih = ih0 + ky
+                    if 0 <= ih < h:
+                        rows_in += 1
+                    if -top <= ih < h + bottom:
+                        rows_pad += 1
+                for ow in range(wo):
+                    iw0 = ow * sw - left
+                    cols_in = np.int64(0)
+                    cols_pad = np.int64(0)
+                    for kx in range(kw):
+                        iw = iw0 + kx
+                        if 0 <= iw < wd:
+                            cols_in += 1
+                        if -left <= iw < wd + right:
+                            cols_pad += 1
+                    s = np.int64(0)
+                    for ky in range(kh):
+                        ih = ih0 + ky
+                        if ih < 0 or ih >= h:
+                            continue
+                        for kx in range(kw):
+                            iw = iw0 + kx
+                            if iw < 0 or iw >= wd:
+                                continue
+                            s += np.int64(x[n, c, ih, iw]) - x_zp
+                    cnt = rows_pad * cols_pad if count_include_pad else rows_in * cols_in
+                    y = mrs_checked(s, mult_by_count[cnt], shift_by_count[cnt]) + out_zp
+                    out[n, c, oh, ow] = clamp(y, qmin, qmax)
+    return out
+
+
+def avgpool2d(x, x_zp, kernel, stride, pads, count_include_pad, mult_by_count, shift_by_count, out_zp, qmin,
+              qmax, out) -> None:
+    """Quantized average pooling with a per-divisor fixed-point reciprocal (ONNX AveragePool geometry).
+
+    Parameters
+    ----------
+    x : ndarray [N, C, H, W], int8/uint8/int16/uint16/int32
+    x_zp : int
+        Input zero point.
+    kernel : (kh, kw), stride : (sh, sw), pads : (top, left, bottom, right)
+    count_include_pad : bool
+    mult_by_count, shift_by_count : integer ndarrays of length kh*kw + 1
+        Fixed-point factor to apply to a window sum of ``n`` cells (typically ``x_scale / (n * y_scale)``);
+        entry 0 is used only by windows without in-bounds cells.
+    out_zp, qmin, qmax : int
+    out : ndarray [N, C, Ho, Wo], int8/uint8/int16/uint16/int32
+        Preallocated; (Ho, Wo) is taken from its shape.
+
+    Notes
+    -----
+    Exact integer semantics per output cell::
+
+        s = sum over in-bounds window cells of (x - x_zp)                     (int64)
+        n = #window cells inside [-top, H+bottom) x [-left, W+right)  if count_include_pad
+            else #window cells inside the input
+        out = clamp(mul_round_shift(s, mult_by_count[n], shift_by_count[n]) + out_zp, qmin, qmax)
+
+    with window cells (oh*sh + ky - top, ow*sw + kx - left), 0 <= ky < kh, 0 <= kx < kw.
+    """
+    check_int_array(out, "out", ndim=4)
+    kh, kw, sh, sw, top, left, bottom, right, _, _, _, _ = _geometry(x, kernel, stride, pads, (1, 1),
+                                                                     out.shape[2:])
+    x_zp = as_int(x_zp, "x_zp")
+    if abs(x_zp) >= 1 << 32:
+        raise ValueError(f"x_zp {x_zp} out of range")
+    if not isinstance(count_include_pad, (bool, np.bool_)):
+        raise ValueError(f"count_include_pad must be a bool, got {count_include_pad!r}")
+    n_tab = kh * kw + 1
+    for name, arr in (("mult_by_count", mult_by_count), ("shift_by_count", shift_by_count)):
+        if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu" or arr.shape != (n_tab,):
+            raise ValueError(f"{name} must be an integer array of shape ({n_tab},) (kh*kw + 1)")
+    mult = np.ascontiguousarray(mult_by_count, dtype=np.int64)
+    shift = np.ascontiguousarray(shift_by_count, dtype=np.int64)
+    check_multiplier(mult, shift, "avgpool2d")
+    n, c = x.shape[:2]
+    out_zp, qmin, qmax = check_out(out, (n, c) + tuple(out.shape[2:]), out_zp, qmin, qmax)
+    _avgpool2d(x, x_zp, kh, kw, sh, sw, top, left, bottom, right, bool(count_include_pad), mult, shift,
+               out_zp, qmin, qmax, out)

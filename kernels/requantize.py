@@ -1,0 +1,361 @@
+"""Requantization: int64 accumulators -> quantized outputs, per output channel.
+
+Two flavours:
+
+* ``requantize`` -- the board's integer pipeline: bias add, accumulator-width overflow handling (saturate or
+  wrap, counted), fixed-point scale with :func:`kernels.fixedpoint.mul_round_shift`, output zero point,
+  clamp.
+* ``requantize_float`` -- onnxruntime's float32 requantization (QLinearConv / MLAS), used as the reference
+  arithmetic of the ``onnx`` mode. It is the only kernel in this package that touches floats.
+
+This module also holds the small validation helpers the other kernels share for their output side
+(output dtype, ``qmin``/``qmax``, multiplier/shift pairs): every kernel that ends in a requantization
+validates it the same way.
+"""
+import numpy as np
+
+from ._jit import njit
+from .fixedpoint import MAX_SHIFT, MULTIPLIER_BITS, mul_round_shift
+
+OUT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
+
+# mul_round_shift is exact for x in [-2**48, 2**48) (see kernels/fixedpoint.py); kernels refuse anything
+# outside rather than return a silently wrong number.
+MRS_LIMIT = 1 << 48
+# Accumulators and biases must stay in [-2**62, 2**62) so that acc + bias is exact in int64.
+ACC_LIMIT = 1 << 62
+
+
+# --------------------------------------------------------------------------------------------------------
+# shared validation helpers (plain Python, run once per call)
+# --------------------------------------------------------------------------------------------------------
+def as_int(value, name: str) -> int:
+    """Return ``value`` as a Python int; accept Python/numpy integers only (not bool, not float)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def as_int_tuple(value, n: int, name: str) -> tuple:
+    """Return ``value`` as a tuple of ``n`` Python ints."""
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence of {n} integers, got {value!r}") from None
+    if len(items) != n:
+        raise ValueError(f"{name} must have {n} entries, got {len(items)}: {value!r}")
+    return tuple(as_int(v, f"{name}[{i}]") for i, v in enumerate(items))
+
+
+def check_int_array(arr, name: str, ndim: int | None = None, dtypes=None) -> None:
+    """Raise ValueError unless ``arr`` is a C-contiguous integer numpy array (of ``dtypes`` / ``ndim``)."""
+    if not isinstance(arr, np.ndarray):
+        raise ValueError(f"{name} must be a numpy array, got {type(arr).__name__}")
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must have an integer dtype, got {arr.dtype}")
+    if dtypes is not None and arr.dtype not in [np.dtype(d) for d in dtypes]:
+        allowed = ", ".join(np.dtype(d).name for d in dtypes)
+        raise ValueError(f"{name} must have dtype in ({allowed}), got {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous")
+
+
+def check_multiplier(mult, shift, name: str) -> None:
+    """Raise ValueError unless every (mult, shift) pair is in the domain of ``mul_round_shift``.
+
+    ``mult``/``shift`` are Python ints or int64 arrays of equal shape: |mult| < 2**31, 0 <= shift <= 62.
+    """
+    m = np.asarray(mult)
+    r = np.asarray(shift)
+    if m.shape != r.shape:
+        raise ValueError(f"{name}: multiplier shape {m.shape} != shift shape {r.shape}")
+    if m.size == 0:
+        return
+    lim = 1 << MULTIPLIER_BITS
+    if int(m.min()) <= -lim or int(m.max()) >= lim:
+        raise ValueError(f"{name}: multipliers must satisfy |mult| < 2**{MULTIPLIER_BITS}")
+    if int(r.min()) < 0 or int(r.max()) > MAX_SHIFT:
+        raise ValueError(f"{name}: shifts must be in [0, {MAX_SHIFT}]")
+
+
+def check_out(out, shape, out_zp, qmin, qmax) -> tuple[int, int, int]:
+    """Validate a preallocated output array and its quantization range; return ints (out_zp, qmin, qmax)."""
+    check_int_array(out, "out", dtypes=OUT_DTYPES)
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"out must have shape {tuple(shape)}, got {out.shape}")
+    out_zp = as_int(out_zp, "out_zp")
+    qmin = as_int(qmin, "qmin")
+    qmax = as_int(qmax, "qmax")
+    info = np.iinfo(out.dtype)
+    if not (info.min <= qmin <= qmax <= info.max):
+        raise ValueError(f"need {info.min} <= qmin <= qmax <= {info.max} for out dtype {out.dtype}, "
+                         f"got qmin={qmin}, qmax={qmax}")
+    if abs(out_zp) >= 1 << 32:
+        raise ValueError(f"out_zp {out_zp} out of range")
+    return out_zp, qmin, qmax
+
+
+def per_channel_int64(arr, c: int, name: str) -> np.ndarray:
+    """Return ``arr`` as a C-contiguous int64 array of shape (c,), checking its shape and dtype."""
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be an integer numpy array of shape ({c},)")
+    if arr.shape != (c,):
+        raise ValueError(f"{name} must have shape ({c},), got {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------------------------
+# njit helpers
+# --------------------------------------------------------------------------------------------------------
+@njit
+def mrs_checked(x, m, r):
+    """``mul_round_shift(x, m, r)``, raising ValueError when x is outside its exact domain [-2**48, 2**48).
+
+    ``m`` and ``r`` are validated by the Python wrappers (|m| < 2**31, 0 <= r <= 62).
+    """
+    if x < -MRS_LIMIT or x >= MRS_LIMIT:
+        raise ValueError("mul_round_shift input outside [-2**48, 2**48): accumulator too wide for the "
+                         "fixed-point multiplier")
+    return mul_round_shift(x, m, r)
+
+
+@njit
+def clamp(v, lo, hi):
+    """``min(max(v, lo), hi)`` on integers."""
+    if v < lo:
+        return lo
+    if v > hi:
+        return hi
+    return v
+
+
+# --------------------------------------------------------------------------------------------------------
+# requantize (integer, board arithmetic)
+# --------------------------------------------------------------------------------------------------------
+@njit
+def _requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, acc_lo, acc_hi, sign_shift,
+                saturate_acc, out):
+    """Integer requantization loop; see :func:`requantize`. Returns the accumulator overflow count.
+
+    ``limit_acc``: apply the acc_bits range ``[acc_lo, acc_hi]``; wrapping sign-extends the low
+    ``64 - sign_shift`` bits (``(v << s) >> s`` with arithmetic right shift).
+    ``bound[c]`` > 0 enables the fast path for channel c: ``v`` is first clamped to ``[-bound, bound]``, a
+    no-op on the result because beyond it the output saturates anyway (see :func:`saturation_bounds`), which
+    keeps ``v * mult`` inside int64 so the loop is branch-free and vectorizes. ``bound[c] == 0`` takes the
+    general path through ``mrs_checked``.
+    """
+    n_outer, n_c, n_inner = acc.shape
+    overflows = np.int64(0)
+    for o in range(n_outer):
+        for c in range(n_c):
+            b = np.int64(bias[c])
+            m = np.int64(mult[c])
+            r = np.int64(shift[c])
+            lim = np.int64(bound[c])
+            src = acc[o, c]
+            dst = out[o, c]
+            if lim > 0:
+                rnd = np.int64(0) if r == 0 else np.int64(1) << (r - 1)
+                cnt = np.int64(0)
+                for i in range(n_inner):
+                    v = np.int64(src[i]) + b
+                    if limit_acc:
+                        if saturate_acc:
+                            w = min(max(v, acc_lo), acc_hi)
+                        else:
+                            w = (v << sign_shift) >> sign_shift
+                        cnt += np.int64(w != v)
+                        v = w
+                    v = min(max(v, -lim), lim)
+                    y = ((v * m + rnd) >> r) + out_zp
+                    dst[i] = min(max(y, qmin), qmax)
+                overflows += cnt
+                continue
+            for i in range(n_inner):
+                a = np.int64(src[i])
+                if a < -ACC_LIMIT or a >= ACC_LIMIT:
+                    raise ValueError("requantize: accumulator outside [-2**62, 2**62)")
+                v = a + b
+                if limit_acc and (v < acc_lo or v > acc_hi):
+                    overflows += 1
+                    if saturate_acc:
+                        v = acc_hi if v > acc_hi else acc_lo
+                    else:
+                        v = (v << sign_shift) >> sign_shift
+                y = mrs_checked(v, m, r) + out_zp
+                dst[i] = clamp(y, qmin, qmax)
+    return overflows
+
+
+def _check_acc(acc) -> None:
+    """Accumulators are int64 or int32, or float32/float64 arrays holding exact integers (exact GEMM results)."""
+    if isinstance(acc, np.ndarray) and acc.dtype in (np.float32, np.float64):
+        if acc.ndim != 3 or not acc.flags.c_contiguous:
+            raise ValueError(f"acc must be a C-contiguous 3-D array, got shape {acc.shape}")
+        return
+    check_int_array(acc, "acc", ndim=3, dtypes=(np.int64, np.int32))
+
+
+def saturation_bounds(mult: np.ndarray, shift: np.ndarray, out_zp: int, qmin: int, qmax: int) -> np.ndarray:
+    """Per channel, a bound ``L <= 2**31`` such that every |v| >= L saturates the output, or 0 if none.
+
+    With ``Q = max(qmax - out_zp, out_zp - qmin) + 1`` and ``L = ((Q + 1) << r) // |M| + 1``: for v >= L,
+    ``v*|M| >= (Q+1)*2**r`` so ``mul_round_shift(v, |M|, r) >= Q + 1`` (past either clamp bound), and
+    symmetrically for v <= -L; clamping v into [-L, L] therefore never changes the output, and keeps
+    ``|v*M| + 2**(r-1) < 2**63``. A zero multiplier maps everything to 0 (L = 2**31 is then harmless).
+    Channels whose ``(Q+1) << r`` would not fit int64, or whose L exceeds 2**31, get 0 (general path).
+    """
+    q1 = max(qmax - out_zp, out_zp - qmin) + 2
+    m = np.abs(mult.astype(np.int64))
+    r = shift.astype(np.int64)
+    fits = r <= 62 - q1.bit_length()
+    num = np.where(fits, np.left_shift(np.int64(q1), np.where(fits, r, 0)), 0)
+    lim = np.where(m > 0, num // np.maximum(m, 1) + 1, 1 << 31)
+    return np.where(fits & (lim <= 1 << 31), lim, 0).astype(np.int64)
+
+
+def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_acc, out) -> int:
+    """Requantize int64 accumulators per channel with the board's fixed-point rule.
+
+    Parameters
+    ----------
+    acc : int64 ndarray, shape (outer, C, inner)
+        Accumulators; each must lie in [-2**62, 2**62). A float32/float64 array whose values are exact
+        integers (an exact float GEMM result) is accepted too.
+    bias, mult, shift : integer ndarrays, shape (C,)
+        Per-channel bias (in accumulator units, |bias| < 2**62), multiplier (|mult| < 2**31) and right
+        shift (0..62).
+    out_zp, qmin, qmax : int
+        Output zero point and clamp range (within the range of ``out.dtype``).
+    acc_bits : int
+        Accumulator width, 2..64. 64 means "no accumulator limit".
+    saturate_acc : bool
+        On accumulator overflow, saturate (True) or wrap in two's complement (False).
+    out : ndarray, shape (outer, C, inner), dtype int8/uint8/int16/uint16/int32
+        Preallocated output, written in place.
+
+    Returns
+    -------
+    int
+        Number of elements whose ``acc + bias`` overflowed ``acc_bits``.
+
+    Notes
+    -----
+    Exact integer semantics, per element of channel ``c``::
+
+        v = acc + bias[c]                                   (exact)
+        if acc_bits < 64 and not -2**(acc_bits-1) <= v <= 2**(acc_bits-1) - 1:
+            overflows += 1
+            v = clamp(v, -2**(acc_bits-1), 2**(acc_bits-1) - 1)  if saturate_acc
+                else the two's-complement wrap of v to acc_bits bits
+        y = mul_round_shift(v, mult[c], shift[c]) + out_zp  # floor((v*M + 2**(r-1)) / 2**r)
+        out = clamp(y, qmin, qmax)
+
+    Raises ValueError (from inside the loop) if a ``v`` reaching ``mul_round_shift`` lies outside
+    [-2**48, 2**48), where the fixed-point product is no longer exact (cannot happen for acc_bits <= 49).
+    """
+    _check_acc(acc)
+    n_c = acc.shape[1]
+    bias = per_channel_int64(bias, n_c, "bias")
+    mult = per_channel_int64(mult, n_c, "mult")
+    shift = per_channel_int64(shift, n_c, "shift")
+    check_multiplier(mult, shift, "requantize")
+    if bias.size and (int(bias.min()) < -ACC_LIMIT or int(bias.max()) >= ACC_LIMIT):
+        raise ValueError("bias must lie in [-2**62, 2**62)")
+    out_zp, qmin, qmax = check_out(out, acc.shape, out_zp, qmin, qmax)
+    acc_bits = as_int(acc_bits, "acc_bits")
+    if not 2 <= acc_bits <= 64:
+        raise ValueError(f"acc_bits must be in [2, 64], got {acc_bits}")
+    if not isinstance(saturate_acc, (bool, np.bool_)):
+        raise ValueError(f"saturate_acc must be a bool, got {saturate_acc!r}")
+    limit_acc = acc_bits < 64
+    acc_lo = -(1 << (acc_bits - 1)) if limit_acc else 0
+    acc_hi = (1 << (acc_bits - 1)) - 1 if limit_acc else 0
+    bound = saturation_bounds(mult, shift, out_zp, qmin, qmax)
+    return int(_requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, acc_lo, acc_hi,
+                           64 - acc_bits, bool(saturate_acc), out))
+
+
+# --------------------------------------------------------------------------------------------------------
+# requantize_float (onnxruntime / MLAS float32 arithmetic)
+# --------------------------------------------------------------------------------------------------------
+@njit
+def _requantize_float(acc, bias, scale, out_zp, qmin, qmax, out):
+    """Float32 requantization loop; see :func:`requantize_float`. Returns the int32 wrap count.
+
+    Branch-free so that it vectorizes; the caller guarantees |acc|, |bias| < 2**62.
+    """
+    n_outer, n_c, n_inner = acc.shape
+    wraps = np.int64(0)
+    lo_f = np.float32(qmin - out_zp)
+    hi_f = np.float32(qmax - out_zp)
+    for o in range(n_outer):
+        for c in range(n_c):
+            b = np.int64(bias[c])
+            s = np.float32(scale[c])
+            src = acc[o, c]
+            dst = out[o, c]
+            cnt = np.int64(0)
+            for i in range(n_inner):
+                v = np.int64(src[i]) + b
+                w = (v << 32) >> 32  # two's-complement wrap to int32
+                cnt += np.int64(w != v)
+                # product rounded to float32 (f32 * f32 is exact in f64, so one rounding either way)
+                f = np.float32(np.float32(w) * s)
+                f = min(max(f, lo_f), hi_f)
+                y = np.int64(np.rint(f)) + out_zp
+                dst[i] = min(max(y, qmin), qmax)
+            wraps += cnt
+    return wraps
+
+
+def requantize_float(acc, bias, scale, out_zp, qmin, qmax, out) -> int:
+    """Requantize like onnxruntime's QLinearConv / MLAS (float32 arithmetic), per channel.
+
+    Parameters
+    ----------
+    acc : int64 ndarray, shape (outer, C, inner)
+        Accumulators, each in [-2**62, 2**62).
+    bias : integer ndarray, shape (C,)
+        Per-channel int32 bias (any integer dtype, |bias| < 2**62).
+    scale : float32 ndarray, shape (C,)
+        Per-channel ``x_scale * w_scale / y_scale`` as computed (in float32) by the runtime.
+    out_zp, qmin, qmax : int
+        Output zero point and clamp range (within the range of ``out.dtype``).
+    out : ndarray, shape (outer, C, inner), dtype int8/uint8/int16/uint16/int32
+        Preallocated output, written in place.
+
+    Returns
+    -------
+    int
+        Number of elements whose ``acc + bias`` did not fit int32 and wrapped.
+
+    Notes
+    -----
+    Per element of channel ``c``::
+
+        v = wrap_to_int32(acc + bias[c])            # MLAS accumulates in int32
+        f = float32(float32(v) * scale[c])          # IEEE float32 product, round to nearest even
+        f = min(max(f, float32(qmin - out_zp)), float32(qmax - out_zp))
+        out = clamp(int(rint(f)) + out_zp, qmin, qmax)   # rint: round half to even
+
+    ``float32(.)`` of an integer is the correctly rounded conversion (cvtdq2ps). The final integer clamp
+    is a no-op whenever ``qmin - out_zp`` and ``qmax - out_zp`` are exact in float32 (any 8/16-bit
+    output); it only keeps wide (int32) outputs in range.
+    """
+    _check_acc(acc)
+    n_c = acc.shape[1]
+    bias = per_channel_int64(bias, n_c, "bias")
+    if bias.size and (int(bias.min()) < -ACC_LIMIT or int(bias.max()) >= ACC_LIMIT):
+        raise ValueError("bias must lie in [-2**62, 2**62)")
+    if not isinstance(scale, np.ndarray) or scale.dtype != np.float32 or scale.shape != (n_c,):
+        raise ValueError(f"scale must be a float32 array of shape ({n_c},)")
+    if not np.all(np.isfinite(scale)):
+        raise ValueError("scale must be finite")
+    scale = np.ascontiguousarray(scale)
+    out_zp, qmin, qmax = check_out(out, acc.shape, out_zp, qmin, qmax)
+    if acc.size and (int(acc.min()) < -ACC_LIMIT or int(acc.max()) >= ACC_LIMIT):
+        raise ValueError("requantize_float: accumulator outside [-2**62, 2**62)")
+    return int(_requantize_float(acc, bias, scale, out_zp, qmin, qmax, out))

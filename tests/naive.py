@@ -1,0 +1,334 @@
+"""Golden twins of the kernels: plainly written, obviously correct, slow.
+
+Every function here restates one kernel's specification with Python integers (numpy float32 scalars for
+``requantize_float``), one output element at a time, directly from the formula. They never call the
+kernels nor ``kernels.fixedpoint.mul_round_shift``: the rounding rule is written again below.
+
+The second half of the file holds hypothesis strategies shared by the ``tests/test_kernels_*.py`` files.
+"""
+import itertools
+
+import numpy as np
+from hypothesis import strategies as st
+
+# ========================================================================================================
+# fixed-point rounding, written again
+# ========================================================================================================
+SAT = 2 ** 62
+MRS_DOMAIN = 2 ** 48  # the kernels' mul_round_shift is exact (and accepted) for x in [-2**48, 2**48)
+
+
+def mrs(x: int, m: int, r: int) -> int:
+    """floor((x*m + 2**(r-1)) / 2**r) (x*m when r == 0), clamped to [-2**62, 2**62]; Python ints."""
+    x, m, r = int(x), int(m), int(r)
+    if r == 0:
+        y = x * m
+    else:
+        y = (x * m + 2 ** (r - 1)) // 2 ** r
+    return min(max(y, -SAT), SAT)
+
+
+def mrs_domain(x: int) -> int:
+    """The kernels refuse mul_round_shift inputs outside [-2**48, 2**48): mirror that with ValueError."""
+    if not -MRS_DOMAIN <= int(x) < MRS_DOMAIN:
+        raise ValueError("mul_round_shift input outside its exact domain")
+    return int(x)
+
+
+def clamp(v: int, lo: int, hi: int) -> int:
+    return min(max(int(v), int(lo)), int(hi))
+
+
+def wrap(v: int, bits: int) -> int:
+    """Two's-complement wrap of the integer v to ``bits`` bits."""
+    half = 2 ** (bits - 1)
+    return (int(v) + half) % 2 ** bits - half
+
+
+# ========================================================================================================
+# requantize
+# ========================================================================================================
+def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_acc, out_dtype):
+    """Returns (out array of out_dtype, overflow count)."""
+    outer, n_c, inner = acc.shape
+    out = np.zeros(acc.shape, dtype=out_dtype)
+    overflows = 0
+    lo, hi = -(2 ** (acc_bits - 1)), 2 ** (acc_bits - 1) - 1
+    for o, c, i in itertools.product(range(outer), range(n_c), range(inner)):
+        v = int(acc[o, c, i]) + int(bias[c])
+        if acc_bits < 64 and not lo <= v <= hi:
+            overflows += 1
+            v = clamp(v, lo, hi) if saturate_acc else wrap(v, acc_bits)
+        y = mrs(v, mult[c], shift[c]) + out_zp  # exact: the kernel may only refuse, never differ
+        out[o, c, i] = clamp(y, qmin, qmax)
+    return out, overflows
+
+
+def requantize_float(acc, bias, scale, out_zp, qmin, qmax, out_dtype):
+    """Returns (out array of out_dtype, int32 wrap count). numpy float32 scalars do IEEE float32."""
+    outer, n_c, inner = acc.shape
+    out = np.zeros(acc.shape, dtype=out_dtype)
+    wraps = 0
+    lo = np.float32(qmin - out_zp)
+    hi = np.float32(qmax - out_zp)
+    for o, c, i in itertools.product(range(outer), range(n_c), range(inner)):
+        v = int(acc[o, c, i]) + int(bias[c])
+        w = wrap(v, 32)
+        if w != v:
+            wraps += 1
+        f = np.float32(w) * np.float32(scale[c])  # float32 * float32 -> float32
+        assert f.dtype == np.float32
+        f = min(max(f, lo), hi)
+        out[o, c, i] = clamp(int(np.rint(f)) + out_zp, qmin, qmax)
+    return out, wraps
+
+
+# ========================================================================================================
+# gemm
+# ========================================================================================================
+def int_matmul(a, b):
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.zeros((m, n), dtype=np.int64)
+    for i, j in itertools.product(range(m), range(n)):
+        out[i, j] = sum(int(a[i, kk]) * int(b[kk, j]) for kk in range(k))
+    return out
+
+
+# ========================================================================================================
+# convolutions
+# ========================================================================================================
+def conv_out_size(size, lo, hi, k, s, d):
+    return (size + lo + hi - d * (k - 1) - 1) // s + 1
+
+
+def conv2d_acc(x, x_zp, w, stride, pads, dilation, groups):
+    n_img, cin, h, wd = x.shape
+    cout, cin_g, kh, kw = w.shape
+    sh, sw = stride
+    top, left, bottom, right = pads
+    dh, dw = dilation
+    ho = conv_out_size(h, top, bottom, kh, sh, dh)
+    wo = conv_out_size(wd, left, right, kw, sw, dw)
+    cout_g = cout // groups
+    out = np.zeros((n_img, cout, ho, wo), dtype=np.int64)
+    for n, co, oh, ow in itertools.product(range(n_img), range(cout), range(ho), range(wo)):
+        g = co // cout_g
+        acc = 0
+        for cl, ky, kx in itertools.product(range(cin_g), range(kh), range(kw)):
+            ih = oh * sh + ky * dh - top
+            iw = ow * sw + kx * dw - left
+            if 0 <= ih < h and 0 <= iw < wd:
+                acc += (int(x[n, g * cin_g + cl, ih, iw]) - x_zp) * int(w[co, cl, ky, kx])
+        out[n, co, oh, ow] = acc
+    return out
+
+
+def conv_transpose2d_acc(x, x_zp, w, stride, pads, dilation, groups, out_hw):
+    n_img, cin, h, wd = x.shape
+    _, cout_g, kh, kw = w.shape
+    sh, sw = stride
+    top, left, _, _ = pads
+    dh, dw = dilation
+    ho, wo = out_hw
+    cin_g = cin // groups
+    acc = [[[[0] * wo for _ in range(ho)] for _ in range(cout_g * groups)] for _ in range(n_img)]
+    for n, ci, ih, iw, cl, ky, kx in itertools.product(range(n_img), range(cin), range(h), range(wd),
+                                                       range(cout_g), range(kh), range(kw)):
+        g = ci // cin_g
+        oh = ih * sh + ky * dh - top
+        ow = iw * sw + kx * dw - left
+        if 0 <= oh < ho and 0 <= ow < wo:
+            acc[n][g * cout_g + cl][oh][ow] += (int(x[n, ci, ih, iw]) - x_zp) * int(w[ci, cl, ky, kx])
+    return np.array(acc, dtype=np.int64).reshape(n_img, cout_g * groups, ho, wo)
+
+
+# ========================================================================================================
+# pooling
+# ========================================================================================================
+def maxpool_window_ok(h, wd, kernel, stride, pads, dilation, out_hw):
+    """True iff every max-pool window has at least one in-bounds cell."""
+    kh, kw = kernel
+    sh, sw = stride
+    top, left = pads[0], pads[1]
+    dh, dw = dilation
+    ho, wo = out_hw
+    rows_ok = all(any(0 <= oh * sh + ky * dh - top < h for ky in range(kh)) for oh in range(ho))
+    cols_ok = all(any(0 <= ow * sw + kx * dw - left < wd for kx in range(kw)) for ow in range(wo))
+    return rows_ok and cols_ok
+
+
+def maxpool2d(x, kernel, stride, pads, dilation, out_hw):
+    n_img, n_c, h, wd = x.shape
+    kh, kw = kernel
+    sh, sw = stride
+    top, left = pads[0], pads[1]
+    dh, dw = dilation
+    ho, wo = out_hw
+    out = np.zeros((n_img, n_c, ho, wo), dtype=x.dtype)
+    for n, c, oh, ow in itertools.product(range(n_img), range(n_c), range(ho), range(wo)):
+        vals = []
+        for ky, kx in itertools.product(range(kh), range(kw)):
+            ih = oh * sh + ky * dh - top
+            iw = ow * sw + kx * dw - left
+            if 0 <= ih < h and 0 <= iw < wd:
+                vals.append(int(x[n, c, ih, iw]))
+        out[n, c, oh, ow] = max(vals)
+    return out
+
+
+def avgpool2d(x, x_zp, kernel, stride, pads, count_include_pad, mult_by_count, shift_by_count, out_zp, qmin,
+              qmax, out_shape, out_dtype):
+    n_img, n_c, h, wd = x.shape
+    kh, kw = kernel
+    sh, sw = stride
+    top, left, bottom, right = pads
+    ho, wo = out_shape[2], out_shape[3]
+    out = np.zeros((n_img, n_c, ho, wo), dtype=out_dtype)
+    for n, c, oh, ow in itertools.product(range(n_img), range(n_c), range(ho), range(wo)):
+        s = 0
+        n_in = 0
+        n_pad = 0
+        for ky, kx in itertools.product(range(kh), range(kw)):
+            ih = oh * sh + ky - top
+            iw = ow * sw + kx - left
+            if 0 <= ih < h and 0 <= iw < wd:
+                s += int(x[n, c, ih, iw]) - x_zp
+                n_in += 1
+            if -top <= ih < h + bottom and -left <= iw < wd + right:
+                n_pad += 1
+        cnt = n_pad if count_include_pad else n_in
+        y = mrs(mrs_domain(s), mult_by_count[cnt], shift_by_count[cnt]) + out_zp
+        out[n, c, oh, ow] = clamp(y, qmin, qmax)
+    return out
+
+
+# ========================================================================================================
+# elementwise
+# ========================================================================================================
+def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
+                 out_zp, qmin, qmax, out_dtype):
+    out = np.zeros(a.shape, dtype=out_dtype)
+    for i in range(a.shape[0]):
+        va = mrs(mrs_domain((int(a[i]) - a_zp) * 2 ** left_shift), a_mult, a_shift)
+        vb = mrs(mrs_domain((int(b[i]) - b_zp) * 2 ** left_shift), b_mult, b_shift)
+        s = va + sign_b * vb
+        out[i] = clamp(mrs(mrs_domain(s), out_mult, out_shift) + out_zp, qmin, qmax)
+    return out
+
+
+def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out_dtype):
+    out = np.zeros(a.shape, dtype=out_dtype)
+    for i in range(a.shape[0]):
+        p = (int(a[i]) - a_zp) * (int(b[i]) - b_zp)
+        out[i] = clamp(mrs(mrs_domain(p), mult, shift) + out_zp, qmin, qmax)
+    return out
+
+
+def leaky_relu(x, x_zp, pos_mult, pos_shift, neg_mult, neg_shift, out_zp, qmin, qmax, out_dtype):
+    outer, n_c, inner = x.shape
+    out = np.zeros(x.shape, dtype=out_dtype)
+    for o, c, i in itertools.product(range(outer), range(n_c), range(inner)):
+        d = int(x[o, c, i]) - x_zp
+        if d >= 0:
+            y = mrs(d, pos_mult, pos_shift)
+        else:
+            y = mrs(d, neg_mult[c], neg_shift[c])
+        out[o, c, i] = clamp(y + out_zp, qmin, qmax)
+    return out
+
+
+def resize_linear_acc(x, x_zp, y0, y1, wy, x0, x1, wx, frac_bits):
+    n_img, n_c = x.shape[:2]
+    one = 2 ** frac_bits
+    out = np.zeros((n_img, n_c, len(y0), len(x0)), dtype=np.int64)
+    for n, c, o, p in itertools.product(range(n_img), range(n_c), range(len(y0)), range(len(x0))):
+        def d(i, j):
+            return int(x[n, c, i, j]) - x_zp
+        a, b = one - int(wy[o]), int(wy[o])
+        u, v = one - int(wx[p]), int(wx[p])
+        out[n, c, o, p] = (a * (u * d(y0[o], x0[p]) + v * d(y0[o], x1[p]))
+                           + b * (u * d(y1[o], x0[p]) + v * d(y1[o], x1[p])))
+    return out
+
+
+# ========================================================================================================
+# hypothesis strategies shared by the kernel tests
+# ========================================================================================================
+# (dtype, lo, hi): full 8/16-bit ranges plus int4/uint4 values stored in 8-bit arrays
+VALUE_RANGES = [
+    (np.int8, -128, 127), (np.uint8, 0, 255), (np.int16, -32768, 32767), (np.uint16, 0, 65535),
+    (np.int8, -8, 7), (np.uint8, 0, 15),
+]
+OUT_RANGES = VALUE_RANGES + [(np.int32, -2 ** 31, 2 ** 31 - 1)]
+
+
+@st.composite
+def value_ranges(draw, ranges=VALUE_RANGES):
+    """A (dtype, lo, hi) triple: array dtype and the range of values it holds."""
+    return draw(st.sampled_from(ranges))
+
+
+@st.composite
+def int_arrays(draw, shape, dtype, lo, hi):
+    """An integer array of ``shape``/``dtype`` with values in [lo, hi]: uniform, edge values, small, or
+    constant (seeded numpy generation keeps large arrays cheap)."""
+    shape = tuple(shape)
+    mode = draw(st.sampled_from(["uniform", "uniform", "edges", "small", "const"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    if mode == "uniform":
+        arr = rng.integers(lo, hi, size=shape, endpoint=True)
+    elif mode == "edges":
+        edges = np.array(sorted({lo, lo + 1, hi - 1, hi, max(lo, min(hi, 0))}), dtype=np.int64)
+        arr = rng.choice(edges, size=shape)
+    elif mode == "small":
+        arr = rng.integers(max(lo, -3), min(hi, 3), size=shape, endpoint=True)
+    else:
+        arr = np.full(shape, draw(st.integers(lo, hi)), dtype=np.int64)
+    return np.ascontiguousarray(arr.astype(dtype))
+
+
+@st.composite
+def zero_points(draw, lo, hi):
+    """A zero point in [lo, hi], biased to the edges and the middle."""
+    mid = (lo + hi + 1) // 2
+    return draw(st.one_of(st.sampled_from(sorted({lo, hi, mid, max(lo, min(hi, 0))})), st.integers(lo, hi)))
+
+
+@st.composite
+def multipliers(draw, allow_negative=False):
+    """(M, r) from quantize_multiplier of a log-uniform real in [2**-40, 2**6], exact 0, or a raw pair."""
+    from kernels.fixedpoint import quantize_multiplier  # the multiplier maker is not a kernel
+
+    kind = draw(st.sampled_from(["log", "log", "log", "zero", "raw", "edge"]))
+    if kind == "zero":
+        return 0, 0
+    if kind == "raw":
+        lim = 2 ** 31 - 1
+        m = draw(st.integers(-lim if allow_negative else 0, lim))
+        return m, draw(st.integers(0, 62))
+    if kind == "edge":
+        real = draw(st.sampled_from([2.0 ** -40, 2.0 ** -31, 0.5, 1.0, 2.0 ** 6, 2.0 ** 6 - 2.0 ** -20]))
+    else:
+        real = 2.0 ** draw(st.floats(-40.0, 6.0, allow_nan=False))
+    if allow_negative and draw(st.booleans()):
+        real = -real
+    return quantize_multiplier(real)
+
+
+@st.composite
+def multiplier_arrays(draw, n, allow_negative=False):
+    """Two int64 arrays (mult, shift) of length n."""
+    pairs = [draw(multipliers(allow_negative)) for _ in range(n)]
+    return (np.array([p[0] for p in pairs], dtype=np.int64), np.array([p[1] for p in pairs], dtype=np.int64))
+
+
+@st.composite
+def out_params(draw, ranges=OUT_RANGES):
+    """(out dtype, out_zp, qmin, qmax) with qmin <= qmax inside the dtype; sometimes a narrowed range."""
+    dtype, lo, hi = draw(st.sampled_from(ranges))
+    if draw(st.booleans()):
+        a, b = sorted((draw(st.integers(lo, hi)), draw(st.integers(lo, hi))))
+        lo, hi = a, b
+    zp = draw(zero_points(lo, hi))
+    return dtype, zp, lo, hi

@@ -1,0 +1,116 @@
+"""conv2d_acc (both paths) == golden twin, bit for bit."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels.conv2d import conv2d_acc, conv2d_direct, conv2d_gemm
+from tests import naive
+
+# weights with the zero point removed: int8 symmetric, int8 - zp (int16), 16-bit weights, and wide int32
+W_RANGES = [(np.int8, -128, 127), (np.int8, -8, 7), (np.int16, -255, 255), (np.int16, -32768, 32767),
+            (np.int32, -65535, 65535), (np.int32, -2 ** 31, 2 ** 31 - 1)]
+
+
+@st.composite
+def conv_case(draw, pointwise=False):
+    groups = draw(st.integers(1, 3))
+    cin_g = draw(st.integers(1, 3))
+    cout_g = draw(st.integers(1, 3))
+    n = draw(st.integers(1, 2))
+    if pointwise:
+        kh = kw = sh = sw = dh = dw = 1
+        pads = (0, 0, 0, 0)
+        cin_g = draw(st.integers(1, 40))
+    else:
+        kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+        pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    top, left, bottom, right = pads
+    h = draw(st.integers(max(1, dh * (kh - 1) + 1 - top - bottom), 7))
+    w = draw(st.integers(max(1, dw * (kw - 1) + 1 - left - right), 7))
+    xd, xlo, xhi = draw(naive.value_ranges())
+    x = draw(naive.int_arrays((n, cin_g * groups, h, w), xd, xlo, xhi))
+    x_zp = draw(naive.zero_points(xlo, xhi))
+    wd, wlo, whi = draw(st.sampled_from(W_RANGES))
+    wt = draw(naive.int_arrays((cout_g * groups, cin_g, kh, kw), wd, wlo, whi))
+    return x, x_zp, wt, (sh, sw), pads, (dh, dw), groups
+
+
+def _check(case):
+    x, x_zp, w, stride, pads, dilation, groups = case
+    expected = naive.conv2d_acc(x, x_zp, w, stride, pads, dilation, groups)
+    for fn in (conv2d_acc, conv2d_direct, conv2d_gemm):
+        out = fn(x, x_zp, w, stride, pads, dilation, groups)
+        assert out.dtype == np.int64, fn.__name__
+        np.testing.assert_array_equal(out, expected, err_msg=fn.__name__)
+        # compact results (int32 or exact float) hold the same integers
+        small = fn(x, x_zp, w, stride, pads, dilation, groups, compact=True)
+        assert small.dtype in (np.int64, np.int32, np.float32, np.float64), fn.__name__
+        np.testing.assert_array_equal(small.astype(np.int64), expected, err_msg=f"{fn.__name__} compact")
+        if small.dtype.kind == "f":
+            np.testing.assert_array_equal(small, np.rint(small))
+
+
+@settings(deadline=None, max_examples=120)
+@given(conv_case())
+def test_conv2d_matches_twin(case):
+    _check(case)
+
+
+@settings(deadline=None, max_examples=40)
+@given(conv_case(pointwise=True))
+def test_conv2d_pointwise_matches_twin(case):
+    _check(case)
+
+
+def test_conv2d_depthwise_3x3_edges():
+    rng = np.random.default_rng(0)
+    x = rng.choice(np.array([-128, 127], np.int8), size=(1, 5, 6, 6))
+    w = rng.choice(np.array([-127, 127, -255, 255], np.int16), size=(5, 1, 3, 3))
+    for zp in (-128, 0, 127):
+        case = (x, zp, w, (1, 1), (1, 1, 1, 1), (1, 1), 5)
+        _check(case)
+        _check((x, zp, w, (2, 2), (0, 1, 1, 0), (1, 1), 5))
+
+
+def test_conv2d_uint16_float32_chunking():
+    # K = 45. bound = 65535*|w|: |w| = 300 -> bound > 2**24 -> float64; |w| = 9 -> kc32 = 28 < 32 -> float64;
+    # |w| = 8 -> kc32 = 32 -> float32 in 2 chunks (32 + 13); |w| = 7 -> kc32 = 36 -> float32 chunks 36 + 9.
+    for wmax in (300, 9, 8, 7):
+        x = np.full((1, 5, 4, 4), 65535, np.uint16)
+        x[0, 0, 0, 0] = 0
+        w = np.full((3, 5, 3, 3), wmax, np.int16)
+        w[1] = -wmax
+        _check((x, 0, w, (1, 1), (1, 1, 1, 1), (1, 1), 1))
+
+
+def test_conv2d_zero_inputs():
+    x = np.full((1, 4, 3, 3), 7, np.uint8)
+    w = np.ones((2, 4, 3, 3), np.int16)
+    out = conv2d_acc(x, 7, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    assert out.shape == (1, 2, 3, 3) and out.dtype == np.int64 and not out.any()
+
+
+def test_conv2d_validation():
+    x = np.zeros((1, 4, 5, 5), np.int8)
+    w = np.zeros((2, 4, 3, 3), np.int16)
+    good = dict(stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), groups=1)
+    conv2d_acc(x, 0, w, **good)
+    with pytest.raises(ValueError, match="groups"):
+        conv2d_acc(x, 0, w, (1, 1), (0, 0, 0, 0), (1, 1), 3)
+    with pytest.raises(ValueError, match="input channels per group"):
+        conv2d_acc(x, 0, w, (1, 1), (0, 0, 0, 0), (1, 1), 2)
+    with pytest.raises(ValueError, match="stride"):
+        conv2d_acc(x, 0, w, (0, 1), (0, 0, 0, 0), (1, 1), 1)
+    with pytest.raises(ValueError, match="pads"):
+        conv2d_acc(x, 0, w, (1, 1), (0, -1, 0, 0), (1, 1), 1)
+    with pytest.raises(ValueError, match="empty output"):
+        conv2d_acc(x, 0, w, (1, 1), (0, 0, 0, 0), (3, 3), 1)
+    with pytest.raises(ValueError, match="dtype"):
+        conv2d_acc(x.astype(np.int32), 0, w, **good)
+    with pytest.raises(ValueError, match="dtype"):
+        conv2d_acc(x, 0, w.astype(np.float32), **good)
+    with pytest.raises(ValueError, match="x_zp"):
+        conv2d_acc(x, 0.5, w, **good)

@@ -1,0 +1,58 @@
+"""mul == golden twin, bit for bit."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels.fixedpoint import quantize_multiplier
+from kernels.mul import mul
+from tests import naive
+
+
+@st.composite
+def mul_case(draw):
+    n = draw(st.integers(1, 40))
+    ad, alo, ahi = draw(naive.value_ranges())
+    bd, blo, bhi = draw(naive.value_ranges())
+    a = draw(naive.int_arrays((n,), ad, alo, ahi))
+    b = draw(naive.int_arrays((n,), bd, blo, bhi))
+    a_zp = draw(naive.zero_points(alo, ahi))
+    b_zp = draw(naive.zero_points(blo, bhi))
+    mult, shift = draw(naive.multipliers())
+    dtype, out_zp, qmin, qmax = draw(naive.out_params())
+    return a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, dtype
+
+
+@settings(deadline=None, max_examples=150)
+@given(mul_case())
+def test_mul_matches_twin(case):
+    *args, dtype = case
+    expected = naive.mul(*args, dtype)
+    out = np.empty(args[0].shape, dtype=dtype)
+    mul(*args, out)
+    assert out.dtype == expected.dtype
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_mul_extremes():
+    a = np.array([-32768, 32767, -32768, 1, -1], np.int16)
+    b = np.array([-32768, 32767, 32767, 1, 1], np.int16)
+    m, r = quantize_multiplier(2.0 ** -30)
+    out = np.empty(5, np.int16)
+    mul(a, 0, b, 0, m, r, 0, -32768, 32767, out)
+    # 2**30 / 2**30 = 1; (2**15 - 1)**2 / 2**30 = 0.99997 -> 1; -2**15*(2**15-1)/2**30 = -0.99997 -> -1;
+    # +-1/2**30 -> 0
+    assert out.tolist() == [1, 1, -1, 0, 0]
+    h_m, h_r = quantize_multiplier(0.5)
+    out8 = np.empty(4, np.uint8)
+    mul(np.array([1, 3, 255, 0], np.uint8), 0, np.array([1, 1, 255, 0], np.uint8), 0, h_m, h_r, 10, 0, 255,
+        out8)
+    assert out8.tolist() == [11, 12, 255, 10]  # ties 0.5 -> 1, 1.5 -> 2; 65025/2 saturates
+
+
+def test_mul_validation():
+    out = np.empty(3, np.int8)
+    with pytest.raises(ValueError, match="dtype"):
+        mul(np.zeros(3, np.int32), 0, np.zeros(3, np.int8), 0, 1, 0, 0, -128, 127, out)
+    with pytest.raises(ValueError, match="shift"):
+        mul(np.zeros(3, np.int8), 0, np.zeros(3, np.int8), 0, 1, 63, 0, -128, 127, out)

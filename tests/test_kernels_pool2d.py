@@ -1,0 +1,152 @@
+"""maxpool2d / avgpool2d == golden twins, bit for bit."""
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from kernels.fixedpoint import quantize_multiplier
+from kernels.pool2d import avgpool2d, maxpool2d
+from tests import naive
+
+POOL_RANGES = naive.VALUE_RANGES + [(np.int32, -2 ** 31, 2 ** 31 - 1)]
+
+
+def _out_len(size, lo, hi, k, s, d, ceil):
+    span = size + lo + hi - d * (k - 1) - 1
+    return (-(-span // s) if ceil else span // s) + 1
+
+
+@st.composite
+def pool_geometry(draw, dilated=True):
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dh, dw = (draw(st.integers(1, 2)), draw(st.integers(1, 2))) if dilated else (1, 1)
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    top, left, bottom, right = pads
+    h = draw(st.integers(max(1, dh * (kh - 1) + 1 - top - bottom), 7))
+    w = draw(st.integers(max(1, dw * (kw - 1) + 1 - left - right), 7))
+    ceil = draw(st.booleans())
+    ho = _out_len(h, top, bottom, kh, sh, dh, ceil)
+    wo = _out_len(w, left, right, kw, sw, dw, ceil)
+    return h, w, (kh, kw), (sh, sw), pads, (dh, dw), (ho, wo)
+
+
+@st.composite
+def maxpool_case(draw):
+    h, w, kernel, stride, pads, dilation, out_hw = draw(pool_geometry())
+    assume(naive.maxpool_window_ok(h, w, kernel, stride, pads, dilation, out_hw))
+    xd, lo, hi = draw(st.sampled_from(POOL_RANGES))
+    x = draw(naive.int_arrays((draw(st.integers(1, 2)), draw(st.integers(1, 3)), h, w), xd, lo, hi))
+    return x, kernel, stride, pads, dilation, out_hw
+
+
+@settings(deadline=None, max_examples=120)
+@given(maxpool_case())
+def test_maxpool2d_matches_twin(case):
+    expected = naive.maxpool2d(*case)
+    out = maxpool2d(*case)
+    assert out.dtype == expected.dtype == case[0].dtype
+    np.testing.assert_array_equal(out, expected)
+
+
+@st.composite
+def avgpool_case(draw):
+    h, w, kernel, stride, pads, _, out_hw = draw(pool_geometry(dilated=False))
+    xd, lo, hi = draw(naive.value_ranges())
+    x = draw(naive.int_arrays((draw(st.integers(1, 2)), draw(st.integers(1, 3)), h, w), xd, lo, hi))
+    x_zp = draw(naive.zero_points(lo, hi))
+    n_tab = kernel[0] * kernel[1] + 1
+    if draw(st.booleans()):
+        # the usual table: ratio / n for every divisor n
+        ratio = 2.0 ** draw(st.floats(-12.0, 6.0))
+        pairs = [(0, 0)] + [quantize_multiplier(ratio / n) for n in range(1, n_tab)]
+        mult = np.array([p[0] for p in pairs], np.int64)
+        shift = np.array([p[1] for p in pairs], np.int64)
+    else:
+        mult, shift = draw(naive.multiplier_arrays(n_tab))
+    dtype, out_zp, qmin, qmax = draw(naive.out_params())
+    out_shape = (x.shape[0], x.shape[1]) + out_hw
+    return x, x_zp, kernel, stride, pads, draw(st.booleans()), mult, shift, out_zp, qmin, qmax, out_shape, dtype
+
+
+@settings(deadline=None, max_examples=120)
+@given(avgpool_case())
+def test_avgpool2d_matches_twin(case):
+    *args, out_shape, dtype = case
+    expected = naive.avgpool2d(*args, out_shape, dtype)
+    out = np.empty(out_shape, dtype=dtype)
+    avgpool2d(*args, out)
+    assert out.dtype == expected.dtype
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_maxpool_padding_never_wins():
+    x = np.full((1, 1, 2, 2), -128, np.int8)
+    out = maxpool2d(x, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (2, 2))
+    assert (out == -128).all() and out.dtype == np.int8
+    x16 = np.full((1, 1, 2, 3), -32768, np.int16)
+    out = maxpool2d(x16, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), (1, 2))
+    assert (out == -32768).all() and out.dtype == np.int16
+    xu = np.array([[[[5, 7], [3, 65535]]]], np.uint16)
+    out = maxpool2d(xu, (2, 2), (1, 1), (1, 1, 0, 0), (1, 1), (2, 2))
+    assert out.ravel().tolist() == [5, 7, 5, 65535]
+
+
+def test_maxpool_all_padding_window_rejected():
+    x = np.zeros((1, 1, 2, 2), np.int8)
+    with pytest.raises(ValueError, match="padding"):
+        maxpool2d(x, (2, 2), (2, 2), (2, 0, 0, 0), (1, 1), (2, 1))
+
+
+def test_avgpool_count_include_pad_divisors():
+    # 3x3 window, pad 1 on a 2x2 input of ones (x_zp 0): corner windows hold 4 in-bounds cells of 9
+    x = np.ones((1, 1, 2, 2), np.int8)
+    one = 1 << 30, 30
+    mult = np.array([0] + [one[0]] * 9, np.int64)
+    shift = np.array([0] + [one[1]] * 9, np.int64)
+    # factor 1 for every n: the output is just the window sum
+    out = np.empty((1, 1, 2, 2), np.int16)
+    avgpool2d(x, 0, (3, 3), (1, 1), (1, 1, 1, 1), True, mult, shift, 0, -32768, 32767, out)
+    assert (out == 4).all()
+    # divisor tables that reveal n: mult[n] = n (shift 0)
+    mult_n = np.arange(10, dtype=np.int64)
+    zero = np.zeros(10, np.int64)
+    for include, n in ((True, 9), (False, 4)):
+        avgpool2d(x, 0, (3, 3), (1, 1), (1, 1, 1, 1), include, mult_n, zero, 0, -32768, 32767, out)
+        assert (out == 4 * n).all()
+
+
+def test_avgpool_ceil_window_outside_padded_extent():
+    # H=3, k=2, s=2, pads 0, ceil: second window covers rows 2..3 -> row 3 outside even the padded extent
+    x = np.full((1, 1, 3, 3), 10, np.uint8)
+    mult_n = np.arange(5, dtype=np.int64)
+    out = np.empty((1, 1, 2, 2), np.int32)
+    avgpool2d(x, 0, (2, 2), (2, 2), (0, 0, 0, 0), True, mult_n, np.zeros(5, np.int64), 0, -2 ** 31,
+              2 ** 31 - 1, out)
+    # sums: 40, 20, 20, 10; n (include pad, padded extent = input): 4, 2, 2, 1
+    assert out.ravel().tolist() == [160, 40, 40, 10]
+
+
+def test_avgpool_rounding_and_saturation():
+    x = np.array([[[[-128, 127], [127, 127]]]], np.int8)
+    m, r = quantize_multiplier(1 / 4)
+    mult = np.array([0, 0, 0, 0, m], np.int64)
+    shift = np.array([0, 0, 0, 0, r], np.int64)
+    out = np.empty((1, 1, 1, 1), np.int8)
+    avgpool2d(x, -128, (2, 2), (2, 2), (0, 0, 0, 0), False, mult, shift, -128, -128, 127, out)
+    # s = 0 + 255*3 = 765, 765/4 = 191.25 -> 191, -128 -> 63
+    assert out[0, 0, 0, 0] == 63
+    avgpool2d(x, -128, (2, 2), (2, 2), (0, 0, 0, 0), False, mult * 0 + (1 << 30), shift * 0 + 29, -128, -128,
+              127, out)
+    assert out[0, 0, 0, 0] == 127  # 765*2 - 128 saturates
+
+
+def test_avgpool_validation():
+    x = np.zeros((1, 1, 4, 4), np.int8)
+    out = np.empty((1, 1, 2, 2), np.int8)
+    with pytest.raises(ValueError, match="kh\\*kw \\+ 1"):
+        avgpool2d(x, 0, (2, 2), (2, 2), (0, 0, 0, 0), False, np.zeros(4, np.int64), np.zeros(4, np.int64), 0,
+                  -128, 127, out)
+    with pytest.raises(ValueError, match="out must have shape"):
+        avgpool2d(x, 0, (2, 2), (2, 2), (0, 0, 0, 0), False, np.zeros(5, np.int64), np.zeros(5, np.int64), 0,
+                  -128, 127, np.empty((1, 2, 2, 2), np.int8))

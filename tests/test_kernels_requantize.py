@@ -1,0 +1,209 @@
+"""requantize / requantize_float == their golden twins, bit for bit."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels.fixedpoint import quantize_multiplier
+from kernels.requantize import requantize, requantize_float
+from tests import naive
+
+
+@st.composite
+def acc_arrays(draw, shape):
+    """int64 accumulators: typical 32-bit sums, values near 2**(bits-1) for overflow, or tiny."""
+    kind = draw(st.sampled_from(["int32", "int24", "int48", "small", "edges"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    if kind == "int32":
+        return rng.integers(-2 ** 31, 2 ** 31, size=shape, dtype=np.int64)
+    if kind == "int24":
+        return rng.integers(-2 ** 23, 2 ** 23, size=shape, dtype=np.int64)
+    if kind == "int48":
+        return rng.integers(-2 ** 47, 2 ** 47, size=shape, dtype=np.int64)
+    if kind == "small":
+        return rng.integers(-300, 301, size=shape, dtype=np.int64)
+    edges = [0, 1, -1, 2 ** 31 - 1, -2 ** 31, 2 ** 15, -2 ** 15 - 1, 2 ** 23 - 1, -2 ** 23]
+    return rng.choice(np.array(edges, dtype=np.int64), size=shape)
+
+
+@st.composite
+def requant_case(draw):
+    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 6)))
+    acc = draw(acc_arrays(shape))
+    n_c = shape[1]
+    bias = np.array([draw(st.integers(-2 ** 31, 2 ** 31 - 1)) if draw(st.booleans()) else 0
+                     for _ in range(n_c)], dtype=np.int64)
+    mult, shift = draw(naive.multiplier_arrays(n_c))
+    dtype, zp, qmin, qmax = draw(naive.out_params())
+    acc_bits = draw(st.sampled_from([8, 16, 24, 32, 33, 40, 48, 49, 64]))
+    saturate = draw(st.booleans())
+    return acc, bias, mult, shift, zp, qmin, qmax, acc_bits, saturate, dtype
+
+
+@settings(deadline=None, max_examples=150)
+@given(requant_case())
+def test_requantize_matches_twin(case):
+    acc, bias, mult, shift, zp, qmin, qmax, acc_bits, saturate, dtype = case
+    try:
+        expected, exp_count = naive.requantize(acc, bias, mult, shift, zp, qmin, qmax, acc_bits, saturate, dtype)
+    except ValueError:
+        with pytest.raises(ValueError):
+            requantize(acc, bias, mult, shift, zp, qmin, qmax, acc_bits, saturate, np.empty(acc.shape, dtype))
+        return
+    out = np.empty(acc.shape, dtype=dtype)
+    count = requantize(acc, bias, mult, shift, zp, qmin, qmax, acc_bits, saturate, out)
+    assert out.dtype == expected.dtype
+    np.testing.assert_array_equal(out, expected)
+    assert count == exp_count
+
+
+@st.composite
+def float_case(draw):
+    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 6)))
+    acc = draw(acc_arrays(shape))
+    n_c = shape[1]
+    bias = np.array([draw(st.integers(-2 ** 31, 2 ** 31 - 1)) if draw(st.booleans()) else 0
+                     for _ in range(n_c)], dtype=np.int64)
+    scales = []
+    for _ in range(n_c):
+        kind = draw(st.sampled_from(["log", "log", "zero", "half"]))
+        if kind == "zero":
+            scales.append(0.0)
+        elif kind == "half":
+            scales.append(draw(st.sampled_from([0.5, 0.25, 1.5, 2.0 ** -20])))
+        else:
+            scales.append(2.0 ** draw(st.floats(-40.0, 6.0)))
+    scale = np.array(scales, dtype=np.float32)
+    dtype, zp, qmin, qmax = draw(naive.out_params())
+    return acc, bias, scale, zp, qmin, qmax, dtype
+
+
+@settings(deadline=None, max_examples=150)
+@given(float_case())
+def test_requantize_float_matches_twin(case):
+    acc, bias, scale, zp, qmin, qmax, dtype = case
+    expected, exp_wraps = naive.requantize_float(acc, bias, scale, zp, qmin, qmax, dtype)
+    out = np.empty(acc.shape, dtype=dtype)
+    wraps = requantize_float(acc, bias, scale, zp, qmin, qmax, out)
+    assert out.dtype == expected.dtype
+    np.testing.assert_array_equal(out, expected)
+    assert wraps == exp_wraps
+
+
+# ------------------------------------------------------------------------------------------------------
+# explicit edge cases
+# ------------------------------------------------------------------------------------------------------
+def _rq(acc, mult, shift, out_zp=0, qmin=-128, qmax=127, acc_bits=32, saturate=True, bias=0, dtype=np.int8):
+    acc = np.asarray(acc, dtype=np.int64).reshape(1, 1, -1)
+    out = np.empty(acc.shape, dtype=dtype)
+    n = requantize(acc, np.array([bias]), np.array([mult]), np.array([shift]), out_zp, qmin, qmax, acc_bits,
+                   saturate, out)
+    return out.ravel().tolist(), n
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.integers(-(2 ** 24), 2 ** 24), min_size=1, max_size=40), st.floats(2.0 ** -30, 4.0))
+def test_compact_accumulators_match_int64(values, real):
+    # int32 and exact-float accumulators (what compact conv/matmul results are) requantize identically
+    m, r = quantize_multiplier(real)
+    ref = _rq(values, m, r, bias=7, acc_bits=32)
+    for dt in (np.int32, np.float32, np.float64):
+        acc = np.asarray(values, dtype=dt).reshape(1, 1, -1)
+        out = np.empty(acc.shape, np.int8)
+        n = requantize(acc, np.array([7]), np.array([m]), np.array([r]), 0, -128, 127, 32, True, out)
+        assert (out.ravel().tolist(), n) == ref, dt
+
+
+def test_ties_round_toward_plus_infinity():
+    # factor 0.5: x = +-1, +-3, +-5 are exact ties
+    m, r = quantize_multiplier(0.5)
+    assert (m, r) == (2 ** 30, 31)
+    assert _rq([-5, -3, -1, 1, 3, 5], m, r)[0] == [-2, -1, 0, 1, 2, 3]
+
+
+def test_saturation_to_dtype_edges():
+    m, r = quantize_multiplier(1.0)
+    assert _rq([-1000, -129, -128, 127, 128, 1000], m, r)[0] == [-128, -128, -128, 127, 127, 127]
+    out, _ = _rq([-40000, 40000, 0], m, r, dtype=np.int16, qmin=-32768, qmax=32767)
+    assert out == [-32768, 32767, 0]
+    out, _ = _rq([-1, 0, 300], m, r, out_zp=0, dtype=np.uint8, qmin=0, qmax=255)
+    assert out == [0, 0, 255]
+
+
+def test_acc_overflow_wrap_and_saturate():
+    m, r = 1, 0  # identity factor
+    acc = [2 ** 31 - 1, -2 ** 31, 5]
+    out, n = _rq(acc, m, r, bias=1, acc_bits=32, saturate=False, dtype=np.int32, qmin=-2 ** 31,
+                 qmax=2 ** 31 - 1)
+    assert n == 1 and out == [-2 ** 31, -2 ** 31 + 1, 6]
+    out, n = _rq(acc, m, r, bias=1, acc_bits=32, saturate=True, dtype=np.int32, qmin=-2 ** 31, qmax=2 ** 31 - 1)
+    assert n == 1 and out == [2 ** 31 - 1, -2 ** 31 + 1, 6]
+    out, n = _rq([2 ** 40], m, r, bias=-1, acc_bits=64, dtype=np.int32, qmin=-2 ** 31, qmax=2 ** 31 - 1)
+    assert n == 0 and out == [2 ** 31 - 1]
+
+
+def test_huge_accumulators_saturate_exactly():
+    # ordinary multipliers take the clamped fast path: exact (saturated) results even past 2**48
+    assert _rq([2 ** 50, -2 ** 50, 2 ** 61], 2 ** 30, 31, acc_bits=64)[0] == [127, -128, 127]
+    _rq([2 ** 50], 2 ** 30, 31, acc_bits=48)  # wrapped/saturated into range first: fine
+
+
+def test_acc_outside_mrs_domain_raises_on_general_path():
+    # a multiplier so small (r = 60) that no saturation bound below 2**31 exists: general path, refuses
+    with pytest.raises(ValueError):
+        _rq([2 ** 50], 2 ** 30, 60, acc_bits=64)
+
+
+def test_extreme_scales():
+    acc = [-2 ** 31, -1, 0, 1, 2 ** 31 - 1]
+    m, r = quantize_multiplier(2.0 ** 6)
+    assert _rq(acc, m, r)[0] == [-128, -64, 0, 64, 127]
+    m, r = quantize_multiplier(2.0 ** -31)
+    assert _rq(acc, m, r)[0] == [-1, 0, 0, 0, 1]
+    assert quantize_multiplier(2.0 ** -40) == (0, 0)
+    assert _rq(acc, 0, 0, out_zp=-3)[0] == [-3] * 5
+
+
+def test_requantize_validation():
+    acc = np.zeros((1, 2, 3), dtype=np.int64)
+    ok = dict(bias=np.zeros(2, np.int64), mult=np.ones(2, np.int64), shift=np.zeros(2, np.int64))
+    out = np.empty((1, 2, 3), np.int8)
+    with pytest.raises(ValueError, match="dtype"):
+        requantize(acc.astype(np.int16), **ok, out_zp=0, qmin=-128, qmax=127, acc_bits=32, saturate_acc=True,
+                   out=out)
+    with pytest.raises(ValueError, match="shape"):
+        requantize(acc, np.zeros(3, np.int64), ok["mult"], ok["shift"], 0, -128, 127, 32, True, out)
+    with pytest.raises(ValueError, match="qmin"):
+        requantize(acc, **ok, out_zp=0, qmin=-129, qmax=127, acc_bits=32, saturate_acc=True, out=out)
+    with pytest.raises(ValueError, match="mult"):
+        requantize(acc, ok["bias"], np.full(2, 2 ** 31), ok["shift"], 0, -128, 127, 32, True, out)
+    with pytest.raises(ValueError, match="out must have shape"):
+        requantize(acc, **ok, out_zp=0, qmin=-128, qmax=127, acc_bits=32, saturate_acc=True,
+                   out=np.empty((2, 3), np.int8))
+    with pytest.raises(ValueError, match="acc_bits"):
+        requantize(acc, **ok, out_zp=0, qmin=-128, qmax=127, acc_bits=65, saturate_acc=True, out=out)
+
+
+def test_requantize_float_ties_and_wrap():
+    acc = np.array([1, 3, 5, -1, -3, 2 ** 31 - 1], dtype=np.int64).reshape(1, 1, -1)
+    out = np.empty(acc.shape, np.int32)
+    n = requantize_float(acc, np.array([0]), np.array([0.5], np.float32), 0, -2 ** 31, 2 ** 31 - 1, out)
+    # half to even: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -0.5 -> 0, -1.5 -> -2;
+    # float32(2**31 - 1) == 2**31, times 0.5 -> 2**30
+    assert n == 0
+    assert out.ravel().tolist() == [0, 2, 2, 0, -2, 2 ** 30]
+    out8 = np.empty(acc.shape, np.int8)
+    n = requantize_float(acc, np.array([1]), np.array([1.0], np.float32), 3, -128, 127, out8)
+    assert n == 1  # (2**31 - 1) + 1 wraps to -2**31
+    assert out8.ravel().tolist() == [5, 7, 9, 3, 1, -128]
+
+
+def test_requantize_float_rounds_product_to_float32():
+    # v * s is not representable in float32: the product is rounded to float32 before rint
+    v = 2 ** 24 + 1
+    s = np.float32(1.0 + 2.0 ** -23)
+    acc = np.array([v], dtype=np.int64).reshape(1, 1, 1)
+    out = np.empty(acc.shape, np.int32)
+    requantize_float(acc, np.array([0]), np.array([s], np.float32), 0, -2 ** 31, 2 ** 31 - 1, out)
+    expected = int(np.rint(np.float32(np.float32(v) * s)))
+    assert out[0, 0, 0] == expected
