@@ -21,6 +21,35 @@ def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift
     return out
 
 
+@njit
+def _add_rescaled_direct(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult,
+                         out_shift, out_zp, qmin, qmax, out):
+    """:func:`_add_rescaled` when the wrapper proved every ``mrs`` argument below 2**31 in magnitude: the
+    products then fit int64 and ``mrs(x, m, r) = (x*m + 2**(r-1)) >> r`` directly (r >= 1), branch-free."""
+    ra = np.int64(1) << (a_shift - 1)
+    rb = np.int64(1) << (b_shift - 1)
+    ro = np.int64(1) << (out_shift - 1)
+    for i in range(a.shape[0]):
+        va = (((np.int64(a[i]) - a_zp) << left_shift) * a_mult + ra) >> a_shift
+        vb = (((np.int64(b[i]) - b_zp) << left_shift) * b_mult + rb) >> b_shift
+        y = (((va + sign_b * vb) * out_mult + ro) >> out_shift) + out_zp
+        out[i] = min(max(y, qmin), qmax)
+    return out
+
+
+def _direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, out_shift) -> bool:
+    """True when every mul_round_shift argument of the add is provably in (-2**31, 2**31) and shifts >= 1."""
+    if min(a_shift, b_shift, out_shift) < 1:
+        return False
+    info_a, info_b = np.iinfo(a.dtype), np.iinfo(b.dtype)
+    xa = max(abs(info_a.min - a_zp), abs(info_a.max - a_zp)) << left_shift
+    xb = max(abs(info_b.min - b_zp), abs(info_b.max - b_zp)) << left_shift
+    # |mrs(x, m, r)| <= (|x|*|m| + 2**(r-1)) / 2**r + 1
+    va = (xa * abs(a_mult) >> a_shift) + 1
+    vb = (xb * abs(b_mult) >> b_shift) + 1
+    return xa < 2**31 and xb < 2**31 and va + vb < 2**31
+
+
 def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
                  out_zp, qmin, qmax, out) -> None:
     """Quantized ``a + b`` (or ``a - b``) on 1-D arrays of equal length (the caller broadcasts).
@@ -75,5 +104,8 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
     sign_b = as_int(sign_b, "sign_b")
     if sign_b not in (1, -1):
         raise ValueError(f"sign_b must be +1 or -1, got {sign_b}")
-    _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
-                  out_zp, qmin, qmax, out)
+    kernel = _add_rescaled
+    if _direct_ok(a, int(a_zp), a_mult, a_shift, b, int(b_zp), b_mult, b_shift, left_shift, out_shift):
+        kernel = _add_rescaled_direct
+    kernel(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
+           out_zp, qmin, qmax, out)

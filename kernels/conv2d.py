@@ -170,8 +170,8 @@ def conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> 
 # im2col + GEMM path
 # --------------------------------------------------------------------------------------------------------
 @njit
-def _im2col(x, n, c0, x_zp, kh, kw, sh, sw, top, left, dh, dw, ho, wo, cols):
-    """cols[(cl*kh + ky)*kw + kx, oh*wo + ow] = x[n, c0+cl, ih, iw] - x_zp, or 0 outside the input.
+def _im2col(x, n, c0, x_zp, pad, kh, kw, sh, sw, top, left, dh, dw, ho, wo, cols):
+    """cols[(cl*kh + ky)*kw + kx, oh*wo + ow] = x[n, c0+cl, ih, iw] - x_zp, or ``pad`` outside the input.
 
     ``cols`` is float32/float64/int64 of shape (cin_g*kh*kw, ho*wo); values are converted exactly (the
     caller's plan guarantees |x - x_zp| fits the float mantissa).
@@ -191,10 +191,10 @@ def _im2col(x, n, c0, x_zp, kh, kw, sh, sw, top, left, dh, dw, ho, wo, cols):
                     base = oh * wo
                     if oh < oh0 or oh >= oh1:
                         for ow in range(wo):
-                            cols[row, base + ow] = 0
+                            cols[row, base + ow] = pad
                         continue
                     for ow in range(ow0):
-                        cols[row, base + ow] = 0
+                        cols[row, base + ow] = pad
                     cnt = ow1 - ow0
                     if cnt > 0:
                         i0 = ow0 * sw + ox
@@ -203,7 +203,7 @@ def _im2col(x, n, c0, x_zp, kh, kw, sh, sw, top, left, dh, dw, ho, wo, cols):
                         for j in range(cnt):
                             dst[j] = np.int64(src[j]) - x_zp
                     for ow in range(ow1, wo):
-                        cols[row, base + ow] = 0
+                        cols[row, base + ow] = pad
     return cols
 
 
@@ -217,13 +217,28 @@ def _sub_zp(x2d, x_zp, out):
     return out
 
 
-def conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> np.ndarray:
-    """:func:`conv2d_acc` computed by im2col + exact chunked GEMM (any groups). Same arguments and result.
+def _center(dtype) -> int:
+    """Midpoint subtracted from activations before the float GEMM: unsigned 8/16-bit values become signed."""
+    return {np.dtype(np.uint8): 128, np.dtype(np.uint16): 32768}.get(np.dtype(dtype), 0)
 
-    ``compact``: when K fits one exact float chunk, return the float GEMM result itself (float32 or
-    float64 holding the exact integers) instead of converting it to int64.
+
+def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=4096, w_cache=None):
+    """:func:`conv2d_acc` by im2col + exact GEMM, produced in column blocks (for a fused requantization).
+
+    Yields ``(n, g, col0, col1, acc, offset)``: for image ``n`` and group ``g``, output pixels
+    ``[col0, col1)`` (flattened ``oh*Wo + ow``) of the group's ``Cout // groups`` channels, with::
+
+        true accumulator[c, j] = acc[c, j] + offset[c]       (acc: float32/float64 holding exact integers,
+                                                              or int64; offset: int64)
+
+    Activations enter the GEMM centred, ``x - center`` (center = 128 for uint8, 32768 for uint16, else 0;
+    padded cells hold ``x_zp - center``), which halves the operand bound for asymmetric 8-bit activations,
+    so most layers need one exact float32 chunk (K <= 1032 for 8-bit). Then
+    ``sum((x - x_zp) * w) = sum((x - center) * w) + (center - x_zp) * sum(w)``, the second term being
+    ``offset``. ``w_cache`` (a dict owned by the caller, one per weight tensor) keeps the float weights and
+    their row sums between calls.
     """
-    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, bound = _validate(
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, _ = _validate(
         x, x_zp, w, stride, pads, dilation, groups)
     n_img, cin, h, wd = x.shape
     cout, cin_g, kh, kw = w.shape
@@ -231,32 +246,57 @@ def conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> np
     cout_g = cout // groups
     k = cin_g * kh * kw
     p = ho * wo
-    method, kc = plan(bound, k)
-    if method == "zero":
-        return np.zeros(shape, dtype=np.int64)
-    dt = np.int64 if method == "loops" else float_dtype(method)
-    direct_float = compact and method != "loops" and kc >= k
-    out = np.empty(shape, dtype=dt if direct_float else np.int64)
-    w2 = w.reshape(cout, k).astype(dt)
-    pointwise = kh == 1 and kw == 1 and sh == 1 and sw == 1 and top == left == bottom == right == 0
+    center = _center(x.dtype)
+    pad = x_zp - center
+    padded = top or left or bottom or right
+    x_dev = max(abs(int(x.max()) - center), abs(int(x.min()) - center), abs(pad) if padded else 0) if x.size else 0
+    method, kc = plan(x_dev * abs_max(w), k)
+    cache = w_cache if w_cache is not None else {}
+    key = ("w", method)
+    if key not in cache:
+        dt = np.int64 if method in ("loops", "zero") else float_dtype(method)
+        cache[key] = np.ascontiguousarray(w.reshape(cout, k).astype(dt))
+    if "wsum" not in cache:
+        cache["wsum"] = w.reshape(cout, k).astype(np.int64).sum(axis=1)
+    w2 = cache[key]
+    offset = (center - x_zp) * cache["wsum"]
+    dt = w2.dtype
+    pointwise = kh == 1 and kw == 1 and sh == 1 and sw == 1 and not padded
     cols = None if pointwise else np.empty((k, p), dtype=dt)
     for n in range(n_img):
         if pointwise:
-            xf = _sub_zp(x[n].reshape(cin, h * wd), x_zp, np.empty((cin, h * wd), dtype=dt))
+            xf = _sub_zp(x[n].reshape(cin, h * wd), center, np.empty((cin, h * wd), dtype=dt))
         for g in range(groups):
             if pointwise:
                 cols = xf[g * cin_g:(g + 1) * cin_g]
             else:
-                _im2col(x, n, g * cin_g, x_zp, kh, kw, sh, sw, top, left, dh, dw, ho, wo, cols)
+                _im2col(x, n, g * cin_g, center, pad, kh, kw, sh, sw, top, left, dh, dw, ho, wo, cols)
             wg = w2[g * cout_g:(g + 1) * cout_g]
-            og = out[n, g * cout_g:(g + 1) * cout_g].reshape(cout_g, p)
-            if method == "loops":
-                _matmul_loops(wg, cols, og)
-            elif direct_float:
-                np.matmul(wg, cols, out=og)
-            else:
-                matmul_float_chunked(wg, cols, kc, out=og)
-    return out
+            off = offset[g * cout_g:(g + 1) * cout_g]
+            for c0 in range(0, p, block_cols):
+                c1 = min(p, c0 + block_cols)
+                cb = cols[:, c0:c1]
+                if method == "zero":
+                    acc = np.zeros((cout_g, c1 - c0), np.int64)
+                elif method == "loops":
+                    acc = _matmul_loops(wg, np.ascontiguousarray(cb), np.empty((cout_g, c1 - c0), np.int64))
+                elif kc >= k:
+                    acc = wg @ cb
+                else:
+                    acc = matmul_float_chunked(wg, cb, kc)
+                yield n, g, c0, c1, acc, off
+
+
+def conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups) -> np.ndarray:
+    """:func:`conv2d_acc` computed by im2col + exact GEMM (any groups), assembled from
+    :func:`conv2d_gemm_blocks`. Same arguments and result."""
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, _ = _validate(
+        x, x_zp, w, stride, pads, dilation, groups)
+    out = np.empty((shape[0], shape[1], shape[2] * shape[3]), dtype=np.int64)
+    cout_g = shape[1] // groups
+    for n, g, c0, c1, acc, off in conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups):
+        out[n, g * cout_g:(g + 1) * cout_g, c0:c1] = acc.astype(np.int64) + off[:, None]
+    return out.reshape(shape)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -278,8 +318,7 @@ def conv2d_acc(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> np.
     dilation : (dh, dw), each >= 1
     groups : int, divides Cin and Cout
     compact : bool
-        Allow the result to be an int32 array or a float32/float64 array holding the exact integer values
-        (saves a conversion pass when the caller only feeds it to ``requantize``).
+        Allow an int32 result where the direct (depthwise) loop proved it exact.
 
     Returns
     -------
@@ -300,4 +339,4 @@ def conv2d_acc(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> np.
     check_int_array(w, "w", ndim=4, dtypes=W_DTYPES)
     if w.shape[1] == 1:
         return conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact)
-    return conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups, compact)
+    return conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups)

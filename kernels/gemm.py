@@ -133,7 +133,7 @@ def int_matmul_loops(a, b) -> np.ndarray:
     return _matmul_loops(a, b, out)
 
 
-def int_matmul(a, b, compact=False) -> np.ndarray:
+def int_matmul(a, b, compact=False, b_cache=None) -> np.ndarray:
     """Exact integer matrix product ``a @ b`` as int64, using float BLAS on exact chunks.
 
     Parameters
@@ -143,6 +143,8 @@ def int_matmul(a, b, compact=False) -> np.ndarray:
 
     compact : bool
         Allow a float32/float64 result holding the exact integers (when K fits one exact chunk).
+    b_cache : dict, optional
+        Owned by the caller for a constant ``b`` (weights): keeps its float conversions between calls.
 
     Returns
     -------
@@ -169,6 +171,12 @@ def int_matmul(a, b, compact=False) -> np.ndarray:
     if method == "loops":
         return _matmul_loops(a, b, np.empty((m, n), dtype=np.int64))
     dt = float_dtype(method)
+    if b_cache is not None:
+        if method not in b_cache:
+            b_cache[method] = b.astype(dt)
+        bf = b_cache[method]
+    else:
+        bf = b.astype(dt)
     if compact and kc >= k:  # one exact chunk: the float result holds the exact integers
-        return a.astype(dt) @ b.astype(dt)
-    return matmul_float_chunked(a.astype(dt), b.astype(dt), kc)
+        return a.astype(dt) @ bf
+    return matmul_float_chunked(a.astype(dt), bf, kc)

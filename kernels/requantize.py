@@ -80,9 +80,14 @@ def check_multiplier(mult, shift, name: str) -> None:
         raise ValueError(f"{name}: shifts must be in [0, {MAX_SHIFT}]")
 
 
-def check_out(out, shape, out_zp, qmin, qmax) -> tuple[int, int, int]:
-    """Validate a preallocated output array and its quantization range; return ints (out_zp, qmin, qmax)."""
-    check_int_array(out, "out", dtypes=OUT_DTYPES)
+def check_out(out, shape, out_zp, qmin, qmax, contiguous=True) -> tuple[int, int, int]:
+    """Validate a preallocated output array and its quantization range; return ints (out_zp, qmin, qmax).
+
+    ``contiguous=False`` accepts a strided view (e.g. a block of a larger output)."""
+    if contiguous:
+        check_int_array(out, "out", dtypes=OUT_DTYPES)
+    elif not isinstance(out, np.ndarray) or out.dtype not in [np.dtype(d) for d in OUT_DTYPES]:
+        raise ValueError("out must be a numpy array of an 8/16/32-bit integer dtype")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"out must have shape {tuple(shape)}, got {out.shape}")
     out_zp = as_int(out_zp, "out_zp")
@@ -234,7 +239,7 @@ def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_ac
     saturate_acc : bool
         On accumulator overflow, saturate (True) or wrap in two's complement (False).
     out : ndarray, shape (outer, C, inner), dtype int8/uint8/int16/uint16/int32
-        Preallocated output, written in place.
+        Preallocated output (may be a strided view), written in place.
 
     Returns
     -------
@@ -264,7 +269,7 @@ def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_ac
     check_multiplier(mult, shift, "requantize")
     if bias.size and (int(bias.min()) < -ACC_LIMIT or int(bias.max()) >= ACC_LIMIT):
         raise ValueError("bias must lie in [-2**62, 2**62)")
-    out_zp, qmin, qmax = check_out(out, acc.shape, out_zp, qmin, qmax)
+    out_zp, qmin, qmax = check_out(out, acc.shape, out_zp, qmin, qmax, contiguous=False)
     acc_bits = as_int(acc_bits, "acc_bits")
     if not 2 <= acc_bits <= 64:
         raise ValueError(f"acc_bits must be in [2, 64], got {acc_bits}")
@@ -355,7 +360,7 @@ def requantize_float(acc, bias, scale, out_zp, qmin, qmax, out) -> int:
     if not np.all(np.isfinite(scale)):
         raise ValueError("scale must be finite")
     scale = np.ascontiguousarray(scale)
-    out_zp, qmin, qmax = check_out(out, acc.shape, out_zp, qmin, qmax)
+    out_zp, qmin, qmax = check_out(out, acc.shape, out_zp, qmin, qmax, contiguous=False)
     if acc.size and (int(acc.min()) < -ACC_LIMIT or int(acc.max()) >= ACC_LIMIT):
         raise ValueError("requantize_float: accumulator outside [-2**62, 2**62)")
     return int(_requantize_float(acc, bias, scale, out_zp, qmin, qmax, out))

@@ -90,3 +90,33 @@ def test_add_domain_and_validation():
         add_rescaled(a, 0, m, r, a, 0, m, r, 33, 1, m, r, 0, -2 ** 31, 2 ** 31 - 1, out)
     with pytest.raises(ValueError, match="same length"):
         add_rescaled(a, 0, m, r, np.zeros(2, np.int32), 0, m, r, 0, 1, m, r, 0, -2 ** 31, 2 ** 31 - 1, out)
+
+
+@st.composite
+def realistic_add_case(draw):
+    """Adds as the board lowers them (TFLite-style scales, 8/16-bit): mostly the branch-free direct path."""
+    n = draw(st.integers(1, 60))
+    dt, lo, hi = draw(st.sampled_from(naive.VALUE_RANGES))
+    a = draw(naive.int_arrays((n,), dt, lo, hi))
+    b = draw(naive.int_arrays((n,), dt, lo, hi))
+    a_zp, b_zp = draw(naive.zero_points(lo, hi)), draw(naive.zero_points(lo, hi))
+    sa, sb, so = (draw(st.floats(1e-4, 10.0)) for _ in range(3))
+    left = 20 if np.iinfo(dt).bits <= 8 else 15
+    a_m, a_r, b_m, b_r, o_m, o_r = _tflite_params(sa, sb, so, left)
+    dtype, out_zp, qmin, qmax = draw(naive.out_params())
+    return (a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, draw(st.sampled_from([1, -1])), o_m, o_r, out_zp, qmin,
+            qmax, dtype)
+
+
+@settings(deadline=None, max_examples=100)
+@given(realistic_add_case())
+def test_direct_path_matches_twin(case):
+    from kernels.add import _direct_ok
+    *args, dtype = case
+    expected = naive.add_rescaled(*args, dtype)
+    out = np.empty(args[0].shape, dtype=dtype)
+    add_rescaled(*args, out)
+    np.testing.assert_array_equal(out, expected)
+    a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, _, _, o_r = args[:12]
+    if np.iinfo(a.dtype).bits <= 8:  # 8-bit adds must take the branch-free path
+        assert _direct_ok(a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, o_r)

@@ -95,20 +95,28 @@ def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand
 
 
 def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, inner: int,
-                   params: dict | None = None) -> np.ndarray:
-    """Requantize an int64 accumulator laid out as (outer, channels, inner) with prepared params (the node's)."""
+                   params: dict | None = None, out: np.ndarray | None = None, channel_slice=slice(None),
+                   offset: np.ndarray | None = None) -> np.ndarray:
+    """Requantize an accumulator laid out as (outer, channels, inner) with prepared params (the node's).
+
+    ``channel_slice`` selects the params' channels (a group of a convolution); ``offset`` (int64 per channel)
+    is added to the bias; ``out`` (possibly a strided view) receives the result.
+    """
     p = node.params if params is None else params
     acc3 = acc.reshape(outer, channels, inner)
     if acc3.dtype not in (np.int64, np.int32, np.float32, np.float64) or not acc3.flags.c_contiguous:
         acc3 = np.ascontiguousarray(acc3, dtype=np.int64)
-    out = np.empty(acc3.shape, dtype=p["_out_dtype"])
+    if out is None:
+        out = np.empty(acc3.shape, dtype=p["_out_dtype"])
+    bias = p["bias"][channel_slice] if offset is None else p["bias"][channel_slice] + offset
     if "mult" in p:
-        n = requantize(acc3, p["bias"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"],
-                       p["acc_bits"], p["_saturate"], out)
+        n = requantize(acc3, bias, p["mult"][channel_slice], p["shift"][channel_slice], p["out_zp"], p["qmin"],
+                       p["qmax"], p["acc_bits"], p["_saturate"], out)
     elif p["acc_bits"] <= 32:
-        n = requantize_float(acc3, p["bias"], p["scale"], p["out_zp"], p["qmin"], p["qmax"], out)
+        n = requantize_float(acc3, bias, p["scale"][channel_slice], p["out_zp"], p["qmin"], p["qmax"], out)
     else:  # wide (16-bit) groups: onnxruntime computes these in float; model the exact sum, float32 ratio
-        v = (acc3.astype(np.int64) + p["bias"].reshape(1, -1, 1)).astype(np.float64) * p["scale"].astype(np.float64).reshape(1, -1, 1)
+        v = ((acc3.astype(np.int64) + bias.reshape(1, -1, 1)).astype(np.float64)
+             * p["scale"][channel_slice].astype(np.float64).reshape(1, -1, 1))
         y = np.rint(np.clip(v, p["qmin"] - p["out_zp"], p["qmax"] - p["out_zp"])) + p["out_zp"]
         out[...] = y.astype(out.dtype)
         n = 0

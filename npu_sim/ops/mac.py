@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.conv2d import conv2d_acc
+from kernels.conv2d import conv2d_acc, conv2d_gemm_blocks
 from kernels.conv_transpose2d import conv_transpose2d_acc
 from kernels.gemm import int_matmul
 
@@ -109,7 +109,7 @@ def lower_conv(lowering, onode, args, out: Tensor, act) -> Node:
     cout = wi.shape[0]
     sx, sy = float(x.q.scale), float(out.q.scale)
     params = {"x_zp": int(x.q.zero_point), "stride": s, "pads": pads, "dilation": d, "groups": int(a.get("group", 1)),
-              "_w": np.ascontiguousarray(wi), "_is1d": is1d}
+              "_w": np.ascontiguousarray(wi), "_is1d": is1d, "_w_cache": {}}
     bias = _bias(lowering, b, sx, wq.scale, cout, "Conv")
     prepare_requant(lowering, params, sx, wq.scale, sy, cout, (x.q.bits, wq.bits), bias)
     params.update(output_params(lowering, out, act))
@@ -120,14 +120,23 @@ def lower_conv(lowering, onode, args, out: Tensor, act) -> Node:
 
 def _run_conv(node, inputs, ctx):
     p = node.params
-    x = inputs[0]
+    x = np.ascontiguousarray(inputs[0])
     if p["_is1d"]:
         x = x[:, :, None, :]
-    acc = conv2d_acc(np.ascontiguousarray(x), p["x_zp"], p["_w"], p["stride"], p["pads"], p["dilation"], p["groups"],
-                     compact=True)
-    n, c, h, w = acc.shape
-    y = requantize_acc(node, ctx, acc, n, c, h * w).reshape(acc.shape)
-    return [y[:, :, 0, :] if p["_is1d"] else y]
+    w = p["_w"]
+    out_shape = ctx.shape_of(node.outputs[0])
+    n_img, cout = x.shape[0], w.shape[0]
+    if w.shape[1] == 1:  # depthwise: direct loop, int32 accumulator where provably exact
+        acc = conv2d_acc(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], compact=True)
+        return [requantize_acc(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
+    # GEMM path: requantize each block of columns while it is still in cache
+    y = np.empty((n_img, cout, int(np.prod(out_shape[2:]))), p["_out_dtype"])
+    cg = cout // p["groups"]
+    for n, g, c0, c1, acc, off in conv2d_gemm_blocks(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"],
+                                                     p["groups"], w_cache=p["_w_cache"]):
+        rows = slice(g * cg, (g + 1) * cg)
+        requantize_acc(node, ctx, acc, 1, cg, c1 - c0, out=y[n:n + 1, rows, c0:c1], channel_slice=rows, offset=off)
+    return [y.reshape(out_shape)]
 
 
 def lower_conv_transpose(lowering, onode, args, out: Tensor, act) -> Node:
@@ -192,7 +201,7 @@ def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
         wi = wi.T
     n = wi.shape[1]
     sx, sy = float(a_t.q.scale), float(out.q.scale)
-    params = {"x_zp": int(a_t.q.zero_point), "trans_a": trans_a, "_w": np.ascontiguousarray(wi)}
+    params = {"x_zp": int(a_t.q.zero_point), "trans_a": trans_a, "_w": np.ascontiguousarray(wi), "_w_cache": {}}
     bias = None
     if c_t is not None:
         if isinstance(c_t, Tensor) and not c_t.is_const:
@@ -212,7 +221,7 @@ def _run_gemm(node, inputs, ctx):
     p = node.params
     a = inputs[0].T if p["trans_a"] else inputs[0]
     a = a.astype(np.int32) - p["x_zp"]
-    acc = int_matmul(np.ascontiguousarray(a), p["_w"], compact=True)
+    acc = int_matmul(np.ascontiguousarray(a), p["_w"], compact=True, b_cache=p["_w_cache"])
     return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
 
 
@@ -226,7 +235,7 @@ def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
             raise _problem("MatMul with a constant B of rank != 2 is not supported")
         wi, wq = _weights(b_t, 1, f"MatMul weight {onode.input[1]!r}")
         n = 1 if wq.per_tensor else wi.shape[1]
-        params.update({"_w": np.ascontiguousarray(wi), "b_zp": None})
+        params.update({"_w": np.ascontiguousarray(wi), "b_zp": None, "_w_cache": {}})
         prepare_requant(lowering, params, sx, wq.scale, sy, n, (a_t.q.bits, wq.bits))
         inputs = [a_t.name, b_t.name]
         per_col = not wq.per_tensor
@@ -249,7 +258,8 @@ def _run_matmul(node, inputs, ctx):
     if p["b_zp"] is None:
         b = p["_w"]
         lead = a.shape[:-1]
-        acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), b).reshape(*lead, b.shape[1])
+        acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), b, compact=True,
+                         b_cache=p["_w_cache"]).reshape(*lead, b.shape[1])
     else:
         b = inputs[1].astype(np.int32) - p["b_zp"]
         if a.ndim == 1:
