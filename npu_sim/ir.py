@@ -75,7 +75,7 @@ class QParams:
     def quantize(self, x: np.ndarray) -> np.ndarray:
         """ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zp), float32 division."""
         s, z = self.broadcast(np.ndim(x))
-        v = np.rint(np.asarray(x, dtype=np.float32) / s)  # float32 division, round half to even
+        v = np.array(np.rint(np.asarray(x, dtype=np.float32) / s), dtype=np.float32, ndmin=0)  # half to even
         v += np.asarray(z, np.float32)  # exact below 2**24; beyond, the value saturates either way
         np.nan_to_num(v, copy=False)
         np.clip(v, self.qmin, self.qmax, out=v)

@@ -227,55 +227,65 @@ def _run_gemm(node, inputs, ctx):
 
 def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
     a_t, b_t = args[:2]
-    check_per_tensor(a_t, "MatMul input A")
+    for t, which in ((a_t, "A"), (b_t, "B")):
+        if not isinstance(t, Tensor):
+            raise _problem(f"MatMul input {which} must be quantized (DequantizeLinear)")
     sx, sy = float(a_t.q.scale), float(out.q.scale)
-    params = {"a_zp": int(a_t.q.zero_point)}
-    if isinstance(b_t, Tensor) and b_t.is_const:
-        if b_t.data.ndim != 2:
-            raise _problem("MatMul with a constant B of rank != 2 is not supported")
+    params = {"a_zp": int(a_t.q.zero_point) if a_t.q.per_tensor else 0,
+              "b_zp": int(b_t.q.zero_point) if b_t.q.per_tensor else 0, "_per_col": False, "_a": None, "_w": None}
+    if b_t.is_const and not a_t.is_const and b_t.data.ndim == 2:
+        check_per_tensor(a_t, "MatMul input A")
         wi, wq = _weights(b_t, 1, f"MatMul weight {onode.input[1]!r}")
         n = 1 if wq.per_tensor else wi.shape[1]
-        params.update({"_w": np.ascontiguousarray(wi), "b_zp": None, "_w_cache": {}})
+        params.update({"_w": np.ascontiguousarray(wi), "_w_cache": {}, "_per_col": not wq.per_tensor})
         prepare_requant(lowering, params, sx, wq.scale, sy, n, (a_t.q.bits, wq.bits))
-        inputs = [a_t.name, b_t.name]
-        per_col = not wq.per_tensor
-    elif isinstance(b_t, Tensor):
-        check_per_tensor(b_t, "MatMul input B")
-        params["b_zp"] = int(b_t.q.zero_point)
-        prepare_requant(lowering, params, sx, b_t.q.scale, sy, 1, (a_t.q.bits, b_t.q.bits))
-        inputs = [a_t.name, b_t.name]
-        per_col = False
     else:
-        raise _problem("MatMul B must be quantized (DequantizeLinear)")
-    params["_per_col"] = per_col
+        for t, which in ((a_t, "A"), (b_t, "B")):
+            check_per_tensor(t, f"MatMul input {which}")
+        if a_t.is_const and b_t.is_const:
+            raise _problem("MatMul of two constants should be folded before quantization")
+        if a_t.is_const:  # constant first operand (W @ x)
+            params["_a"] = a_t.data.astype(np.int32) - params["a_zp"]
+        prepare_requant(lowering, params, sx, b_t.q.scale, sy, 1, (a_t.q.bits, b_t.q.bits))
     params.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), "MatMul", inputs, [out.name], _run_matmul, params)
+    return Node(lowering.node_name(onode), "MatMul", [a_t.name, b_t.name], [out.name], _run_matmul, params)
+
+
+def _batched_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact integer matmul with numpy's batching/broadcasting rules (1-D operands promoted)."""
+    squeeze_a, squeeze_b = a.ndim == 1, b.ndim == 1
+    if squeeze_a:
+        a = a[None, :]
+    if squeeze_b:
+        b = b[:, None]
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a_b = np.broadcast_to(a, batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
+    b_b = np.broadcast_to(b, batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    acc = np.empty((a_b.shape[0], a.shape[-2], b.shape[-1]), np.int64)
+    for i in range(a_b.shape[0]):
+        acc[i] = int_matmul(np.ascontiguousarray(a_b[i]), np.ascontiguousarray(b_b[i]))
+    acc = acc.reshape(batch + (a.shape[-2], b.shape[-1]))
+    if squeeze_a:
+        acc = acc[..., 0, :]
+    if squeeze_b:
+        acc = acc[..., 0]
+    return acc
 
 
 def _run_matmul(node, inputs, ctx):
     p = node.params
-    a = inputs[0].astype(np.int32) - p["a_zp"]
-    if p["b_zp"] is None:
-        b = p["_w"]
-        lead = a.shape[:-1]
-        acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), b, compact=True,
-                         b_cache=p["_w_cache"]).reshape(*lead, b.shape[1])
-    else:
-        b = inputs[1].astype(np.int32) - p["b_zp"]
-        if a.ndim == 1:
-            a = a[None, :]
-        if b.ndim == 1:
-            b = b[:, None]
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        a_b = np.broadcast_to(a, batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
-        b_b = np.broadcast_to(b, batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
-        acc = np.empty((a_b.shape[0], a.shape[-2], b.shape[-1]), np.int64)
-        for i in range(a_b.shape[0]):
-            acc[i] = int_matmul(np.ascontiguousarray(a_b[i]), np.ascontiguousarray(b_b[i]))
-        acc = acc.reshape(batch + (a.shape[-2], b.shape[-1]))
     out_shape = tuple(ctx.shape_of(node.outputs[0]))
-    if p["_per_col"]:
-        y = requantize_acc(node, ctx, acc, acc.size // acc.shape[-1], acc.shape[-1], 1)
+    if p["_w"] is not None:  # activation @ constant weights
+        a = inputs[0].astype(np.int32) - p["a_zp"]
+        lead = a.shape[:-1]
+        acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), p["_w"], compact=True,
+                         b_cache=p["_w_cache"])
+        if p["_per_col"]:
+            return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(out_shape)]
+        return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
+    if p["_a"] is not None:
+        a, b = p["_a"], inputs[0].astype(np.int32) - p["b_zp"]
     else:
-        y = requantize_acc(node, ctx, acc, 1, 1, acc.size)
-    return [y.reshape(out_shape)]
+        a, b = inputs[0].astype(np.int32) - p["a_zp"], inputs[1].astype(np.int32) - p["b_zp"]
+    acc = _batched_matmul(a, b)
+    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]

@@ -34,21 +34,27 @@ def _str(v, default):
 
 
 def _source_coords(mode: str, out_len: int, in_len: int, scale: float) -> np.ndarray:
-    o = np.arange(out_len, dtype=np.float64)
+    """Source coordinate of every output index, computed in float32 as onnxruntime does (with a non-integer
+    ``scales`` input, float64 can land on the other side of a rounding boundary: 3/0.6000000238 = 4.9999998
+    in float64 but 5.0 in float32)."""
+    o = np.arange(out_len, dtype=np.float32)
+    scale = np.float32(scale)
+    in_len32, out_len32 = np.float32(in_len), np.float32(out_len)
+    half = np.float32(0.5)
     if mode == "half_pixel":
-        return (o + 0.5) / scale - 0.5
+        return (o + half) / scale - half
     if mode == "pytorch_half_pixel":
-        return (o + 0.5) / scale - 0.5 if out_len > 1 else np.zeros(out_len)
+        return (o + half) / scale - half if out_len > 1 else np.zeros(out_len, np.float32)
     if mode == "align_corners":
-        return o * (in_len - 1) / (out_len - 1) if out_len > 1 else np.zeros(out_len)
+        return o * (in_len32 - 1) / (out_len32 - 1) if out_len > 1 else np.zeros(out_len, np.float32)
     if mode == "asymmetric":
         return o / scale
     if mode == "tf_half_pixel_for_nn":
-        return (o + 0.5) / scale
+        return (o + half) / scale
     if mode == "half_pixel_symmetric":
-        adj = out_len / (scale * in_len)
-        offset = in_len * (1 - adj) / 2
-        return offset + (o + 0.5) / scale - 0.5
+        adj = out_len32 / (scale * in_len32)
+        offset = in_len32 * (1 - adj) / 2
+        return offset + (o + half) / scale - half
     raise _problem(f"Resize coordinate_transformation_mode {mode!r} is not supported")
 
 
@@ -79,7 +85,8 @@ def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
         raise _problem("Resize with the axes attribute is not supported")
     if mode not in ("nearest", "linear"):
         raise _problem(f"Resize mode {mode!r} is not supported (nearest and linear are)")
-    if not lowering.arith.fixedpoint:
+    exact_gather = mode == "nearest" and x.q.same_as(out.q) and act is None  # pure data movement
+    if not lowering.arith.fixedpoint and not exact_gather:
         return lower_float_reference(lowering, onode, args, [out], act)
     rank = len(x.shape)
     scales = None
@@ -111,7 +118,7 @@ def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
     for ax in (2, 3):
         n_in, n_out = x.shape[ax], out.shape[ax]
         c = coords[ax] if coords[ax] is not None else np.arange(n_out, dtype=np.float64)
-        c = np.clip(c, 0, n_in - 1)
+        c = np.clip(c.astype(np.float64), 0, n_in - 1)
         lo = np.floor(c).astype(np.int64)
         hi = np.minimum(lo + 1, n_in - 1)
         w = np.floor((c - lo) * (1 << F) + 0.5).astype(np.int64)
