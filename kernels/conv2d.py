@@ -58,7 +58,8 @@ def _validate(x, x_zp, w, stride, pads, dilation, groups):
         raise ValueError(f"empty output {ho}x{wo}: input {h}x{wd}, pads {pads}, kernel {kh}x{kw}, "
                          f"dilation {(dh, dw)}")
     # exactness of the int64 accumulation: every |partial sum| <= K * max|x - zp| * max|w|
-    x_dev = max(abs(int(x.max()) - x_zp), abs(int(x.min()) - x_zp)) if x.size else 0
+    info = np.iinfo(x.dtype)  # bounds from the dtype: no pass over the data, same plan every call
+    x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))
     bound = x_dev * abs_max(w)
     if bound * cin_g * kh * kw > INT64_SAFE:
         raise ValueError("conv2d accumulator could exceed int64")
@@ -231,6 +232,7 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=40
         true accumulator[c, j] = acc[c, j] + offset[c]       (acc: float32/float64 holding exact integers,
                                                               or int64; offset: int64)
 
+    The exactness plan uses the activation dtype's range (not the data), so it is the same on every call.
     Activations enter the GEMM centred, ``x - center`` (center = 128 for uint8, 32768 for uint16, else 0;
     padded cells hold ``x_zp - center``), which halves the operand bound for asymmetric 8-bit activations,
     so most layers need one exact float32 chunk (K <= 1032 for 8-bit). Then
@@ -249,9 +251,12 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=40
     center = _center(x.dtype)
     pad = x_zp - center
     padded = top or left or bottom or right
-    x_dev = max(abs(int(x.max()) - center), abs(int(x.min()) - center), abs(pad) if padded else 0) if x.size else 0
-    method, kc = plan(x_dev * abs_max(w), k)
+    info = np.iinfo(x.dtype)
+    x_dev = max(abs(int(info.min) - center), abs(int(info.max) - center), abs(pad) if padded else 0)
     cache = w_cache if w_cache is not None else {}
+    if "wmax" not in cache:
+        cache["wmax"] = abs_max(w)
+    method, kc = plan(x_dev * cache["wmax"], k)
     key = ("w", method)
     if key not in cache:
         dt = np.int64 if method in ("loops", "zero") else float_dtype(method)

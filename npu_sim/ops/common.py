@@ -73,8 +73,12 @@ def per_channel(q: QParams, n: int) -> tuple[np.ndarray, np.ndarray]:
     return (np.broadcast_to(q.scale, (n,)).astype(np.float32), np.broadcast_to(q.zero_point, (n,)).astype(np.int64))
 
 
-def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand_bits, bias=None, alpha=1.0):
+def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand_bits, bias=None, alpha=1.0,
+                    acc_bound: int | None = None):
     """Fill ``params`` with the requantization of an accumulator in units of ``sx*sw[c]`` to output scale ``sy``.
+
+    ``acc_bound`` (a proven bound on |acc| before the bias, e.g. max|x - zx| * max_c sum|w[c]|) lets the run
+    skip the accumulator-width check when ``acc_bound + max|bias|`` cannot pass the board's width.
 
     fixedpoint: ``mult, shift`` from ``sx*sw[c]*alpha/sy`` (computed in float64 from the float32 scales).
     onnx: onnxruntime's float32 ratio ``float32(float32(sx*sw[c]) / sy)``.
@@ -84,6 +88,8 @@ def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand
     params["bias"] = (np.zeros(n_channels, np.int64) if bias is None
                       else np.broadcast_to(np.asarray(bias, np.int64), (n_channels,)).copy())
     params["acc_bits"] = arith.accumulator_bits(*operand_bits)
+    max_bias = int(np.abs(params["bias"]).max()) if n_channels else 0
+    params["_acc_check"] = acc_bound is None or acc_bound + max_bias >= 2 ** (params["acc_bits"] - 1)
     if arith.fixedpoint:
         real = np.float64(sx) * sw.astype(np.float64) * alpha / np.float64(sy)
         params["mult"], params["shift"] = fixed_multipliers(real, arith.multiplier_bits)
@@ -110,8 +116,9 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
         out = np.empty(acc3.shape, dtype=p["_out_dtype"])
     bias = p["bias"][channel_slice] if offset is None else p["bias"][channel_slice] + offset
     if "mult" in p:
+        acc_bits = p["acc_bits"] if p.get("_acc_check", True) else 64  # 64: proven unable to overflow
         n = requantize(acc3, bias, p["mult"][channel_slice], p["shift"][channel_slice], p["out_zp"], p["qmin"],
-                       p["qmax"], p["acc_bits"], p["_saturate"], out)
+                       p["qmax"], acc_bits, p["_saturate"], out)
     elif p["acc_bits"] <= 32:
         n = requantize_float(acc3, bias, p["scale"][channel_slice], p["out_zp"], p["qmin"], p["qmax"], out)
     else:  # wide (16-bit) groups: onnxruntime computes these in float; model the exact sum, float32 ratio
@@ -123,6 +130,13 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
     if n:
         ctx.overflow(node, int(n))
     return out
+
+
+def mac_bound(x_q: QParams, w_int: np.ndarray) -> int:
+    """A proven bound on |sum((x - zx) * w)| over any output: max|x - zx| times the largest row sum of |w|."""
+    x_dev = max(abs(x_q.qmin - int(x_q.zero_point)), abs(x_q.qmax - int(x_q.zero_point)))
+    rows = np.abs(w_int.astype(np.int64)).reshape(w_int.shape[0], -1).sum(axis=1)
+    return x_dev * int(rows.max()) if rows.size else 0
 
 
 def output_params(lowering, out: Tensor, act) -> dict:

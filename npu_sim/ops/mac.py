@@ -19,7 +19,7 @@ from kernels.conv_transpose2d import conv_transpose2d_acc
 from kernels.gemm import int_matmul
 
 from ..ir import Node, Tensor
-from .common import attrs, check_per_tensor, output_params, prepare_requant, requantize_acc
+from .common import attrs, check_per_tensor, mac_bound, output_params, prepare_requant, requantize_acc
 
 
 def _problem(msg):
@@ -111,7 +111,8 @@ def lower_conv(lowering, onode, args, out: Tensor, act) -> Node:
     params = {"x_zp": int(x.q.zero_point), "stride": s, "pads": pads, "dilation": d, "groups": int(a.get("group", 1)),
               "_w": np.ascontiguousarray(wi), "_is1d": is1d, "_w_cache": {}}
     bias = _bias(lowering, b, sx, wq.scale, cout, "Conv")
-    prepare_requant(lowering, params, sx, wq.scale, sy, cout, (x.q.bits, wq.bits), bias)
+    prepare_requant(lowering, params, sx, wq.scale, sy, cout, (x.q.bits, wq.bits), bias,
+                    acc_bound=mac_bound(x.q, wi))
     params.update(output_params(lowering, out, act))
     return Node(lowering.node_name(onode), "Conv", [x.name, w.name] + ([b.name] if isinstance(b, Tensor) else []),
                 [out.name], _run_conv, params, {"kernel": k, "stride": s, "pads": pads, "dilation": d,
@@ -210,7 +211,8 @@ def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
             c_t = (c_t.q.dequantize(c_t.data) if isinstance(c_t, Tensor) else c_t).astype(np.float64) * beta
         # Y = alpha*sx*sw*acc + beta*C: the bias joins the accumulator in units of alpha*sx*sw
         bias = _bias(lowering, c_t, sx, np.asarray(wq.scale, np.float64) * alpha, n, "Gemm")
-    prepare_requant(lowering, params, sx, wq.scale, sy, n, (a_t.q.bits, wq.bits), bias, alpha)
+    prepare_requant(lowering, params, sx, wq.scale, sy, n, (a_t.q.bits, wq.bits), bias, alpha,
+                    acc_bound=mac_bound(a_t.q, wi.T))
     params.update(output_params(lowering, out, act))
     return Node(lowering.node_name(onode), "Gemm",
                 [a_t.name, b_t.name] + ([c_t.name] if isinstance(c_t, Tensor) else []), [out.name], _run_gemm,
