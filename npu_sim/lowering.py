@@ -337,12 +337,6 @@ class Lowering:
                                       f"model output {name!r} is computed in float (no QuantizeLinear after it)"))
             elif not any(pr[0] for pr in self.problems):
                 self.problems.append((name, "output", f"model output {name!r} is not a quantized tensor"))
-        for name, p in self.pending.items():
-            if p.done is None and name not in self.g.outputs and not any(
-                    c.op_type in ("Relu", "Clip") for c in self.consumers.get(name, [])):
-                consumers = self.consumers.get(name, [])
-                if not consumers:
-                    continue  # unused output (e.g. MaxPool indices)
 
 
 class _Problem(Exception):

@@ -52,7 +52,3 @@ NONLINEAR = {
     "InstanceNormalization",
 }
 
-
-def kind_of(op: str) -> str | None:
-    info = OPS.get(op)
-    return info.kind if info else None

@@ -34,8 +34,6 @@ def activation_bounds(lowering, onode) -> tuple[float, float]:
             if value is None:
                 from ..lowering import Problem
                 raise Problem(f"Clip {which} {names[i]!r} must be a constant")
-            if names[i] in lowering.deq:
-                pass
             v = float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
             lo, hi = (v, hi) if which == "min" else (lo, v)
     return (float(lo), float(hi))
@@ -66,11 +64,6 @@ def fixed_multipliers(real, bits: int) -> tuple[np.ndarray, np.ndarray]:
     for i, v in enumerate(flat):
         m[i], r[i] = quantize_multiplier(float(v), bits)
     return m.reshape(real.shape), r.reshape(real.shape)
-
-
-def per_channel(q: QParams, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Scale (float32) and zero point (int64) as arrays of length n."""
-    return (np.broadcast_to(q.scale, (n,)).astype(np.float32), np.broadcast_to(q.zero_point, (n,)).astype(np.int64))
 
 
 def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand_bits, bias=None, alpha=1.0,
@@ -137,6 +130,21 @@ def mac_bound(x_q: QParams, w_int: np.ndarray) -> int:
     x_dev = max(abs(x_q.qmin - int(x_q.zero_point)), abs(x_q.qmax - int(x_q.zero_point)))
     rows = np.abs(w_int.astype(np.int64)).reshape(w_int.shape[0], -1).sum(axis=1)
     return x_dev * int(rows.max()) if rows.size else 0
+
+
+def rescale_params(lowering, src: QParams, out: Tensor, act=None) -> dict:
+    """Params that requantize integers of quantization ``src`` to ``out``'s: ``R(q - zi, si/so) + zo``, clamped."""
+    p = {"x_zp": int(src.zero_point), "bias": np.zeros(1, np.int64), "acc_bits": 64}
+    p["mult"], p["shift"] = fixed_multipliers(np.array([float(src.scale) / float(out.q.scale)]),
+                                              lowering.arith.multiplier_bits)
+    p.update(output_params(lowering, out, act))
+    return p
+
+
+def rescale(node: Node, ctx, q: np.ndarray, params: dict) -> np.ndarray:
+    """Apply ``rescale_params`` to an integer array."""
+    acc = q.astype(np.int64) - params["x_zp"]
+    return requantize_acc(node, ctx, acc, 1, 1, acc.size, params).reshape(q.shape)
 
 
 def output_params(lowering, out: Tensor, act) -> dict:

@@ -7,10 +7,8 @@ Requantize: fixed point ``y = R(q - zi, si/so) + zo``; on the ``onnx`` arithmeti
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..ir import Node, Tensor
-from .common import fixed_multipliers, output_params, requantize_acc
+from .common import rescale, rescale_params
 
 
 def lower_quantize(lowering, onode, src: Tensor, out: Tensor) -> Node:
@@ -23,20 +21,12 @@ def _run_quantize(node, inputs, ctx):
 
 
 def lower_requantize(lowering, onode, src: Tensor, out: Tensor) -> Node:
-    p = {"x_zp": int(src.q.zero_point), "bias": np.zeros(1, np.int64), "acc_bits": 64}
-    if lowering.arith.fixedpoint:
-        p["mult"], p["shift"] = fixed_multipliers(np.array([float(src.q.scale) / float(out.q.scale)]),
-                                                  lowering.arith.multiplier_bits)
-    else:
-        p["_src"], p["_dst"] = src.q, out.q
-    p.update(output_params(lowering, out, None))
+    p = rescale_params(lowering, src.q, out) if lowering.arith.fixedpoint else {"_src": src.q, "_dst": out.q}
     return Node(lowering.node_name(onode), "Requantize", [src.name], [out.name], _run_requantize, p)
 
 
 def _run_requantize(node, inputs, ctx):
     p = node.params
-    x = inputs[0]
     if "_src" in p:
-        return [p["_dst"].quantize(p["_src"].dequantize(x))]
-    acc = x.astype(np.int64) - p["x_zp"]
-    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(x.shape)]
+        return [p["_dst"].quantize(p["_src"].dequantize(inputs[0]))]
+    return [rescale(node, ctx, inputs[0], p)]

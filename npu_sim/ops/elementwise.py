@@ -27,7 +27,8 @@ from kernels.leaky_relu import leaky_relu
 from kernels.mul import mul
 
 from ..ir import Node, QParams, Tensor
-from .common import (attrs, check_per_tensor, const_value, fixed_multipliers, output_params, requantize_acc)
+from .common import (attrs, check_per_tensor, const_value, fixed_multipliers, output_params, requantize_acc,
+                     rescale, rescale_params)
 from .float_ref import lower_float_reference
 
 BN_FRACTION_BITS = 16
@@ -150,13 +151,6 @@ def _run_div(node, inputs, ctx):
     return [y.reshape(shape)]
 
 
-def _rescale_params(lowering, src: QParams, dst: QParams, act=None, out=None) -> dict:
-    p = {"x_zp": int(src.zero_point), "bias": np.zeros(1, np.int64), "acc_bits": 64}
-    p["mult"], p["shift"] = fixed_multipliers(np.array([float(src.scale) / float(dst.scale)]),
-                                              lowering.arith.multiplier_bits)
-    return p
-
-
 def lower_concat(lowering, onode, args, out: Tensor, act) -> Node:
     if not lowering.arith.fixedpoint:
         return lower_float_reference(lowering, onode, args, [out], act)
@@ -167,7 +161,7 @@ def lower_concat(lowering, onode, args, out: Tensor, act) -> Node:
     for i, arg in enumerate(args):
         t = _operand(lowering, arg, f"Concat input {i}")
         same = t.q.same_as(out.q) and act is None
-        parts.append((t, None if same else _rescale_params(lowering, t.q, out.q)))
+        parts.append((t, None if same else rescale_params(lowering, t.q, out)))
     p = {"axis": axis, "_parts": parts, "requantized": sum(1 for _, r in parts if r is not None)}
     p.update(output_params(lowering, out, act))
     return Node(lowering.node_name(onode), "Concat", _ins([t for t, _ in parts]), [out.name], _run_concat, p,
@@ -180,8 +174,7 @@ def _run_concat(node, inputs, ctx):
     for t, rq in p["_parts"]:
         v, i = _value(t, inputs, i)
         if rq is not None:
-            acc = v.astype(np.int64) - rq["x_zp"]
-            v = requantize_acc(node, ctx, acc, 1, 1, acc.size, dict(p, **rq)).reshape(v.shape)
+            v = rescale(node, ctx, v, rq)
         pieces.append(v.astype(p["_out_dtype"], copy=False))
     return [np.concatenate(pieces, axis=p["axis"])]
 
@@ -194,16 +187,12 @@ def lower_clamp(lowering, onode, args, out: Tensor, act) -> Node:
         return lower_float_reference(lowering, onode, args, [out], act)
     x = args[0]
     check_per_tensor(x, f"{onode.op_type} input")
-    p = _rescale_params(lowering, x.q, out.q)
-    p.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_rescale, p)
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_rescale,
+                rescale_params(lowering, x.q, out, act))
 
 
 def _run_rescale(node, inputs, ctx):
-    p = node.params
-    x = inputs[0]
-    acc = x.astype(np.int64) - p["x_zp"]
-    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(x.shape)]
+    return [rescale(node, ctx, inputs[0], node.params)]
 
 
 def lower_leaky_relu(lowering, onode, args, out: Tensor, act) -> Node:

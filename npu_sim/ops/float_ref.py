@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 

@@ -279,7 +279,6 @@ def _run_matmul(node, inputs, ctx):
     out_shape = tuple(ctx.shape_of(node.outputs[0]))
     if p["_w"] is not None:  # activation @ constant weights
         a = inputs[0].astype(np.int32) - p["a_zp"]
-        lead = a.shape[:-1]
         acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), p["_w"], compact=True,
                          b_cache=p["_w_cache"])
         if p["_per_col"]:

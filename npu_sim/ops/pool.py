@@ -17,7 +17,8 @@ import numpy as np
 from kernels.pool2d import avgpool2d, maxpool2d
 
 from ..ir import Node, Tensor
-from .common import attrs, check_per_tensor, fixed_multipliers, int_const, output_params, prepare_requant, requantize_acc
+from .common import (attrs, check_per_tensor, fixed_multipliers, int_const, output_params, prepare_requant,
+                     requantize_acc, rescale, rescale_params)
 from .float_ref import lower_float_reference
 
 
@@ -69,11 +70,7 @@ def lower_maxpool(lowering, onode, args, out: Tensor, act) -> Node:
         p = {"global": False, "kernel": k, "stride": s, "pads": pads, "dilation": d, "_is1d": is1d}
     p["_rescale"] = None
     if not (x.q.same_as(out.q) and act is None):
-        rq = {"bias": np.zeros(1, np.int64), "acc_bits": 64, "x_zp": int(x.q.zero_point)}
-        rq["mult"], rq["shift"] = fixed_multipliers(np.array([float(x.q.scale) / float(out.q.scale)]),
-                                                    lowering.arith.multiplier_bits)
-        rq.update(output_params(lowering, out, act))
-        p["_rescale"] = rq
+        p["_rescale"] = rescale_params(lowering, x.q, out, act)
     return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_maxpool, p)
 
 
@@ -89,9 +86,7 @@ def _run_maxpool(node, inputs, ctx):
         y = maxpool2d(np.ascontiguousarray(x4), p["kernel"], p["stride"], p["pads"], p["dilation"], (oh, ow))
         y = y.reshape(out_shape)
     if p["_rescale"] is not None:
-        rq = p["_rescale"]
-        acc = y.astype(np.int64) - rq["x_zp"]
-        y = requantize_acc(node, ctx, acc, 1, 1, acc.size, rq).reshape(out_shape)
+        y = rescale(node, ctx, y, p["_rescale"])
     return [y]
 
 

@@ -18,7 +18,8 @@ import numpy as np
 from kernels.resize import resize_linear_acc
 
 from ..ir import Node, Tensor
-from .common import attrs, check_per_tensor, fixed_multipliers, output_params, requantize_acc
+from .common import (attrs, check_per_tensor, fixed_multipliers, output_params, requantize_acc, rescale,
+                     rescale_params)
 from .float_ref import lower_float_reference
 
 
@@ -103,12 +104,8 @@ def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
     if mode == "nearest":
         p["_index"] = [None if c is None else _nearest(c, nmode, x.shape[ax]) for ax, c in enumerate(coords)]
         p["_rescale"] = None
-        if not (x.q.same_as(out.q) and act is None):
-            rq = {"bias": np.zeros(1, np.int64), "acc_bits": 64, "x_zp": int(x.q.zero_point)}
-            rq["mult"], rq["shift"] = fixed_multipliers(np.array([float(x.q.scale) / float(out.q.scale)]),
-                                                        lowering.arith.multiplier_bits)
-            rq.update(output_params(lowering, out, act))
-            p["_rescale"] = rq
+        if not exact_gather:
+            p["_rescale"] = rescale_params(lowering, x.q, out, act)
         return Node(lowering.node_name(onode), "Resize", [x.name], [out.name], _run_nearest, p,
                     {"mode": mode, "coordinate_transformation_mode": cmode, "nearest_mode": nmode})
     if rank != 4 or coords[0] is not None or coords[1] is not None:
@@ -139,9 +136,7 @@ def _run_nearest(node, inputs, ctx):
         if idx is not None:
             y = np.take(y, idx, axis=ax)
     if p["_rescale"] is not None:
-        rq = p["_rescale"]
-        acc = y.astype(np.int64) - rq["x_zp"]
-        y = requantize_acc(node, ctx, acc, 1, 1, acc.size, rq).reshape(y.shape)
+        y = rescale(node, ctx, y, p["_rescale"])
     return [np.ascontiguousarray(y)]
 
 
