@@ -27,7 +27,7 @@ def out_size(size: int, pad_lo: int, pad_hi: int, k: int, stride: int, dil: int)
     return (size + pad_lo + pad_hi - dil * (k - 1) - 1) // stride + 1
 
 
-def _validate(x, x_zp, w, stride, pads, dilation, groups):
+def _validate(x, x_zp, w, stride, pads, dilation, groups, wmax=None):
     """Check the arguments of conv2d_acc; return normalized Python ints and the output shape."""
     check_int_array(x, "x", ndim=4, dtypes=X_DTYPES)
     check_int_array(w, "w", ndim=4, dtypes=W_DTYPES)
@@ -60,7 +60,7 @@ def _validate(x, x_zp, w, stride, pads, dilation, groups):
     # exactness of the int64 accumulation: every |partial sum| <= K * max|x - zp| * max|w|
     info = np.iinfo(x.dtype)  # bounds from the dtype: no pass over the data, same plan every call
     x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))
-    bound = x_dev * abs_max(w)
+    bound = x_dev * (abs_max(w) if wmax is None else wmax)
     if bound * cin_g * kh * kw > INT64_SAFE:
         raise ValueError("conv2d accumulator could exceed int64")
     return (x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, (n, cout, ho, wo), bound)
@@ -87,8 +87,12 @@ def _valid_range(n_out, n_in, stride, offset):
 
 
 @njit
-def _conv2d_direct(x, x_zp, w, sh, sw, top, left, bottom, right, dh, dw, groups, out, ext):
+def _conv2d_direct(x, x_zp, w, sh, sw, top, left, bottom, right, dh, dw, groups, out, ext, fuse, bias, mult,
+                   shift, bound, out_zp, qmin, qmax):
     """Direct convolution: out[n, co] = sum_{ci in group, ky, kx} (x - x_zp) * w, in ``ext``'s integer width.
+
+    With ``fuse``, each finished output plane is requantized on the spot instead of stored (the fast path of
+    :func:`kernels.requantize.requantize`; :func:`conv2d_direct_requantized` checks it applies).
 
     Each input plane, with x_zp subtracted (exact in int32: |x - x_zp| < 2**17), is laid out as the sh*sw
     polyphase components of the zero-bordered padded plane P (shape (top + H + bottom, left + W + right)): plane
@@ -142,9 +146,23 @@ def _conv2d_direct(x, x_zp, w, sh, sw, top, left, bottom, right, dh, dw, groups,
                         src = xq[((ky * dh) % sh) * sw + (kx * dw) % sw, off:off + n_flat]
                         for j in range(n_flat):
                             ext[j] += src[j] * wv  # exact in ext's width (int32 when the wrapper proved it)
-            acc = out[n, co]
+            plane = out[n, co]
+            if fuse:
+                b = np.int64(bias[co])
+                m = np.int64(mult[co])
+                rs = np.int64(shift[co])
+                lim = np.int64(bound[co])
+                rnd = np.int64(0) if rs == 0 else np.int64(1) << (rs - 1)
+                for oh in range(ho):
+                    dst = plane[oh]
+                    src = ext[oh * wq:oh * wq + wo]
+                    for j in range(wo):
+                        v = min(max(np.int64(src[j]) + b, -lim), lim)
+                        y = ((v * m + rnd) >> rs) + out_zp
+                        dst[j] = min(max(y, qmin), qmax)
+                continue
             for oh in range(ho):
-                dst = acc[oh]
+                dst = plane[oh]
                 src = ext[oh * wq:oh * wq + wo]
                 for j in range(wo):
                     dst[j] = src[j]
@@ -162,9 +180,43 @@ def conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> 
     acc_t = np.int32 if bound * w.shape[1] * w.shape[2] * w.shape[3] < (1 << 31) - 1 else np.int64
     out = np.empty(shape, dtype=acc_t)
     ext = np.empty((shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3], dtype=acc_t)
+    none = np.zeros(0, np.int64)
     _conv2d_direct(x, x_zp, w.astype(acc_t, copy=False), sh, sw, top, left, bottom, right, dh, dw, groups, out,
-                   ext)
+                   ext, False, none, none, none, none, 0, 0, 0)
     return out if compact or acc_t is np.int64 else out.astype(np.int64)
+
+
+def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                              acc_bits, out) -> bool:
+    """Direct convolution with the requantization fused in: ``out`` receives exactly
+    ``requantize(conv2d_acc(...), bias, mult, shift, out_zp, qmin, qmax, acc_bits, ...)``.
+
+    Fusion is used only where it is provably the same: every partial sum fits int32, no accumulator plus
+    bias can reach the board's ``acc_bits`` (so no overflow can happen or need counting), and every channel
+    has a saturation bound (the branch-free path of ``requantize``). Returns False, leaving ``out`` untouched,
+    when that does not hold; the caller then requantizes separately.
+    """
+    from .requantize import check_multiplier, check_out, per_channel_int64, saturation_bounds
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, bound = _validate(x, x_zp, w, stride, pads,
+                                                                                     dilation, groups)
+    taps = w.shape[1] * w.shape[2] * w.shape[3]
+    cout = shape[1]
+    bias = per_channel_int64(bias, cout, "bias")
+    mult = per_channel_int64(mult, cout, "mult")
+    shift = per_channel_int64(shift, cout, "shift")
+    check_multiplier(mult, shift, "conv2d_direct_requantized")
+    out_zp, qmin, qmax = check_out(out, shape, out_zp, qmin, qmax)
+    acc_max = bound * taps
+    max_bias = int(np.abs(bias).max()) if bias.size else 0
+    if acc_max >= (1 << 31) - 1 or acc_max + max_bias >= 1 << (min(acc_bits, 64) - 1):
+        return False
+    lims = saturation_bounds(mult, shift, out_zp, qmin, qmax)
+    if lims.size and int(lims.min()) == 0:
+        return False
+    ext = np.empty((shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3], dtype=np.int32)
+    _conv2d_direct(x, x_zp, w.astype(np.int32, copy=False), sh, sw, top, left, bottom, right, dh, dw, groups, out,
+                   ext, True, bias, mult, shift, lims, out_zp, qmin, qmax)
+    return True
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -223,7 +275,7 @@ def _center(dtype) -> int:
     return {np.dtype(np.uint8): 128, np.dtype(np.uint16): 32768}.get(np.dtype(dtype), 0)
 
 
-def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=4096, w_cache=None):
+def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=8192, w_cache=None):
     """:func:`conv2d_acc` by im2col + exact GEMM, produced in column blocks (for a fused requantization).
 
     Yields ``(n, g, col0, col1, acc, offset)``: for image ``n`` and group ``g``, output pixels
@@ -240,8 +292,11 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=40
     ``offset``. ``w_cache`` (a dict owned by the caller, one per weight tensor) keeps the float weights and
     their row sums between calls.
     """
+    cache = w_cache if w_cache is not None else {}
+    if "wmax" not in cache:
+        cache["wmax"] = abs_max(w)
     x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, _ = _validate(
-        x, x_zp, w, stride, pads, dilation, groups)
+        x, x_zp, w, stride, pads, dilation, groups, cache["wmax"])
     n_img, cin, h, wd = x.shape
     cout, cin_g, kh, kw = w.shape
     _, _, ho, wo = shape
@@ -253,9 +308,6 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=40
     padded = top or left or bottom or right
     info = np.iinfo(x.dtype)
     x_dev = max(abs(int(info.min) - center), abs(int(info.max) - center), abs(pad) if padded else 0)
-    cache = w_cache if w_cache is not None else {}
-    if "wmax" not in cache:
-        cache["wmax"] = abs_max(w)
     method, kc = plan(x_dev * cache["wmax"], k)
     key = ("w", method)
     if key not in cache:

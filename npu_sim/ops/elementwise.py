@@ -17,18 +17,40 @@ see ``float_ref``):
   16 fraction bits: ``y = (((q-zx) W_c + B_c) + 2^15) >> 16 + zy`` with ``W_c = round(2^16 sx a_c/sy)``,
   ``B_c = round(2^16 b_c/sy)``.
 All results saturate to the output type (and the fused Relu/Clip bounds).
+
+``onnx`` arithmetic: where onnxruntime fuses the QDQ group into a com.microsoft kernel (8-bit Add -> QLinearAdd,
+8-bit Mul -> QLinearMul; never Sub), npu-sim runs that kernel's exact x86-64 arithmetic instead of the ONNX
+definition, so the board stays bit exact with onnxruntime (which rounds ties differently from ONNX):
+
+* QLinearAdd (MLAS AVX2): ``ra = f32(sa/sy)``, ``rb = f32(sb/sy)``, ``fixed = f32(zy - fma(ra, za, f32(rb*zb)))``,
+  ``y = sat(cvtps2dq(fma(a, ra, fma(b, rb, fixed))))`` on the raw integers (float32, fused multiply-adds, round
+  half to even *after* adding the output zero point). onnxruntime passes the operand that is broadcast along the
+  innermost dimension as MLAS's ``b``: for an ``Add(A, B)`` with A broadcast there, the roles swap
+  (``kernels/ort_qladd.py``).
+* QLinearMul (MLAS SSE2): ``y = sat(cvtps2dq(f32(f32((a-za)(b-zb) * f32(f32(sa*sb)/sy)) + zy)))``
+  (``kernels/ort_qlmul.py``).
+
+onnxruntime fuses exactly when (its QDQ ``BinarySelector``): both inputs are DequantizeLinear outputs, the op's
+only consumer is one QuantizeLinear (or one Relu/Clip made redundant by it: Relu with ``zy == qmin``, Clip whose
+quantized bounds cover the whole type), no output of the group is a graph output, and A, B and Y share one 8-bit
+type; npu-sim also requires per-tensor quantization (onnxruntime's kernels refuse anything else). Every other
+group keeps the ONNX definition (``float_ref``), as onnxruntime then runs it unfused in float.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from kernels.add import add_rescaled
 from kernels.leaky_relu import leaky_relu
 from kernels.mul import mul
+from kernels.ort_qladd import ort_qladd
+from kernels.ort_qlmul import ort_qlmul
 
 from ..ir import Node, QParams, Tensor
-from .common import (attrs, check_per_tensor, const_value, fixed_multipliers, output_params, requantize_acc,
-                     rescale, rescale_params)
+from .common import (activation_bounds, attrs, check_per_tensor, const_value, fixed_multipliers, output_params,
+                     requantize_acc, rescale, rescale_params)
 from .float_ref import lower_float_reference
 
 BN_FRACTION_BITS = 16
@@ -67,6 +89,8 @@ def _flat(arr, shape):
 
 def lower_add(lowering, onode, args, out: Tensor, act) -> Node:
     if not lowering.arith.fixedpoint:
+        if onode.op_type == "Add" and ort_fuses_qdq_group(lowering, onode, args, out):
+            return _lower_ort_binary(lowering, onode, args, out, "QLinearAdd")
         return lower_float_reference(lowering, onode, args, [out], act)
     a = _operand(lowering, args[0], f"{onode.op_type} input A")
     b = _operand(lowering, args[1], f"{onode.op_type} input B")
@@ -101,6 +125,8 @@ def _run_add(node, inputs, ctx):
 
 def lower_mul(lowering, onode, args, out: Tensor, act) -> Node:
     if not lowering.arith.fixedpoint:
+        if ort_fuses_qdq_group(lowering, onode, args, out):
+            return _lower_ort_binary(lowering, onode, args, out, "QLinearMul")
         return lower_float_reference(lowering, onode, args, [out], act)
     a = _operand(lowering, args[0], "Mul input A")
     b = _operand(lowering, args[1], "Mul input B")
@@ -119,6 +145,100 @@ def _run_mul(node, inputs, ctx):
     out = np.empty(int(np.prod(shape)), p["_out_dtype"])
     mul(_flat(a, shape), p["a_zp"], _flat(b, shape), p["b_zp"], p["mult"], p["shift"], p["out_zp"], p["qmin"],
         p["qmax"], out)
+    return [out.reshape(shape)]
+
+
+# ---- onnxruntime's fused QDQ groups (the ``onnx`` arithmetic) ---------------------------------------------
+ORT_FUSED_DTYPES = ("int8", "uint8")
+_INT32_MIN = -(1 << 31)
+
+
+def _ort_quantized_bound(v: float, q: QParams) -> int:
+    """``(int32)rint(v / scale) + zp`` in float32 as onnxruntime's IsClipMadeRedundantByQ computes it; a value
+    that does not fit int32 (or an absent, infinite bound: onnxruntime uses +-FLT_MAX) converts to -2**31."""
+    f = np.float32(np.float32(v) / np.float32(q.scale)) if math.isfinite(v) else np.float32(np.inf)
+    r = float(np.rint(f))
+    return (int(r) if -2.0 ** 31 <= r < 2.0 ** 31 else _INT32_MIN) + int(q.zero_point)
+
+
+def ort_fuses_qdq_group(lowering, onode, args, out: Tensor) -> bool:
+    """Whether onnxruntime (CPU, x86-64) fuses this QDQ group into its com.microsoft QLinear* kernel.
+
+    The conditions of its QDQ selectors for Add/Mul (BinarySelector) and GlobalAveragePool (UnarySelector): every
+    input of the op is the output of a DequantizeLinear; the op's output is not a graph output and feeds exactly
+    one QuantizeLinear, or exactly one Relu/Clip (not a graph output) that feeds exactly one QuantizeLinear and is
+    made redundant by it; inputs and output have one 8-bit type. npu-sim also requires per-tensor quantization.
+    """
+    g = lowering.g
+    names = list(onode.input)
+    if not names or any(not n for n in names) or len(args) != len(names):
+        return False
+    for name, arg in zip(names, args):
+        producer = next((n for n in g.nodes if name in n.output), None)
+        if producer is None or producer.op_type != "DequantizeLinear":
+            return False
+        if not isinstance(arg, Tensor) or arg.q is None or not arg.q.per_tensor or arg.q.dtype != out.q.dtype:
+            return False
+    if out.q.dtype not in ORT_FUSED_DTYPES or not out.q.per_tensor:
+        return False
+    y = onode.output[0]
+    consumers = lowering.consumers.get(y, [])
+    if y in g.outputs or len(consumers) != 1:
+        return False
+    nxt = consumers[0]
+    if nxt.op_type in ("Relu", "Clip"):
+        after = lowering.consumers.get(nxt.output[0], [])
+        if nxt.output[0] in g.outputs or len(after) != 1 or after[0].op_type != "QuantizeLinear":
+            return False
+        if nxt.op_type == "Relu":
+            return int(out.q.zero_point) == out.q.qmin
+        lo, hi = activation_bounds(lowering, nxt)
+        return (_ort_quantized_bound(lo if lo > -math.inf else -3.4028234663852886e38, out.q) <= out.q.qmin
+                and _ort_quantized_bound(hi if hi < math.inf else 3.4028234663852886e38, out.q) >= out.q.qmax)
+    return nxt.op_type == "QuantizeLinear"
+
+
+def ort_input0_is_broadcast(shape_a, shape_b) -> bool:
+    """Whether onnxruntime's broadcaster treats input 0 as the scalar side (``IsInput0Scalar``).
+
+    Its Broadcaster walks the trailing dimensions the two shapes share and starts its innermost span at the
+    first one where either size exceeds 1 (or at the outermost shared one); input 0 is the scalar side when its
+    size there is 1 (a rank-0 input counts as size 1 against the other's innermost dimension; with both sizes 1,
+    input 0 wins). QLinearAdd then hands MLAS input 1 as ``InputA`` and input 0 as the scalar ``InputB``.
+    """
+    a, b = list(shape_a), list(shape_b)
+    if not a or not b:
+        return not a or (b == [] and a[-1] <= 1)
+    for i in range(1, min(len(a), len(b)) + 1):
+        if max(a[-i], b[-i]) > 1 or i == min(len(a), len(b)):
+            return a[-i] <= 1
+    return True
+
+
+def _lower_ort_binary(lowering, onode, args, out: Tensor, kernel: str) -> Node:
+    a, b = args[0], args[1]
+    swap = kernel == "QLinearAdd" and ort_input0_is_broadcast(a.shape, b.shape)
+    p = {"kernel": kernel, "mlas_a": "B" if swap else "A",
+         "_a": a, "_b": b, "_swap": swap, "_out_dtype": out.q.np_dtype,
+         "_q": [(float(t.q.scale), int(t.q.zero_point)) for t in (a, b, out)]}
+    return Node(lowering.node_name(onode), onode.op_type, _ins([a, b]), [out.name], _run_ort_binary, p,
+                {"arithmetic": f"onnxruntime {kernel} (MLAS x86-64)"})
+
+
+def _run_ort_binary(node, inputs, ctx):
+    p = node.params
+    a, i = _value(p["_a"], inputs, 0)
+    b, _ = _value(p["_b"], inputs, i)
+    shape = ctx.shape_of(node.outputs[0])
+    out = np.empty(int(np.prod(shape)), p["_out_dtype"])
+    (sa, za), (sb, zb), (sy, zy) = p["_q"]
+    a, b = _flat(a, shape), _flat(b, shape)
+    if p["kernel"] == "QLinearMul":
+        ort_qlmul(a, sa, za, b, sb, zb, sy, zy, out)
+    elif p["_swap"]:
+        ort_qladd(b, sb, zb, a, sa, za, sy, zy, out)
+    else:
+        ort_qladd(a, sa, za, b, sb, zb, sy, zy, out)
     return [out.reshape(shape)]
 
 

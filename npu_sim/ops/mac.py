@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.conv2d import conv2d_acc, conv2d_gemm_blocks
+from kernels.conv2d import conv2d_acc, conv2d_direct_requantized, conv2d_gemm_blocks
 from kernels.conv_transpose2d import conv_transpose2d_acc
 from kernels.gemm import int_matmul
 
@@ -127,7 +127,14 @@ def _run_conv(node, inputs, ctx):
     w = p["_w"]
     out_shape = ctx.shape_of(node.outputs[0])
     n_img, cout = x.shape[0], w.shape[0]
-    if w.shape[1] == 1:  # depthwise: direct loop, int32 accumulator where provably exact
+    if w.shape[1] == 1:  # depthwise: direct loop, int32 accumulator and fused requantization where provably exact
+        if "mult" in p:
+            y = np.empty((n_img, cout) + tuple(out_shape[2:]) if not p["_is1d"] else x.shape[:2] + (1, out_shape[2]),
+                         p["_out_dtype"])
+            if conv2d_direct_requantized(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"],
+                                         p["bias"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"],
+                                         p["acc_bits"], y):
+                return [y.reshape(out_shape)]
         acc = conv2d_acc(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], compact=True)
         return [requantize_acc(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
     # GEMM path: requantize each block of columns while it is still in cache
