@@ -221,7 +221,7 @@ def saturation_bounds(mult: np.ndarray, shift: np.ndarray, out_zp: int, qmin: in
     return np.where(fits & (lim <= 1 << 31), lim, 0).astype(np.int64)
 
 
-def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_acc, out) -> int:
+def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_acc, out, bound=None) -> int:
     """Requantize int64 accumulators per channel with the board's fixed-point rule.
 
     Parameters
@@ -240,6 +240,9 @@ def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_ac
         On accumulator overflow, saturate (True) or wrap in two's complement (False).
     out : ndarray, shape (outer, C, inner), dtype int8/uint8/int16/uint16/int32
         Preallocated output (may be a strided view), written in place.
+    bound : int64 ndarray, shape (C,), optional
+        ``saturation_bounds(mult, shift, out_zp, qmin, qmax)``, when the caller keeps it between calls with
+        the same multipliers (it also vouches that mult/shift were validated then).
 
     Returns
     -------
@@ -266,7 +269,8 @@ def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_ac
     bias = per_channel_int64(bias, n_c, "bias")
     mult = per_channel_int64(mult, n_c, "mult")
     shift = per_channel_int64(shift, n_c, "shift")
-    check_multiplier(mult, shift, "requantize")
+    if bound is None:
+        check_multiplier(mult, shift, "requantize")
     if bias.size and (int(bias.min()) < -ACC_LIMIT or int(bias.max()) >= ACC_LIMIT):
         raise ValueError("bias must lie in [-2**62, 2**62)")
     out_zp, qmin, qmax = check_out(out, acc.shape, out_zp, qmin, qmax, contiguous=False)
@@ -278,7 +282,10 @@ def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_ac
     limit_acc = acc_bits < 64
     acc_lo = -(1 << (acc_bits - 1)) if limit_acc else 0
     acc_hi = (1 << (acc_bits - 1)) - 1 if limit_acc else 0
-    bound = saturation_bounds(mult, shift, out_zp, qmin, qmax)
+    if bound is None:
+        bound = saturation_bounds(mult, shift, out_zp, qmin, qmax)
+    elif bound.shape != (n_c,) or bound.dtype != np.int64:
+        raise ValueError(f"bound must be an int64 array of shape ({n_c},)")
     return int(_requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, acc_lo, acc_hi,
                            64 - acc_bits, bool(saturate_acc), out))
 

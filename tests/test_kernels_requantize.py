@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.fixedpoint import quantize_multiplier
-from kernels.requantize import requantize, requantize_float
+from kernels.requantize import requantize, requantize_float, saturation_bounds
 from tests import naive
 
 
@@ -55,6 +55,11 @@ def test_requantize_matches_twin(case):
     assert out.dtype == expected.dtype
     np.testing.assert_array_equal(out, expected)
     assert count == exp_count
+    # the same with saturation bounds prepared once by the caller
+    bound = saturation_bounds(np.asarray(mult, np.int64), np.asarray(shift, np.int64), zp, qmin, qmax)
+    out2 = np.empty(acc.shape, dtype=dtype)
+    assert requantize(acc, bias, mult, shift, zp, qmin, qmax, acc_bits, saturate, out2, bound=bound) == exp_count
+    np.testing.assert_array_equal(out2, expected)
 
 
 @st.composite

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from kernels.fixedpoint import quantize_multiplier
-from kernels.requantize import requantize, requantize_float
+from kernels.requantize import requantize, requantize_float, saturation_bounds
 
 from ..ir import Node, QParams, Tensor
 
@@ -110,8 +110,10 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
     bias = p["bias"][channel_slice] if offset is None else p["bias"][channel_slice] + offset
     if "mult" in p:
         acc_bits = p["acc_bits"] if p.get("_acc_check", True) else 64  # 64: proven unable to overflow
+        if "_bound" not in p:  # saturation bounds depend on the multipliers only: compute them once
+            p["_bound"] = saturation_bounds(p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"])
         n = requantize(acc3, bias, p["mult"][channel_slice], p["shift"][channel_slice], p["out_zp"], p["qmin"],
-                       p["qmax"], acc_bits, p["_saturate"], out)
+                       p["qmax"], acc_bits, p["_saturate"], out, bound=p["_bound"][channel_slice])
     elif p["acc_bits"] <= 32:
         n = requantize_float(acc3, bias, p["scale"][channel_slice], p["out_zp"], p["qmin"], p["qmax"], out)
     else:  # wide (16-bit) groups: onnxruntime computes these in float; model the exact sum, float32 ratio
