@@ -30,15 +30,16 @@ definition, so the board stays bit exact with onnxruntime (which rounds ties dif
 * QLinearMul (MLAS SSE2): ``y = sat(cvtps2dq(f32(f32((a-za)(b-zb) * f32(f32(sa*sb)/sy)) + zy)))``
   (``kernels/ort_qlmul.py``).
 
-onnxruntime fuses exactly when (its QDQ ``BinarySelector``): both inputs are DequantizeLinear outputs, the op's
-only consumer is one QuantizeLinear (or one Relu/Clip made redundant by it: Relu with ``zy == qmin``, Clip whose
-quantized bounds cover the whole type), no output of the group is a graph output, and A, B and Y share one 8-bit
-type; npu-sim also requires per-tensor quantization (onnxruntime's kernels refuse anything else). Every other
-group keeps the ONNX definition (``float_ref``), as onnxruntime then runs it unfused in float.
+onnxruntime fuses exactly when (its QDQ ``BinarySelector``, see ``ort_fuses_qdq_group``): both inputs are
+DequantizeLinear outputs, the op's only consumer is one QuantizeLinear (or one Relu/Clip made redundant by it:
+Relu with ``zy == qmin``; Clip whose bounds cover the quantized range within FLT_EPSILON, or whose quantized
+bounds cover the type), no output of the group is a graph output, and A, B and Y share one 8-bit type; npu-sim
+also requires per-tensor quantization (onnxruntime's kernels refuse anything else). Every other group keeps the
+ONNX definition (``float_ref``), as onnxruntime then runs it unfused in float. The fused kernels model the
+session option ``session.qdqisint8allowed=1``; without it, onnxruntime on x86 first turns int8 Q->DQ pairs into
+uint8 (+128), which can move a QLinearAdd result by one on rare near-ties.
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -151,12 +152,14 @@ def _run_mul(node, inputs, ctx):
 # ---- onnxruntime's fused QDQ groups (the ``onnx`` arithmetic) ---------------------------------------------
 ORT_FUSED_DTYPES = ("int8", "uint8")
 _INT32_MIN = -(1 << 31)
+_FLT_MAX = float(np.finfo(np.float32).max)
 
 
 def _ort_quantized_bound(v: float, q: QParams) -> int:
     """``(int32)rint(v / scale) + zp`` in float32 as onnxruntime's IsClipMadeRedundantByQ computes it; a value
-    that does not fit int32 (or an absent, infinite bound: onnxruntime uses +-FLT_MAX) converts to -2**31."""
-    f = np.float32(np.float32(v) / np.float32(q.scale)) if math.isfinite(v) else np.float32(np.inf)
+    that does not fit int32 (e.g. +-FLT_MAX, onnxruntime's stand-in for an absent bound) converts to -2**31."""
+    with np.errstate(over="ignore"):
+        f = np.float32(np.float32(v) / np.float32(q.scale))
     r = float(np.rint(f))
     return (int(r) if -2.0 ** 31 <= r < 2.0 ** 31 else _INT32_MIN) + int(q.zero_point)
 
@@ -168,6 +171,8 @@ def ort_fuses_qdq_group(lowering, onode, args, out: Tensor) -> bool:
     input of the op is the output of a DequantizeLinear; the op's output is not a graph output and feeds exactly
     one QuantizeLinear, or exactly one Relu/Clip (not a graph output) that feeds exactly one QuantizeLinear and is
     made redundant by it; inputs and output have one 8-bit type. npu-sim also requires per-tensor quantization.
+    A Relu is redundant when ``zy == qmin``; a Clip when onnxruntime's ClipQuantFusion rule drops it (its bounds
+    cover ``scale*(qmin-zy)``, ``scale*(qmax-zy)`` within FLT_EPSILON) or its quantized bounds cover the type.
     """
     g = lowering.g
     names = list(onode.input)
@@ -193,8 +198,17 @@ def ort_fuses_qdq_group(lowering, onode, args, out: Tensor) -> bool:
         if nxt.op_type == "Relu":
             return int(out.q.zero_point) == out.q.qmin
         lo, hi = activation_bounds(lowering, nxt)
-        return (_ort_quantized_bound(lo if lo > -math.inf else -3.4028234663852886e38, out.q) <= out.q.qmin
-                and _ort_quantized_bound(hi if hi < math.inf else 3.4028234663852886e38, out.q) >= out.q.qmax)
+        lo, hi = max(lo, -_FLT_MAX), min(hi, _FLT_MAX)  # onnxruntime's defaults for absent bounds
+        q = out.q
+        # ClipQuantFusion (a rewrite rule that runs first) drops a Clip that covers the Q range within FLT_EPSILON
+        s = np.float32(q.scale)
+        lower = np.float32(s * np.float32(q.qmin - int(q.zero_point)))
+        upper = np.float32(s * np.float32(q.qmax - int(q.zero_point)))
+        eps = np.finfo(np.float32).eps
+        if np.float32(np.float32(lo) - lower) <= eps and np.float32(upper - np.float32(hi)) <= eps:
+            return True
+        # else the selector's own test (IsClipMadeRedundantByQ) on the quantized bounds
+        return _ort_quantized_bound(lo, q) <= q.qmin and _ort_quantized_bound(hi, q) >= q.qmax
     return nxt.op_type == "QuantizeLinear"
 
 

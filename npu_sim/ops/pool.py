@@ -7,18 +7,29 @@ Board integer semantics:
 * AveragePool: ``s = sum(q - zx)`` over the window, ``n`` = cells counted (all cells of the padded window with
   ``count_include_pad``, else the in-bounds ones), ``y = R(s, sx/(n sy)) + zy`` with one multiplier per ``n``.
 * GlobalAveragePool / ReduceMean: ``y = R(sum(q - zx), sx/(n sy)) + zy`` over the reduced cells.
-``R`` is the board's requantization (fixed point, or onnxruntime's float formula on the ``onnx`` arithmetic for
-the global means; windowed pools use the ONNX definition there).
+``R`` is the board's fixed-point requantization. The ``onnx`` arithmetic runs the ONNX definition (dequantize,
+float32 op, quantize; ``float_ref``), except where onnxruntime fuses the group:
+
+* GlobalAveragePool with 8-bit input and output of one type (its QDQ ``UnarySelector``: the input is a
+  DequantizeLinear output, the output feeds exactly one QuantizeLinear, possibly through one Relu/Clip it makes
+  redundant, and is not a graph output; per-tensor) becomes com.microsoft QLinearGlobalAveragePool, computed as
+  MLAS does on x86-64: ``acc = wrap_int32(sum(q) - zx*n)``, ``f = f32(f32(acc) * f32(sx / f32(sy*n)))`` clamped
+  to ``[qmin - zy, qmax - zy]``, ``y = rint(f) + zy`` (``kernels/ort_qlgavgpool.py``). onnxruntime refuses a factor
+  ``sx/(sy n)`` outside ``[2**-32, 256)`` or ``n >= 2**24``; such groups keep the ONNX definition.
+* ReduceMean, AveragePool and re-quantizing MaxPool keep the ONNX definition (onnxruntime's QLinearAveragePool is
+  not modelled).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from kernels.ort_qlgavgpool import ort_qlgavgpool, qlgavgpool_scale
 from kernels.pool2d import avgpool2d, maxpool2d
 
 from ..ir import Node, Tensor
 from .common import (attrs, check_per_tensor, fixed_multipliers, int_const, output_params, prepare_requant,
                      requantize_acc, rescale, rescale_params)
+from .elementwise import ort_fuses_qdq_group
 from .float_ref import lower_float_reference
 
 
@@ -139,12 +150,30 @@ def lower_mean(lowering, onode, args, out: Tensor, act) -> Node:
         axes = tuple(sorted(ax % rank for ax in axes)) or tuple(range(rank))
     n = int(np.prod([x.shape[ax] for ax in axes]))
     if not lowering.arith.fixedpoint:
+        if onode.op_type == "GlobalAveragePool" and rank >= 3 and ort_fuses_qdq_group(lowering, onode, args, out):
+            try:
+                qlgavgpool_scale(float(x.q.scale), float(out.q.scale), n)
+            except ValueError:  # onnxruntime would refuse to run it
+                return lower_float_reference(lowering, onode, args, [out], act)
+            p = {"kernel": "QLinearGlobalAveragePool", "n": n, "_out_dtype": out.q.np_dtype,
+                 "_q": (float(x.q.scale), int(x.q.zero_point), float(out.q.scale), int(out.q.zero_point))}
+            return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_ort_qlgavgpool, p,
+                        {"axes": axes, "n": n, "arithmetic": "onnxruntime QLinearGlobalAveragePool (MLAS x86-64)"})
         return lower_float_reference(lowering, onode, args, [out], act)
     p = {"x_zp": int(x.q.zero_point), "axes": axes, "n": n}
     prepare_requant(lowering, p, float(x.q.scale), 1.0 / n, float(out.q.scale), 1, (x.q.bits,))
     p["acc_bits"] = 64
     p.update(output_params(lowering, out, act))
     return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_mean, p, {"axes": axes, "n": n})
+
+
+def _run_ort_qlgavgpool(node, inputs, ctx):
+    p = node.params
+    x = inputs[0]
+    rows = np.ascontiguousarray(x.reshape(x.shape[0] * x.shape[1], p["n"]))
+    out = np.empty(rows.shape[0], p["_out_dtype"])
+    ort_qlgavgpool(rows, *p["_q"], out)
+    return [out.reshape(ctx.shape_of(node.outputs[0]))]
 
 
 def _run_mean(node, inputs, ctx):
