@@ -25,6 +25,7 @@ class Arithmetic:
     add_left_shift_8: int = 20
     add_left_shift_16: int = 15
     resize_fraction_bits: int = 10
+    lut_entries_16: int = 513  # int16-input lookup tables: 2**k + 1 entries, linear interpolation between them
 
     def accumulator_bits(self, *operand_bits: int) -> int:
         return self.accumulator_bits_8 if max(operand_bits) <= 8 else self.accumulator_bits_16
@@ -49,6 +50,7 @@ _RANGES = {
     "add_left_shift_8": (0, 24),
     "add_left_shift_16": (0, 24),
     "resize_fraction_bits": (1, 15),
+    "lut_entries_16": (17, 4097),
 }
 
 
@@ -103,6 +105,9 @@ def _board_from_dict(data: dict, path: Path) -> Board:
                 raise BoardError(f"board file {path}: arithmetic.{key} = {value!r}; must be an integer in [{lo}, {hi}]")
         values[key] = value
     arithmetic = Arithmetic(**values)
+    e = arithmetic.lut_entries_16 - 1
+    if e & (e - 1):
+        raise BoardError(f"board file {path}: arithmetic.lut_entries_16 = {e + 1}; must be 2**k + 1 (e.g. 257, 513)")
     if arithmetic.requantize == "fixedpoint" and arithmetic.rounding != "half_up":
         raise BoardError(f"board file {path}: fixedpoint requantization rounds half_up (see kernels/fixedpoint.py)")
     return Board(name=str(data.get("name", path.stem)), description=str(data.get("description", "")),
