@@ -14,6 +14,7 @@ Both are checked bit for bit against ``tests/naive.py::conv2d_acc`` and against 
 import numpy as np
 
 from ._jit import njit
+from . import depthwise3x3
 from .gemm import _matmul_loops, abs_max, float_dtype, matmul_float_chunked, plan
 from .requantize import as_int, as_int_tuple, check_int_array
 
@@ -179,8 +180,12 @@ def conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> 
     # every partial sum is bounded by taps * max|x - zp| * max|w|: accumulate in int32 when that fits
     acc_t = np.int32 if bound * w.shape[1] * w.shape[2] * w.shape[3] < (1 << 31) - 1 else np.int64
     out = np.empty(shape, dtype=acc_t)
-    ext = np.empty((shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3], dtype=acc_t)
     none = np.zeros(0, np.int64)
+    if depthwise3x3.applies(x, w, (sh, sw), (dh, dw), groups, bound):
+        depthwise3x3._depthwise3x3(x, x_zp, w, sh, top, left, bottom, right, out, False, none, none, none, none,
+                                   0, 0, 0)
+        return out if compact or acc_t is np.int64 else out.astype(np.int64)
+    ext = np.empty((shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3], dtype=acc_t)
     _conv2d_direct(x, x_zp, w.astype(acc_t, copy=False), sh, sw, top, left, bottom, right, dh, dw, groups, out,
                    ext, False, none, none, none, none, 0, 0, 0)
     return out if compact or acc_t is np.int64 else out.astype(np.int64)
@@ -213,6 +218,10 @@ def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     lims = saturation_bounds(mult, shift, out_zp, qmin, qmax)
     if lims.size and int(lims.min()) == 0:
         return False
+    if depthwise3x3.applies(x, w, (sh, sw), (dh, dw), groups, bound):
+        depthwise3x3._depthwise3x3(x, x_zp, w, sh, top, left, bottom, right, out, True, bias, mult, shift, lims,
+                                   out_zp, qmin, qmax)
+        return True
     ext = np.empty((shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3], dtype=np.int32)
     _conv2d_direct(x, x_zp, w.astype(np.int32, copy=False), sh, sw, top, left, bottom, right, dh, dw, groups, out,
                    ext, True, bias, mult, shift, lims, out_zp, qmin, qmax)

@@ -124,8 +124,8 @@ def test_conv2d_validation():
 
 
 @st.composite
-def fused_case(draw):
-    x, x_zp, wt, stride, pads, dilation, groups = draw(conv_case())
+def fused_case(draw, conv=None):
+    x, x_zp, wt, stride, pads, dilation, groups = draw(conv if conv is not None else conv_case())
     cout = wt.shape[0]
     ms = [draw(naive.multipliers()) for _ in range(cout)]
     mult = np.array([m for m, _ in ms], np.int64)
@@ -165,3 +165,33 @@ def test_direct_requantized_refuses_when_overflow_is_possible():
     assert conv2d_direct_requantized(x, 0, w, (1, 1), (0, 0, 0, 0), (1, 1), 1, 0 * one, one << 30, one * 31,
                                      0, -128, 127, 32, out)
     assert out[0, 0, 0, 0] == 127
+
+
+@st.composite
+def depthwise3x3_case(draw):
+    """The shapes kernels/depthwise3x3.py takes: 3x3, stride 1 or 2, dilation 1, channel multiplier 1-2."""
+    c = draw(st.integers(1, 4))
+    per = draw(st.integers(1, 2))
+    s = draw(st.sampled_from([1, 2]))
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    h = draw(st.integers(max(1, 3 - pads[0] - pads[2]), 9))
+    w = draw(st.integers(max(1, 3 - pads[1] - pads[3]), 9))
+    xd, xlo, xhi = draw(st.sampled_from(naive.VALUE_RANGES[:2]))  # int8 / uint8 activations
+    x = draw(naive.int_arrays((draw(st.integers(1, 2)), c, h, w), xd, xlo, xhi))
+    wt = draw(naive.int_arrays((c * per, 1, 3, 3), np.int8, -128, 127))
+    return x, draw(naive.zero_points(xlo, xhi)), wt, (s, s), pads, (1, 1), c
+
+
+@settings(deadline=None, max_examples=120)
+@given(depthwise3x3_case())
+def test_depthwise3x3_matches_twin(case):
+    from kernels import depthwise3x3
+    x, x_zp, wt, stride, pads, dilation, groups = case
+    assert depthwise3x3.applies(x, wt, stride, dilation, groups, 256 * 128) or np.iinfo(x.dtype).bits > 8
+    _check(case)
+
+
+@settings(deadline=None, max_examples=80)
+@given(st.data())
+def test_depthwise3x3_requantized_matches_twins(data):
+    test_direct_requantized_matches_twins.hypothesis.inner_test(data.draw(fused_case(depthwise3x3_case())))
