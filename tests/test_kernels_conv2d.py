@@ -139,6 +139,10 @@ def fused_case(draw, conv=None):
 @settings(deadline=None, max_examples=120)
 @given(fused_case())
 def test_direct_requantized_matches_twins(case):
+    _check_fused(case)
+
+
+def _check_fused(case):
     from kernels.conv2d import conv2d_direct_requantized
     x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax, acc_bits, dtype = case
     acc = naive.conv2d_acc(x, x_zp, wt, stride, pads, dilation, groups)
@@ -192,6 +196,6 @@ def test_depthwise3x3_matches_twin(case):
 
 
 @settings(deadline=None, max_examples=80)
-@given(st.data())
-def test_depthwise3x3_requantized_matches_twins(data):
-    test_direct_requantized_matches_twins.hypothesis.inner_test(data.draw(fused_case(depthwise3x3_case())))
+@given(fused_case(depthwise3x3_case()))
+def test_depthwise3x3_requantized_matches_twins(case):
+    _check_fused(case)
