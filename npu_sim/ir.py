@@ -145,16 +145,6 @@ class Program:
     model_path: str = ""
     opset: int = 0
 
-    def tensor(self, name: str) -> Tensor:
-        return self.tensors[name]
-
-    def by_float_name(self) -> dict[str, Tensor]:
-        out: dict[str, Tensor] = {}
-        for t in self.tensors.values():
-            if t.q is not None and not t.is_const:
-                out.setdefault(t.float_name, t)
-        return out
-
     def format(self) -> str:
         """One line per op: name, op, dtypes, shapes, scales, requantization parameters."""
         lines = [f"# program of {self.model_path or '<model>'} on board '{self.board}' "
