@@ -99,11 +99,12 @@ def _smooth(x: np.ndarray) -> np.ndarray:
 
 
 def random_feeds(shapes: dict[str, tuple[int, ...]], seed: int, spread: "float | dict | None" = 1.0,
-                 smooth: bool = False) -> dict[str, np.ndarray]:
+                 smooth: bool = False, offset: "dict | None" = None) -> dict[str, np.ndarray]:
     """Seeded standard-normal float32 feeds, times ``spread`` (one number, or a dict: input name -> number,
     1.0 for inputs it does not name; different spreads give inputs different quantization scales).
     ``smooth``: spatially correlated (image-like) values instead of white noise, so that averaging ops (pools,
-    linear resize, means) do not shrink the signal to a few quantization steps."""
+    linear resize, means) do not shrink the signal to a few quantization steps.
+    ``offset``: input name -> number added after scaling (e.g. positive data for Log / Sqrt / a divisor)."""
     rng = np.random.default_rng(seed)
     spreads = spread if isinstance(spread, dict) else {}
     default = 1.0 if isinstance(spread, dict) or spread is None else float(spread)
@@ -112,7 +113,7 @@ def random_feeds(shapes: dict[str, tuple[int, ...]], seed: int, spread: "float |
         x = rng.standard_normal(s)
         if smooth:
             x = _smooth(x)
-        out[n] = (x * spreads.get(n, default)).astype(np.float32)
+        out[n] = (x * spreads.get(n, default) + (offset or {}).get(n, 0.0)).astype(np.float32)
     return out
 
 
@@ -120,8 +121,8 @@ class RandomReader(CalibrationDataReader):
     """Calibration reader: ``count`` seeded random feeds (same distribution as ``random_feeds``)."""
 
     def __init__(self, shapes: dict, count: int = 8, seed: int = 1234, spread: "float | dict | None" = 1.0,
-                 smooth: bool = False):
-        self._feeds = [random_feeds(shapes, seed + i, spread, smooth) for i in range(count)]
+                 smooth: bool = False, offset: "dict | None" = None):
+        self._feeds = [random_feeds(shapes, seed + i, spread, smooth, offset) for i in range(count)]
         self._it = iter(self._feeds)
 
     def get_next(self):
@@ -142,7 +143,8 @@ def quantize(model: onnx.ModelProto, directory, name: str, *, activation_type=Qu
              weight_type=QuantType.QInt8, per_channel: bool = False, extra_options: dict | None = None,
              op_types_to_quantize: list[str] | None = None, calib_shapes: dict | None = None,
              calib_count: int = 8, calib_seed: int = 1234, spread: "float | dict | None" = 1.0,
-             smooth: bool = False, calibrate_method=CalibrationMethod.MinMax, postprocess=None) -> Path:
+             smooth: bool = False, calibrate_method=CalibrationMethod.MinMax, postprocess=None,
+             offset: "dict | None" = None) -> Path:
     """Write ``<name>.float.onnx`` and quantize it with onnxruntime ``quantize_static`` (QDQ) into
     ``<name>.qdq.onnx`` in ``directory``; return the QDQ path.
 
@@ -157,7 +159,7 @@ def quantize(model: onnx.ModelProto, directory, name: str, *, activation_type=Qu
     qpath = directory / f"{name}.qdq.onnx"
     onnx.save(model, str(fpath))
     shapes = input_shapes_of(model, calib_shapes)
-    reader = RandomReader(shapes, calib_count, calib_seed, spread, smooth)
+    reader = RandomReader(shapes, calib_count, calib_seed, spread, smooth, offset)
     quantize_static(
         str(fpath), str(qpath), reader,
         quant_format=QuantFormat.QDQ,

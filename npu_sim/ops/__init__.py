@@ -2,7 +2,8 @@
 
 ``OPS[op_type]`` gives the lowering function and the op's kind, which checks and cost read:
 ``mac`` (multiply-accumulate into a wide accumulator, then requantize), ``elementwise``, ``pool``, ``resize``,
-``activation`` (clamp / piecewise linear), ``normalization``, ``movement`` (pure data movement, exact).
+``activation`` (clamp / piecewise linear), ``normalization``, ``lut`` (lookup table: nonlinear functions),
+``movement`` (pure data movement, exact).
 Adding an op = one entry here + its lowering/run in the family module + a kernel with a golden twin.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import convert, elementwise, mac, movement, pool, resize
+from . import convert, elementwise, layernorm, lut, mac, movement, pool, resize, softmax
 from .common import activation_bounds  # noqa: F401  (used by the lowering walk)
 
 
@@ -42,13 +43,14 @@ OPS: dict[str, OpInfo] = {
     "GlobalAveragePool": OpInfo("pool", pool.lower_mean),
     "ReduceMean": OpInfo("pool", pool.lower_mean),
     "Resize": OpInfo("resize", resize.lower_resize),
+    "Softmax": OpInfo("normalization", softmax.lower_softmax),
+    "LayerNormalization": OpInfo("normalization", layernorm.lower_layernorm),
+    **{op: OpInfo("lut", lut.lower_lut) for op in lut.LUT_OPS},
     **{op: OpInfo("movement", movement.lower_movement) for op in movement.MOVEMENT_OPS},
 }
 
 # Ops the board computes with lookup tables (the nonlinear-ops feature); reported by name until then.
 NONLINEAR = {
-    "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Softmax", "LogSoftmax", "LayerNormalization", "Exp", "Log",
-    "Sqrt", "Reciprocal", "Sin", "Cos", "Erf", "Gelu", "Softplus", "Elu", "Selu", "Pow", "Mish",
-    "InstanceNormalization",
+    "LogSoftmax", "Selu", "Mish", "InstanceNormalization",
 }
 

@@ -9,7 +9,8 @@ see ``float_ref``):
   ``y = R(R((a-za)<<L, sa/t) +- R((b-zb)<<L, sb/t), t/(2^L sy)) + zy`` with ``t = 2 max(sa, sb)``,
   ``R`` = ``mul_round_shift`` with the factor's multiplier/shift.
 * Mul: ``y = R((a-za)(b-zb), sa sb/sy) + zy``.
-* Div by a constant c: ``y = R(a-za, sa/(c sy)) + zy`` per element of c.
+* Div by a constant c: ``y = R(a-za, sa/(c sy)) + zy`` per element of c. Div by an activation: a reciprocal
+  lookup table on the divisor, then an integer Mul (``ops/lut.py``).
 * Concat: each input whose quantization differs from the output's is requantized ``R(q-zi, si/so) + zo``.
 * Relu/Clip: ``R(q-zx, sx/sy) + zy`` clamped to the quantized bounds.
 * LeakyRelu/PRelu: ``R(q-zx, sx/sy)`` for q >= zx, ``R(q-zx, alpha sx/sy)`` below (alpha per channel for PRelu).
@@ -259,7 +260,8 @@ def _run_ort_binary(node, inputs, ctx):
 def lower_div(lowering, onode, args, out: Tensor, act) -> Node:
     a, b = args[:2]
     if not (isinstance(b, np.ndarray) or (isinstance(b, Tensor) and b.is_const)):
-        raise _problem("Div by an activation needs a reciprocal lookup table; lookup-table ops are not supported yet")
+        from .lut import lower_div_by_activation  # reciprocal table + integer Mul (ops/lut.py)
+        return lower_div_by_activation(lowering, onode, args, out, act)
     c = const_value(lowering, b, "Div divisor").astype(np.float64)
     if np.any(c == 0):
         from ..errors import QuantizationError
