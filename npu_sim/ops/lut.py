@@ -474,4 +474,4 @@ def element_error_bounds(node: Node, inputs: list, out_shape) -> np.ndarray:
 
 def is_lut_node(node: Node) -> bool:
     """Whether a lowered node is a lookup-table op of this module (a table, or Div's reciprocal table)."""
-    return "_f" in node.params or "_recip" in node.params
+    return node.run in (_run_lut, _run_div_by_activation)
