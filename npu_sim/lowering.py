@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
-from . import ops
+from . import ops, rewrites
 from .board import Board
 from .errors import QuantizationError, UnsupportedModelError
 from .ir import DTYPES, Node, Program, QParams, Tensor
@@ -55,6 +55,9 @@ class Lowering:
         self.ints: dict[str, str] = {}
         self.pending: dict[str, Pending] = {}
         self.inputs: dict[str, str] = {}
+        # graph rewrites first (in place), so that the walk and its consumer map see the final graph
+        self.layernorm_chains = rewrites.fuse_layernorm_chains(graph)
+        rewrites.commute_scaling_and_maxpool(graph)
         self.consumers: dict[str, list] = {}
         for node in graph.nodes:
             for name in node.input:
@@ -85,12 +88,6 @@ class Lowering:
 
     # ---- the walk ------------------------------------------------------------------------------------------
     def lower(self) -> Program:
-        self.layernorm_chains = fuse_layernorm_chains(self.g)
-        if self.layernorm_chains:
-            self.consumers = {}
-            for node in self.g.nodes:
-                for name in node.input:
-                    self.consumers.setdefault(name, []).append(node)
         has_qdq = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in self.g.nodes)
         if not has_qdq:
             raise UnsupportedModelError(
@@ -152,7 +149,7 @@ class Lowering:
                                                     p.sources + [onode.name])
             return
         args = [self._arg(name, onode, i) for i, name in enumerate(onode.input)]
-        if info.kind == "movement":
+        if info.immediate:
             outs = info.lower(self, onode, args, None, None)
             for name, tname in zip(onode.output, outs):
                 if name:
@@ -353,186 +350,6 @@ def _merge_act(a, b):
     if a is None:
         return b
     return (max(a[0], b[0]), min(a[1], b[1]))
-
-
-# ---- pre-pass: decomposed LayerNorm chains -> one LayerNormalization node ----------------------------------------
-def fuse_layernorm_chains(g: Graph) -> dict[str, dict]:
-    """Rewrite every decomposed LayerNorm chain of ``g.nodes`` into one LayerNormalization node, in place.
-
-    The chain exporters write (every intermediate tensor optionally behind a QuantizeLinear -> DequantizeLinear
-    pair, as onnxruntime's quantizer leaves some of them)::
-
-        x = DequantizeLinear(...)
-        m = ReduceMean(x, axes A, keepdims=1);  d = Sub(x, m)  [-> Transpose(perm)]
-        v = ReduceMean(Pow(d, 2) | Mul(d, d), axes A', keepdims=1)
-        y = Div(d, Sqrt(Add(v, eps)))  [-> Mul(y, gamma)]  [-> Add(y, beta)]  -> QuantizeLinear
-
-    ``gamma``/``beta``/``eps`` constants (initializers or DequantizeLinear of one), every intermediate tensor used
-    only inside the chain, ``A'`` the axes ``A`` after the optional Transpose. The chain's nodes (and its inner
-    Q/DQ pairs) are replaced, at the position of its last node, by ``[Transpose(x)] -> LayerNormalization(x,
-    gamma, beta)`` writing the last node's output, so the DequantizeLinear of ``x`` and the final QuantizeLinear
-    stay and the walk lowers it as one QDQ group. Returns ``{LayerNormalization output: chain}`` with what
-    ``ops.layernorm`` needs (normalized axes, eps, the original nodes for the ``onnx`` arithmetic).
-    """
-    producer = {o: n for n in g.nodes for o in n.output}
-    consumers: dict[str, list] = {}
-    for n in g.nodes:
-        for name in dict.fromkeys(n.input):
-            consumers.setdefault(name, []).append(n)
-    outputs = set(g.outputs)
-
-    def only(name):
-        c = consumers.get(name, [])
-        return c[0] if len(c) == 1 and name not in outputs else None
-
-    def skip_qdq(name, taken):
-        q = only(name)
-        if q is not None and q.op_type == "QuantizeLinear":
-            dq = only(q.output[0])
-            if dq is not None and dq.op_type == "DequantizeLinear":
-                taken += [q, dq]
-                return dq.output[0]
-        return name
-
-    def const_dq(name):  # None | the DequantizeLinear producing a constant | "init" for an initializer
-        if name in g.consts:
-            return "init"
-        p = producer.get(name)
-        if p is not None and p.op_type == "DequantizeLinear" and p.input[0] in g.consts:
-            return p
-        return None
-
-    def value(name):
-        src = const_dq(name)
-        if src == "init":
-            return np.asarray(g.consts[name], np.float64)
-        if src is None or len(src.input) < 2 or src.input[1] not in g.consts:
-            return None
-        scale = np.asarray(g.consts[src.input[1]], np.float64)
-        zp = np.asarray(g.consts[src.input[2]], np.float64) if len(src.input) > 2 and src.input[2] else 0.0
-        if scale.size != 1:
-            return None
-        return (np.asarray(g.consts[src.input[0]], np.float64) - zp) * scale.reshape(())
-
-    def reduce_axes(node, rank):
-        a = attrs_of(node)
-        if a.get("keepdims", 1) != 1:
-            return None
-        axes = a.get("axes")
-        if len(node.input) > 1 and node.input[1]:
-            axes = g.consts.get(node.input[1])
-            if axes is None:
-                return None
-        axes = [int(v) for v in np.asarray(axes).reshape(-1)] if axes is not None else []
-        if not axes and a.get("noop_with_empty_axes", 0):
-            return None
-        return tuple(sorted(v % rank for v in axes)) if axes else tuple(range(rank))
-
-    def other(node, name):
-        ins = list(node.input)
-        return ins[1] if ins[0] == name else ins[0] if len(ins) == 2 and ins[1] == name else None
-
-    def match(r1):
-        x = r1.input[0]
-        px = producer.get(x)
-        if px is None or px.op_type != "DequantizeLinear" or x not in g.shapes:
-            return None
-        rank = len(g.shapes[x])
-        a1 = reduce_axes(r1, rank)
-        taken = [r1]
-        m = skip_qdq(r1.output[0], taken)
-        sub = only(m)
-        if a1 is None or sub is None or sub.op_type != "Sub" or list(sub.input) != [x, m]:
-            return None
-        taken.append(sub)
-        d = skip_qdq(sub.output[0], taken)
-        perm = None
-        t = only(d)
-        if t is not None and t.op_type == "Transpose":
-            perm = [int(v) for v in attrs_of(t).get("perm", list(range(rank))[::-1])]
-            taken.append(t)
-            d = skip_qdq(t.output[0], taken)
-        users = consumers.get(d, [])
-        sq = next((u for u in users if (u.op_type == "Mul" and list(u.input) == [d, d])
-                   or (u.op_type == "Pow" and u.input[0] == d and value(u.input[1]) is not None
-                       and np.allclose(value(u.input[1]), 2.0, rtol=1e-5, atol=0))), None)
-        div = next((u for u in users if u.op_type == "Div" and u.input[0] == d), None)
-        if d in outputs or len(users) != 2 or sq is None or div is None:
-            return None
-        taken.append(sq)
-        r2 = only(skip_qdq(sq.output[0], taken))
-        a2 = reduce_axes(r2, rank) if r2 is not None and r2.op_type == "ReduceMean" else None
-        expect = a1 if perm is None else tuple(sorted(perm.index(a) for a in a1))
-        if a2 != expect:
-            return None
-        taken.append(r2)
-        v = skip_qdq(r2.output[0], taken)
-        add = only(v)
-        eps = value(other(add, v)) if add is not None and add.op_type == "Add" and other(add, v) else None
-        if eps is None or eps.size != 1:
-            return None
-        taken.append(add)
-        v = skip_qdq(add.output[0], taken)
-        sqrt = only(v)
-        if sqrt is None or sqrt.op_type != "Sqrt":
-            return None
-        taken.append(sqrt)
-        v = skip_qdq(sqrt.output[0], taken)
-        if only(v) is not div or list(div.input) != [d, v]:
-            return None
-        taken.append(div)
-        last, affine = div, {"Mul": "", "Add": ""}
-        for op in ("Mul", "Add"):
-            tail: list = []
-            v = skip_qdq(last.output[0], tail)
-            nxt = only(v)
-            c = other(nxt, v) if nxt is not None and nxt.op_type == op else None
-            if not c or const_dq(c) is None:
-                break
-            taken += tail + [nxt]
-            affine[op], last = c, nxt
-        q = only(last.output[0])
-        if q is None or q.op_type != "QuantizeLinear":
-            return None
-        # every intermediate tensor stays inside the chain
-        inside = {id(n) for n in taken}
-        for n in taken:
-            if n is not last and any(o in outputs or any(id(u) not in inside for u in consumers.get(o, []))
-                                     for o in n.output):
-                return None
-        dqs = [p for p in (const_dq(nm) for n in taken for nm in n.input) if p not in (None, "init")]
-        return {"input": x, "perm": perm, "axes": a2, "eps": float(eps.reshape(-1)[0]), "gamma": affine["Mul"],
-                "beta": affine["Add"], "last": last, "nodes": taken, "const_dq": list({id(p): p for p in dqs}.values())}
-
-    chains: dict[str, dict] = {}
-    used: set[int] = set()
-    for r1 in [n for n in g.nodes if n.op_type == "ReduceMean"]:
-        if id(r1) in used:
-            continue
-        chain = match(r1)
-        if chain is None or any(id(n) in used for n in chain["nodes"]):
-            continue
-        used.update(id(n) for n in chain["nodes"])
-        last = chain["last"]
-        src, new = chain["input"], []
-        if chain["perm"] is not None:
-            src = f"{chain['input']}/layernorm_transposed"
-            new.append(helper.make_node("Transpose", [chain["input"]], [src], name=f"{last.name}/transpose_input",
-                                        perm=chain["perm"]))
-            g.shapes[src] = tuple(g.shapes[chain["input"]][p] for p in chain["perm"])
-            g.elem_types[src] = g.elem_types.get(chain["input"], 1)
-        rank = len(g.shapes[src])
-        trailing = chain["axes"] == tuple(range(chain["axes"][0], rank))
-        new.append(helper.make_node("LayerNormalization", [src, chain["gamma"], chain["beta"]], [last.output[0]],
-                                    name=f"{r1.name or r1.output[0]}..{last.name or last.output[0]}",
-                                    axis=chain["axes"][0] if trailing else -1, epsilon=chain["eps"]))
-        index = {id(n): i for i, n in enumerate(g.nodes)}
-        chain["nodes"] = sorted(chain["nodes"], key=lambda n: index[id(n)])
-        at = index[id(last)]
-        g.nodes[at:at + 1] = new  # (axis=-1 stands for non-trailing axes: ops.layernorm reads chain["axes"])
-        g.nodes[:] = [n for n in g.nodes if id(n) not in used]
-        chains[last.output[0]] = chain
-    return chains
 
 
 def lower_graph(graph: Graph, board: Board) -> Program:

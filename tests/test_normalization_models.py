@@ -21,7 +21,8 @@ from onnx.utils import Extractor
 import npu_sim
 from npu_sim.board import load_board
 from npu_sim.errors import UnsupportedModelError
-from npu_sim.lowering import Lowering, fuse_layernorm_chains
+from npu_sim.lowering import Lowering
+from npu_sim.rewrites import fuse_layernorm_chains
 from npu_sim.onnx_reader import read_model
 from tests import helpers_oracle as H
 

@@ -20,6 +20,7 @@ class OpInfo:
     kind: str
     lower: Callable
     needs_activation: bool = True  # first input must be a dequantized integer tensor
+    immediate: bool = False        # lowered when met (keeps its input's quantization), not at its QuantizeLinear
 
 
 OPS: dict[str, OpInfo] = {
@@ -37,8 +38,8 @@ OPS: dict[str, OpInfo] = {
     "LeakyRelu": OpInfo("activation", elementwise.lower_leaky_relu),
     "PRelu": OpInfo("activation", elementwise.lower_leaky_relu),
     "BatchNormalization": OpInfo("normalization", elementwise.lower_batchnorm),
-    "MaxPool": OpInfo("pool", pool.lower_maxpool),
-    "GlobalMaxPool": OpInfo("pool", pool.lower_maxpool),
+    "MaxPool": OpInfo("pool", pool.lower_maxpool, immediate=True),
+    "GlobalMaxPool": OpInfo("pool", pool.lower_maxpool, immediate=True),
     "AveragePool": OpInfo("pool", pool.lower_avgpool),
     "GlobalAveragePool": OpInfo("pool", pool.lower_mean),
     "ReduceMean": OpInfo("pool", pool.lower_mean),
@@ -46,7 +47,7 @@ OPS: dict[str, OpInfo] = {
     "Softmax": OpInfo("normalization", softmax.lower_softmax),
     "LayerNormalization": OpInfo("normalization", layernorm.lower_layernorm),
     **{op: OpInfo("lut", lut.lower_lut) for op in lut.LUT_OPS},
-    **{op: OpInfo("movement", movement.lower_movement) for op in movement.MOVEMENT_OPS},
+    **{op: OpInfo("movement", movement.lower_movement, immediate=True) for op in movement.MOVEMENT_OPS},
 }
 
 # Ops the board computes with lookup tables (the nonlinear-ops feature); reported by name until then.

@@ -3,7 +3,7 @@
 Sources: the ONNX ``LayerNormalization`` op (normalized axes ``[axis, rank)``, ``epsilon``; inputs X, Scale
 (gamma), optional B (beta)), and the decomposed chain exporters write instead
 (ReduceMean -> Sub -> Pow 2 -> ReduceMean -> Add eps -> Sqrt -> Div -> Mul gamma -> Add beta), which the lowering
-pre-pass (``npu_sim.lowering.fuse_layernorm_chains``) rewrites into one LayerNormalization node before the walk.
+pre-pass (``npu_sim.rewrites.fuse_layernorm_chains``) rewrites into one LayerNormalization node before the walk.
 
 onnxruntime's ``quantize_static`` writes: X an activation (per tensor), gamma a weight (int8, per tensor for a
 1-D gamma; per axis is accepted here), beta an int32 bias with scale ``s_x * s_gamma``. In a decomposed chain

@@ -2,8 +2,8 @@
 
 Board integer semantics:
 
-* MaxPool: the maximum of the raw integers (order-preserving, so exact), then requantized only if the output
-  quantization differs from the input's.
+* MaxPool: the maximum of the raw integers (order-preserving, so exact) on the input's quantization; a
+  following QuantizeLinear with other parameters becomes a Requantize.
 * AveragePool: ``s = sum(q - zx)`` over the window, ``n`` = cells counted (all cells of the padded window with
   ``count_include_pad``, else the in-bounds ones), ``y = R(s, sx/(n sy)) + zy`` with one multiplier per ``n``.
 * GlobalAveragePool / ReduceMean: ``y = R(sum(q - zx), sx/(n sy)) + zy`` over the reduced cells.
@@ -28,7 +28,7 @@ from kernels.pool2d import avgpool2d, maxpool2d
 
 from ..ir import Node, Tensor
 from .common import (attrs, check_per_tensor, fixed_multipliers, int_const, output_params, prepare_requant,
-                     requantize_acc, rescale, rescale_params)
+                     requantize_acc)
 from .elementwise import ort_fuses_qdq_group
 from .float_ref import lower_float_reference
 
@@ -67,22 +67,25 @@ def _window(onode, x: Tensor, out: Tensor):
     return tuple(k), tuple(s), (pads[0], pads[1], pads[2], pads[3]), tuple(d), False
 
 
-def lower_maxpool(lowering, onode, args, out: Tensor, act) -> Node:
+def lower_maxpool(lowering, onode, args, _out, _act) -> list[str]:
+    """Max pooling preserves order, so the max of the integers is the integer of the max: it runs on its
+    input's quantization like data movement (exact on every board), lowered as soon as it is met. A
+    QuantizeLinear with other parameters after it becomes a Requantize; a Relu/Clip after it is its own op."""
     x = args[0]
+    if not isinstance(x, Tensor) or x.is_const:
+        raise _problem(f"input {onode.input[0]!r} of {onode.op_type} is not a dequantized integer tensor")
     check_per_tensor(x, f"{onode.op_type} input")
     if len(onode.output) > 1 and onode.output[1]:
         raise _problem("MaxPool with an Indices output is not supported")
-    if not (x.q.same_as(out.q) and act is None) and not lowering.arith.fixedpoint:
-        return lower_float_reference(lowering, onode, args, [out], act)
+    name = onode.output[0]
+    out = lowering.add_tensor(Tensor(name, name, lowering.shape(name, onode), x.q))
     if onode.op_type == "GlobalMaxPool":
         p = {"global": True}
     else:
         k, s, pads, d, is1d = _window(onode, x, out)
         p = {"global": False, "kernel": k, "stride": s, "pads": pads, "dilation": d, "_is1d": is1d}
-    p["_rescale"] = None
-    if not (x.q.same_as(out.q) and act is None):
-        p["_rescale"] = rescale_params(lowering, x.q, out, act)
-    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_maxpool, p)
+    lowering.nodes.append(Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_maxpool, p))
+    return [out.name]
 
 
 def _run_maxpool(node, inputs, ctx):
@@ -96,8 +99,6 @@ def _run_maxpool(node, inputs, ctx):
         oh, ow = (1, out_shape[2]) if p["_is1d"] else out_shape[2:]
         y = maxpool2d(np.ascontiguousarray(x4), p["kernel"], p["stride"], p["pads"], p["dilation"], (oh, ow))
         y = y.reshape(out_shape)
-    if p["_rescale"] is not None:
-        y = rescale(node, ctx, y, p["_rescale"])
     return [y]
 
 
