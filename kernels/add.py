@@ -1,39 +1,62 @@
 """Quantized elementwise addition / subtraction with per-input rescaling (TFLite-style integer Add/Sub)."""
 import numpy as np
 
-from ._jit import njit
-from .requantize import as_int, check_int_array, check_multiplier, check_out, clamp, mrs_checked
+from ._jit import njit, njit_inline
+from .requantize import as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, mrs_checked
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 MAX_LEFT_SHIFT = 32
 
 
+@njit_inline
+def _add_elem(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift, out_zp,
+              qmin, qmax, direct):
+    """One output element. ``direct``: the wrapper proved every ``mrs`` argument below 2**31 in magnitude and
+    every shift >= 1, so ``mrs(x, m, r) = (x*m + 2**(r-1)) >> r`` exactly, without branches."""
+    xa = (np.int64(a) - a_zp) << left_shift
+    xb = (np.int64(b) - b_zp) << left_shift
+    if direct:
+        va = (xa * a_mult + (np.int64(1) << (a_shift - 1))) >> a_shift
+        vb = (xb * b_mult + (np.int64(1) << (b_shift - 1))) >> b_shift
+        y = (((va + sign_b * vb) * out_mult + (np.int64(1) << (out_shift - 1))) >> out_shift) + out_zp
+        return min(max(y, qmin), qmax)
+    va = mrs_checked(xa, a_mult, a_shift)
+    vb = mrs_checked(xb, b_mult, b_shift)
+    return clamp(mrs_checked(va + sign_b * vb, out_mult, out_shift) + out_zp, qmin, qmax)
+
+
 @njit
 def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult,
-                  out_shift, out_zp, qmin, qmax, out):
-    """out[i] = clamp(mrs(va + sign_b*vb, out_mult, out_shift) + out_zp), va/vb the rescaled inputs (int64)."""
-    for i in range(a.shape[0]):
-        va = mrs_checked((np.int64(a[i]) - a_zp) << left_shift, a_mult, a_shift)
-        vb = mrs_checked((np.int64(b[i]) - b_zp) << left_shift, b_mult, b_shift)
-        s = va + sign_b * vb
-        y = mrs_checked(s, out_mult, out_shift) + out_zp
-        out[i] = clamp(y, qmin, qmax)
-    return out
-
-
-@njit
-def _add_rescaled_direct(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult,
-                         out_shift, out_zp, qmin, qmax, out):
-    """:func:`_add_rescaled` when the wrapper proved every ``mrs`` argument below 2**31 in magnitude: the
-    products then fit int64 and ``mrs(x, m, r) = (x*m + 2**(r-1)) >> r`` directly (r >= 1), branch-free."""
-    ra = np.int64(1) << (a_shift - 1)
-    rb = np.int64(1) << (b_shift - 1)
-    ro = np.int64(1) << (out_shift - 1)
-    for i in range(a.shape[0]):
-        va = (((np.int64(a[i]) - a_zp) << left_shift) * a_mult + ra) >> a_shift
-        vb = (((np.int64(b[i]) - b_zp) << left_shift) * b_mult + rb) >> b_shift
-        y = (((va + sign_b * vb) * out_mult + ro) >> out_shift) + out_zp
-        out[i] = min(max(y, qmin), qmax)
+                  out_shift, out_zp, qmin, qmax, direct, out):
+    """out = clamp(mrs(va + sign_b*vb, out_mult, out_shift) + out_zp) on (outer, mid, inner) arrays, va/vb the
+    rescaled inputs (int64); a and b may have size 1 along any axis (numpy broadcasting)."""
+    n_o, n_c, n_i = out.shape
+    ao, ac, ai = a.shape[0] > 1, a.shape[1] > 1, a.shape[2] > 1
+    bo, bc, bi = b.shape[0] > 1, b.shape[1] > 1, b.shape[2] > 1
+    for o in range(n_o):
+        for c in range(n_c):
+            ra = a[o if ao else 0, c if ac else 0]
+            rb = b[o if bo else 0, c if bc else 0]
+            dst = out[o, c]
+            if ai and bi:
+                for i in range(n_i):
+                    dst[i] = _add_elem(ra[i], a_zp, a_mult, a_shift, rb[i], b_zp, b_mult, b_shift, left_shift,
+                                       sign_b, out_mult, out_shift, out_zp, qmin, qmax, direct)
+            elif ai:
+                vb = rb[0]
+                for i in range(n_i):
+                    dst[i] = _add_elem(ra[i], a_zp, a_mult, a_shift, vb, b_zp, b_mult, b_shift, left_shift,
+                                       sign_b, out_mult, out_shift, out_zp, qmin, qmax, direct)
+            elif bi:
+                va = ra[0]
+                for i in range(n_i):
+                    dst[i] = _add_elem(va, a_zp, a_mult, a_shift, rb[i], b_zp, b_mult, b_shift, left_shift,
+                                       sign_b, out_mult, out_shift, out_zp, qmin, qmax, direct)
+            else:
+                v = _add_elem(ra[0], a_zp, a_mult, a_shift, rb[0], b_zp, b_mult, b_shift, left_shift, sign_b,
+                              out_mult, out_shift, out_zp, qmin, qmax, direct)
+                for i in range(n_i):
+                    dst[i] = v
     return out
 
 
@@ -52,11 +75,12 @@ def _direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, o
 
 def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
                  out_zp, qmin, qmax, out) -> None:
-    """Quantized ``a + b`` (or ``a - b``) on 1-D arrays of equal length (the caller broadcasts).
+    """Quantized ``a + b`` (or ``a - b``) with broadcasting over (outer, mid, inner).
 
     Parameters
     ----------
-    a, b : 1-D ndarrays, int8/uint8/int16/uint16/int32
+    a, b : ndarrays, int8/uint8/int16/uint16/int32, C-contiguous: 1-D of out's length, or 3-D whose every
+        axis is out's or 1 (broadcast)
     a_zp, b_zp : int
         Input zero points.
     a_mult, a_shift, b_mult, b_shift : int
@@ -69,7 +93,7 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
     out_mult, out_shift : int
         Fixed-point factor from the intermediate scale to the output scale.
     out_zp, qmin, qmax : int
-    out : 1-D ndarray of the same length, int8/uint8/int16/uint16/int32
+    out : 1-D or 3-D ndarray (the full shape), int8/uint8/int16/uint16/int32
         Preallocated, written in place.
 
     Notes
@@ -82,11 +106,11 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
 
     ValueError if a value reaching ``mrs`` leaves its exact domain [-2**48, 2**48).
     """
-    check_int_array(a, "a", ndim=1, dtypes=IN_DTYPES)
-    check_int_array(b, "b", ndim=1, dtypes=IN_DTYPES)
-    if a.shape != b.shape:
-        raise ValueError(f"a and b must have the same length, got {a.shape} and {b.shape}")
-    out_zp, qmin, qmax = check_out(out, a.shape, out_zp, qmin, qmax)
+    check_int_array(a, "a", dtypes=IN_DTYPES)
+    check_int_array(b, "b", dtypes=IN_DTYPES)
+    out3 = out.reshape(1, 1, -1) if out.ndim == 1 else out
+    a3, b3 = as_3d(a, out3.shape), as_3d(b, out3.shape)
+    out_zp, qmin, qmax = check_out(out3, out3.shape, out_zp, qmin, qmax)
     a_zp = as_int(a_zp, "a_zp")
     b_zp = as_int(b_zp, "b_zp")
     if abs(a_zp) >= 1 << 32 or abs(b_zp) >= 1 << 32:
@@ -104,8 +128,6 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
     sign_b = as_int(sign_b, "sign_b")
     if sign_b not in (1, -1):
         raise ValueError(f"sign_b must be +1 or -1, got {sign_b}")
-    kernel = _add_rescaled
-    if _direct_ok(a, int(a_zp), a_mult, a_shift, b, int(b_zp), b_mult, b_shift, left_shift, out_shift):
-        kernel = _add_rescaled_direct
-    kernel(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
-           out_zp, qmin, qmax, out)
+    direct = _direct_ok(a, int(a_zp), a_mult, a_shift, b, int(b_zp), b_mult, b_shift, left_shift, out_shift)
+    _add_rescaled(a3, a_zp, a_mult, a_shift, b3, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
+                  out_zp, qmin, qmax, direct, out3)

@@ -62,6 +62,15 @@ def check_int_array(arr, name: str, ndim: int | None = None, dtypes=None) -> Non
         raise ValueError(f"{name} must be C-contiguous")
 
 
+def as_3d(x, out_shape3):
+    """View a 1-D/3-D operand as (outer, mid, inner), checking it broadcasts against ``out_shape3``."""
+    if x.ndim == 1:
+        x = x.reshape(1, 1, -1)
+    if x.ndim != 3 or any(d not in (1, o) for d, o in zip(x.shape, out_shape3)):
+        raise ValueError(f"operand of shape {x.shape} does not broadcast to {tuple(out_shape3)}")
+    return x
+
+
 def check_multiplier(mult, shift, name: str) -> None:
     """Raise ValueError unless every (mult, shift) pair is in the domain of ``mul_round_shift``.
 

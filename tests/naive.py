@@ -332,3 +332,15 @@ def out_params(draw, ranges=OUT_RANGES):
         lo, hi = a, b
     zp = draw(zero_points(lo, hi))
     return dtype, zp, lo, hi
+
+
+@st.composite
+def broadcast_case(draw):
+    """(outer, mid, inner) output with each operand broadcast along a random subset of the axes."""
+    shape = tuple(draw(st.integers(1, 4)) for _ in range(3))
+    dt, lo, hi = draw(st.sampled_from(VALUE_RANGES))
+
+    def operand():
+        keep = [draw(st.booleans()) for _ in range(3)]
+        return draw(int_arrays(tuple(d if k else 1 for d, k in zip(shape, keep)), dt, lo, hi))
+    return shape, operand(), operand(), draw(zero_points(lo, hi)), draw(zero_points(lo, hi))

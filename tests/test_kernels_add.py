@@ -88,7 +88,7 @@ def test_add_domain_and_validation():
         add_rescaled(a, 0, m, r, a, 0, m, r, 0, 2, m, r, 0, -2 ** 31, 2 ** 31 - 1, out)
     with pytest.raises(ValueError, match="left_shift"):
         add_rescaled(a, 0, m, r, a, 0, m, r, 33, 1, m, r, 0, -2 ** 31, 2 ** 31 - 1, out)
-    with pytest.raises(ValueError, match="same length"):
+    with pytest.raises(ValueError, match="does not broadcast"):
         add_rescaled(a, 0, m, r, np.zeros(2, np.int32), 0, m, r, 0, 1, m, r, 0, -2 ** 31, 2 ** 31 - 1, out)
 
 
@@ -120,3 +120,20 @@ def test_direct_path_matches_twin(case):
     a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, _, _, o_r = args[:12]
     if np.iinfo(a.dtype).bits <= 8 and o_r >= 24:  # ordinary 8-bit adds must take the branch-free path
         assert _direct_ok(a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, o_r)
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.data())
+def test_add_broadcast_matches_twin(data):
+    shape, a, b, a_zp, b_zp = data.draw(naive.broadcast_case())
+    sa, sb, so = (data.draw(st.floats(1e-3, 4.0)) for _ in range(3))
+    left = 20 if np.iinfo(a.dtype).bits <= 8 else 15
+    a_m, a_r, b_m, b_r, o_m, o_r = _tflite_params(sa, sb, so, left)
+    sign = data.draw(st.sampled_from([1, -1]))
+    dtype, out_zp, qmin, qmax = data.draw(naive.out_params())
+    args = (a_zp, a_m, a_r)
+    expected = naive.add_rescaled(np.broadcast_to(a, shape).reshape(-1), *args, np.broadcast_to(b, shape).reshape(-1),
+                                  b_zp, b_m, b_r, left, sign, o_m, o_r, out_zp, qmin, qmax, dtype).reshape(shape)
+    out = np.empty(shape, dtype)
+    add_rescaled(a, *args, b, b_zp, b_m, b_r, left, sign, o_m, o_r, out_zp, qmin, qmax, out)
+    np.testing.assert_array_equal(out, expected)

@@ -56,3 +56,17 @@ def test_mul_validation():
         mul(np.zeros(3, np.int32), 0, np.zeros(3, np.int8), 0, 1, 0, 0, -128, 127, out)
     with pytest.raises(ValueError, match="shift"):
         mul(np.zeros(3, np.int8), 0, np.zeros(3, np.int8), 0, 1, 63, 0, -128, 127, out)
+
+
+@settings(deadline=None, max_examples=100)
+@given(naive.broadcast_case(), st.data())
+def test_mul_broadcast_matches_twin(case, data):
+    shape, a, b, a_zp, b_zp = case
+    mult, shift = data.draw(naive.multipliers())
+    dtype, out_zp, qmin, qmax = data.draw(naive.out_params())
+    full_a = np.broadcast_to(a, shape).reshape(-1)
+    full_b = np.broadcast_to(b, shape).reshape(-1)
+    expected = naive.mul(full_a, a_zp, full_b, b_zp, mult, shift, out_zp, qmin, qmax, dtype).reshape(shape)
+    out = np.empty(shape, dtype)
+    mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out)
+    np.testing.assert_array_equal(out, expected)

@@ -85,6 +85,40 @@ def _ins(args):
     return [a.name for a in args if isinstance(a, Tensor) and not a.is_const]
 
 
+def broadcast_3d(out_shape, *shapes):
+    """Collapse numpy broadcasting of operands against ``out_shape`` into at most 3 axes (outer, mid, inner).
+
+    Consecutive axes where every operand is either full or broadcast in the same way merge into one axis.
+    Returns ``(out3, [operand3, ...])`` with each operand3 made of out3's sizes or 1, or None when more than
+    three such runs are needed (the caller then materializes the broadcast).
+    """
+    nd = len(out_shape)
+    padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
+    runs: list[list] = []  # [size, pattern]
+    for d, size in enumerate(out_shape):
+        if size == 1:
+            continue
+        pattern = tuple(s[d] == size for s in padded)
+        if runs and runs[-1][1] == pattern:
+            runs[-1][0] *= size
+        else:
+            runs.append([size, pattern])
+    if len(runs) > 3:
+        return None
+    runs = [[1, tuple(True for _ in shapes)]] * (3 - len(runs)) + runs
+    out3 = tuple(r[0] for r in runs)
+    return out3, [tuple(r[0] if r[1][i] else 1 for r in runs) for i in range(len(shapes))]
+
+
+def _operands_3d(a, b, shape):
+    """a, b and the output viewed as (outer, mid, inner) for the broadcasting kernels."""
+    plan = broadcast_3d(shape, a.shape, b.shape)
+    if plan is None:  # unusual broadcasting: materialize it
+        return _flat(a, shape), _flat(b, shape), (int(np.prod(shape)),)
+    out3, (a3, b3) = plan
+    return np.ascontiguousarray(a).reshape(a3), np.ascontiguousarray(b).reshape(b3), out3
+
+
 def _flat(arr, shape):
     return np.ascontiguousarray(np.broadcast_to(arr, shape)).reshape(-1)
 
@@ -118,10 +152,10 @@ def _run_add(node, inputs, ctx):
     a, i = _value(p["_a"], inputs, 0)
     b, _ = _value(p["_b"], inputs, i)
     shape = ctx.shape_of(node.outputs[0])
-    out = np.empty(int(np.prod(shape)), p["_out_dtype"])
-    add_rescaled(_flat(a, shape), p["a_zp"], p["a_mult"], p["a_shift"], _flat(b, shape), p["b_zp"], p["b_mult"],
-                 p["b_shift"], p["left_shift"], p["sign_b"], p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"],
-                 p["qmax"], out)
+    a3, b3, out3 = _operands_3d(a, b, shape)
+    out = np.empty(out3, p["_out_dtype"])
+    add_rescaled(a3, p["a_zp"], p["a_mult"], p["a_shift"], b3, p["b_zp"], p["b_mult"], p["b_shift"],
+                 p["left_shift"], p["sign_b"], p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], out)
     return [out.reshape(shape)]
 
 
@@ -144,9 +178,9 @@ def _run_mul(node, inputs, ctx):
     a, i = _value(p["_a"], inputs, 0)
     b, _ = _value(p["_b"], inputs, i)
     shape = ctx.shape_of(node.outputs[0])
-    out = np.empty(int(np.prod(shape)), p["_out_dtype"])
-    mul(_flat(a, shape), p["a_zp"], _flat(b, shape), p["b_zp"], p["mult"], p["shift"], p["out_zp"], p["qmin"],
-        p["qmax"], out)
+    a3, b3, out3 = _operands_3d(a, b, shape)
+    out = np.empty(out3, p["_out_dtype"])
+    mul(a3, p["a_zp"], b3, p["b_zp"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"], out)
     return [out.reshape(shape)]
 
 
