@@ -12,8 +12,3 @@ JIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": False}
 def njit(fn):
     return numba.njit(**JIT_OPTIONS)(fn)
 
-
-def njit_inline(fn):
-    """For small per-element helpers called from loops: inlined at Numba IR level, so that loop-invariant
-    branches inside them can be hoisted and the loop vectorized."""
-    return numba.njit(inline="always", **JIT_OPTIONS)(fn)

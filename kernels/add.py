@@ -1,62 +1,44 @@
 """Quantized elementwise addition / subtraction with per-input rescaling (TFLite-style integer Add/Sub)."""
 import numpy as np
 
-from ._jit import njit, njit_inline
+from ._jit import njit
 from .requantize import as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, mrs_checked
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 MAX_LEFT_SHIFT = 32
 
 
-@njit_inline
-def _add_elem(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift, out_zp,
-              qmin, qmax, direct):
-    """One output element. ``direct``: the wrapper proved every ``mrs`` argument below 2**31 in magnitude and
-    every shift >= 1, so ``mrs(x, m, r) = (x*m + 2**(r-1)) >> r`` exactly, without branches."""
-    xa = (np.int64(a) - a_zp) << left_shift
-    xb = (np.int64(b) - b_zp) << left_shift
-    if direct:
-        va = (xa * a_mult + (np.int64(1) << (a_shift - 1))) >> a_shift
-        vb = (xb * b_mult + (np.int64(1) << (b_shift - 1))) >> b_shift
-        y = (((va + sign_b * vb) * out_mult + (np.int64(1) << (out_shift - 1))) >> out_shift) + out_zp
-        return min(max(y, qmin), qmax)
-    va = mrs_checked(xa, a_mult, a_shift)
-    vb = mrs_checked(xb, b_mult, b_shift)
-    return clamp(mrs_checked(va + sign_b * vb, out_mult, out_shift) + out_zp, qmin, qmax)
-
-
 @njit
 def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult,
                   out_shift, out_zp, qmin, qmax, direct, out):
     """out = clamp(mrs(va + sign_b*vb, out_mult, out_shift) + out_zp) on (outer, mid, inner) arrays, va/vb the
-    rescaled inputs (int64); a and b may have size 1 along any axis (numpy broadcasting)."""
+    rescaled inputs (int64); a and b may have size 1 along any axis (numpy broadcasting: index times 0).
+
+    ``direct``: the wrapper proved every ``mrs`` argument below 2**31 in magnitude and every shift >= 1, so
+    ``mrs(x, m, r) = (x*m + 2**(r-1)) >> r`` exactly, without branches (the loop vectorizes)."""
     n_o, n_c, n_i = out.shape
-    ao, ac, ai = a.shape[0] > 1, a.shape[1] > 1, a.shape[2] > 1
-    bo, bc, bi = b.shape[0] > 1, b.shape[1] > 1, b.shape[2] > 1
+    so, sc, si = int(a.shape[0] > 1), int(a.shape[1] > 1), int(a.shape[2] > 1)
+    to, tc, ti = int(b.shape[0] > 1), int(b.shape[1] > 1), int(b.shape[2] > 1)
+    if direct:
+        ra_ = np.int64(1) << (a_shift - 1)
+        rb_ = np.int64(1) << (b_shift - 1)
+        ro_ = np.int64(1) << (out_shift - 1)
     for o in range(n_o):
         for c in range(n_c):
-            ra = a[o if ao else 0, c if ac else 0]
-            rb = b[o if bo else 0, c if bc else 0]
+            ra = a[o * so, c * sc]
+            rb = b[o * to, c * tc]
             dst = out[o, c]
-            if ai and bi:
+            if direct:
                 for i in range(n_i):
-                    dst[i] = _add_elem(ra[i], a_zp, a_mult, a_shift, rb[i], b_zp, b_mult, b_shift, left_shift,
-                                       sign_b, out_mult, out_shift, out_zp, qmin, qmax, direct)
-            elif ai:
-                vb = rb[0]
-                for i in range(n_i):
-                    dst[i] = _add_elem(ra[i], a_zp, a_mult, a_shift, vb, b_zp, b_mult, b_shift, left_shift,
-                                       sign_b, out_mult, out_shift, out_zp, qmin, qmax, direct)
-            elif bi:
-                va = ra[0]
-                for i in range(n_i):
-                    dst[i] = _add_elem(va, a_zp, a_mult, a_shift, rb[i], b_zp, b_mult, b_shift, left_shift,
-                                       sign_b, out_mult, out_shift, out_zp, qmin, qmax, direct)
+                    va = (((np.int64(ra[i * si]) - a_zp) << left_shift) * a_mult + ra_) >> a_shift
+                    vb = (((np.int64(rb[i * ti]) - b_zp) << left_shift) * b_mult + rb_) >> b_shift
+                    y = (((va + sign_b * vb) * out_mult + ro_) >> out_shift) + out_zp
+                    dst[i] = min(max(y, qmin), qmax)
             else:
-                v = _add_elem(ra[0], a_zp, a_mult, a_shift, rb[0], b_zp, b_mult, b_shift, left_shift, sign_b,
-                              out_mult, out_shift, out_zp, qmin, qmax, direct)
                 for i in range(n_i):
-                    dst[i] = v
+                    va = mrs_checked((np.int64(ra[i * si]) - a_zp) << left_shift, a_mult, a_shift)
+                    vb = mrs_checked((np.int64(rb[i * ti]) - b_zp) << left_shift, b_mult, b_shift)
+                    dst[i] = clamp(mrs_checked(va + sign_b * vb, out_mult, out_shift) + out_zp, qmin, qmax)
     return out
 
 

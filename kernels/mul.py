@@ -1,50 +1,35 @@
 """Quantized elementwise multiplication (integer Mul)."""
 import numpy as np
 
-from ._jit import njit, njit_inline
+from ._jit import njit
 from .requantize import as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, mrs_checked
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 
 
-@njit_inline
-def _mul_elem(a, a_zp, b, b_zp, mult, shift, rnd, direct, out_zp, qmin, qmax):
-    """One output element; ``direct``: the wrapper proved |product| < 2**31 and shift >= 1."""
-    p = (np.int64(a) - a_zp) * (np.int64(b) - b_zp)
-    if direct:
-        y = ((p * mult + rnd) >> shift) + out_zp
-        return min(max(y, qmin), qmax)
-    return clamp(mrs_checked(p, mult, shift) + out_zp, qmin, qmax)
-
-
 @njit
 def _mul(a, a_zp, b, b_zp, mult, shift, direct, out_zp, qmin, qmax, out):
     """out = clamp(mrs((a - a_zp) * (b - b_zp), mult, shift) + out_zp) on (outer, mid, inner) arrays; a and b
-    may have size 1 along any of the three axes (numpy broadcasting), out has the full shape."""
+    may have size 1 along any of the three axes (numpy broadcasting: index times 0), out has the full shape.
+    ``direct``: the wrapper proved |product| < 2**31 and shift >= 1 (branch-free, vectorizes)."""
     n_o, n_c, n_i = out.shape
     rnd = np.int64(0) if shift == 0 else np.int64(1) << (shift - 1)
-    ao, ac, ai = a.shape[0] > 1, a.shape[1] > 1, a.shape[2] > 1
-    bo, bc, bi = b.shape[0] > 1, b.shape[1] > 1, b.shape[2] > 1
+    so, sc, si = int(a.shape[0] > 1), int(a.shape[1] > 1), int(a.shape[2] > 1)
+    to, tc, ti = int(b.shape[0] > 1), int(b.shape[1] > 1), int(b.shape[2] > 1)
     for o in range(n_o):
         for c in range(n_c):
-            ra = a[o if ao else 0, c if ac else 0]
-            rb = b[o if bo else 0, c if bc else 0]
+            ra = a[o * so, c * sc]
+            rb = b[o * to, c * tc]
             dst = out[o, c]
-            if ai and bi:
+            if direct:
                 for i in range(n_i):
-                    dst[i] = _mul_elem(ra[i], a_zp, rb[i], b_zp, mult, shift, rnd, direct, out_zp, qmin, qmax)
-            elif ai:
-                vb = rb[0]
-                for i in range(n_i):
-                    dst[i] = _mul_elem(ra[i], a_zp, vb, b_zp, mult, shift, rnd, direct, out_zp, qmin, qmax)
-            elif bi:
-                va = ra[0]
-                for i in range(n_i):
-                    dst[i] = _mul_elem(va, a_zp, rb[i], b_zp, mult, shift, rnd, direct, out_zp, qmin, qmax)
+                    p = (np.int64(ra[i * si]) - a_zp) * (np.int64(rb[i * ti]) - b_zp)
+                    y = ((p * mult + rnd) >> shift) + out_zp
+                    dst[i] = min(max(y, qmin), qmax)
             else:
-                v = _mul_elem(ra[0], a_zp, rb[0], b_zp, mult, shift, rnd, direct, out_zp, qmin, qmax)
                 for i in range(n_i):
-                    dst[i] = v
+                    p = (np.int64(ra[i * si]) - a_zp) * (np.int64(rb[i * ti]) - b_zp)
+                    dst[i] = clamp(mrs_checked(p, mult, shift) + out_zp, qmin, qmax)
     return out
 
 
