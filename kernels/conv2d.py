@@ -28,23 +28,31 @@ def out_size(size: int, pad_lo: int, pad_hi: int, k: int, stride: int, dil: int)
     return (size + pad_lo + pad_hi - dil * (k - 1) - 1) // stride + 1
 
 
-def _validate(x, x_zp, w, stride, pads, dilation, groups, wmax=None):
-    """Check the arguments of conv2d_acc; return normalized Python ints and the output shape."""
+def check_geometry(x, x_zp, w, stride, pads, dilation, groups):
+    """Shared argument checks of the convolution kernels (also used by conv_transpose2d): dtypes, zero point,
+    and positive strides/dilations, non-negative pads; returns them as Python ints."""
     check_int_array(x, "x", ndim=4, dtypes=X_DTYPES)
     check_int_array(w, "w", ndim=4, dtypes=W_DTYPES)
     x_zp = as_int(x_zp, "x_zp")
     if abs(x_zp) > 1 << 16:
         raise ValueError(f"x_zp {x_zp} out of range for 8/16-bit activations")
-    sh, sw = as_int_tuple(stride, 2, "stride")
-    top, left, bottom, right = as_int_tuple(pads, 4, "pads")
-    dh, dw = as_int_tuple(dilation, 2, "dilation")
+    stride = as_int_tuple(stride, 2, "stride")
+    pads = as_int_tuple(pads, 4, "pads")
+    dilation = as_int_tuple(dilation, 2, "dilation")
     groups = as_int(groups, "groups")
-    if sh < 1 or sw < 1:
-        raise ValueError(f"stride must be >= 1, got {(sh, sw)}")
-    if dh < 1 or dw < 1:
-        raise ValueError(f"dilation must be >= 1, got {(dh, dw)}")
-    if min(top, left, bottom, right) < 0:
+    if min(stride) < 1:
+        raise ValueError(f"stride must be >= 1, got {stride}")
+    if min(dilation) < 1:
+        raise ValueError(f"dilation must be >= 1, got {dilation}")
+    if min(pads) < 0:
         raise ValueError(f"pads must be >= 0, got {pads}")
+    return x_zp, stride, pads, dilation, groups
+
+
+def _validate(x, x_zp, w, stride, pads, dilation, groups, wmax=None):
+    """Check the arguments of conv2d_acc; return normalized Python ints and the output shape."""
+    x_zp, (sh, sw), (top, left, bottom, right), (dh, dw), groups = check_geometry(x, x_zp, w, stride, pads,
+                                                                                  dilation, groups)
     n, cin, h, wd = x.shape
     cout, cin_g, kh, kw = w.shape
     if groups < 1 or cin % groups or cout % groups:

@@ -12,7 +12,7 @@ Both are checked bit for bit against ``tests/naive.py::conv_transpose2d_acc`` an
 import numpy as np
 
 from ._jit import njit
-from .conv2d import W_DTYPES, X_DTYPES, INT64_SAFE, _sub_zp, _valid_range
+from .conv2d import INT64_SAFE, W_DTYPES, X_DTYPES, _sub_zp, _valid_range, check_geometry
 from .gemm import _matmul_loops, abs_max, float_dtype, matmul_float_chunked, plan
 from .requantize import as_int, as_int_tuple, check_int_array
 
@@ -21,22 +21,9 @@ MIN_GEMM_CIN = 4  # conv_transpose2d_acc uses the GEMM path from this many input
 
 
 def _validate(x, x_zp, w, stride, pads, dilation, groups, out_hw):
-    check_int_array(x, "x", ndim=4, dtypes=X_DTYPES)
-    check_int_array(w, "w", ndim=4, dtypes=W_DTYPES)
-    x_zp = as_int(x_zp, "x_zp")
-    if abs(x_zp) > 1 << 16:
-        raise ValueError(f"x_zp {x_zp} out of range for 8/16-bit activations")
-    sh, sw = as_int_tuple(stride, 2, "stride")
-    top, left, bottom, right = as_int_tuple(pads, 4, "pads")
-    dh, dw = as_int_tuple(dilation, 2, "dilation")
+    x_zp, (sh, sw), (top, left, bottom, right), (dh, dw), groups = check_geometry(x, x_zp, w, stride, pads,
+                                                                                  dilation, groups)
     ho, wo = as_int_tuple(out_hw, 2, "out_hw")
-    groups = as_int(groups, "groups")
-    if sh < 1 or sw < 1:
-        raise ValueError(f"stride must be >= 1, got {(sh, sw)}")
-    if dh < 1 or dw < 1:
-        raise ValueError(f"dilation must be >= 1, got {(dh, dw)}")
-    if min(top, left, bottom, right) < 0:
-        raise ValueError(f"pads must be >= 0, got {pads}")
     if ho < 1 or wo < 1:
         raise ValueError(f"out_hw must be >= 1, got {(ho, wo)}")
     n, cin, h, wd = x.shape
