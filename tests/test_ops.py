@@ -508,13 +508,13 @@ case("prelu_after_conv", per_channel=True)(
     _conv_act([node("PRelu", ["c", "slope"], ["y"])], {"slope": np.array([0.1, 0.2, 0.05, 0.3], F).reshape(4, 1, 1)}))
 
 
-def _bn(x_shape, eps=1e-5):
+def _bn(x_shape, eps=1e-5, opset=qm.OPSET, **attrs):
     def build(rng):
         c = x_shape[1]
         inits = {"gamma": (rng.uniform(0.5, 1.5, c)).astype(F), "beta": qm.weights(rng, (c,), 0.3),
                  "mean": qm.weights(rng, (c,), 0.2), "var": rng.uniform(0.3, 2.0, c).astype(F)}
-        return ([node("BatchNormalization", ["x", "gamma", "beta", "mean", "var"], ["y"], epsilon=eps)],
-                {"x": x_shape}, {"y": None}, inits)
+        return ([node("BatchNormalization", ["x", "gamma", "beta", "mean", "var"], ["y"], epsilon=eps, **attrs)],
+                {"x": x_shape}, {"y": None}, inits, opset)
     return build
 
 
@@ -523,6 +523,9 @@ def _bn(x_shape, eps=1e-5):
 case("batchnorm_4d", expect_ops=("BatchNormalization",))(_bn(X4))
 case("batchnorm_4d_perchannel", per_channel=True)(_bn((1, 4, 3, 3), eps=1e-3))
 case("batchnorm_3d")(_bn((2, 3, 5)))
+# as PaddlePaddle exports it (PP-OCRv4 det): opset 13 with a momentum attribute, which onnx.reference's
+# BatchNormalization-9 takes for training mode (batch statistics); board onnx computes the inference formula
+case("batchnorm_4d_momentum_opset13", expect_ops=("BatchNormalization",))(_bn(X4, opset=13, momentum=0.9))
 
 
 # ================================================================================================================

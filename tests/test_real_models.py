@@ -2,7 +2,8 @@
 
 Measured (held-out photos/text lines, cosine of dequantized outputs vs onnxruntime with int8 fusion):
 cls A8W8/A16W8 >= 0.99999 on both boards; rec A8W8 >= 0.9995 (onnx) / 0.9997 (default), A16W8 >= 0.99998;
-det A16W8 >= 0.9997 where the output is not all zero. det A8W8 is not there yet (see the xfail).
+det A16W8 >= 0.9997 and det A8W8 >= 0.99999 (onnx) where the output is not all zero. det A8W8 on the default
+board is not there yet (see the xfail).
 """
 import numpy as np
 import onnxruntime as ort
@@ -18,10 +19,11 @@ CASES = {  # name: (samples, start, min cosine board onnx, min cosine board defa
     "ppocr_rec_a8w8": (2, 16, 0.9995, 0.999),
     "ppocr_rec_a16w8": (2, 16, 0.9999, 0.9999),
     "ppocr_det_a16w8": (6, 0, 0.9999, 0.999),
-    "ppocr_det_a8w8": (6, 0, 0.9999, 0.999),
+    "ppocr_det_a8w8": (8, 0, 0.9999, 0.999),
 }
-XFAIL = {"ppocr_det_a8w8": "board onnx: BatchNormalization's float reference differs from onnxruntime by up to "
-                           "14 LSB and this model amplifies it (cosine 0.984-0.999 on text photos)"}
+XFAIL = {("ppocr_det_a8w8", "default"): "board default: cosine 0.989-0.997 vs onnxruntime: the board rounds exact "
+                                        "ties half up (e.g. 11% of p2o.Add.12's outputs, x + 3 at equal scales, "
+                                        "are ties) and this model amplifies the bias"}
 
 
 def _model(name):
@@ -42,10 +44,11 @@ def _cosines(a_list, b_list):
 
 
 @pytest.mark.network
+@pytest.mark.parametrize("board", ["onnx", "default"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_ppocr_end_to_end(name, request):
-    if name in XFAIL:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=XFAIL[name]))
+def test_ppocr_end_to_end(name, board, request):
+    if (name, board) in XFAIL:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=XFAIL[name, board]))
     count, start, min_onnx, min_default = CASES[name]
     path = str(_model(name))
     feeds = build.sample_inputs(name, count, start=start)
@@ -53,9 +56,9 @@ def test_ppocr_end_to_end(name, request):
     options.intra_op_num_threads = 1
     options.add_session_config_entry("session.qdqisint8allowed", "1")
     ref = [ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]).run(None, f)[0] for f in feeds]
-    for board, bound in (("onnx", min_onnx), ("default", min_default)):
-        sim = npu_sim.load(path, board=board)
-        got = [next(iter(sim.run(f).values())) for f in feeds]
-        cos = _cosines(got, ref)
-        assert cos, "every output was all zero: pick inputs that exercise the model"
-        assert min(cos) >= bound, f"{name} board {board}: cosines {cos}"
+    bound = min_onnx if board == "onnx" else min_default
+    sim = npu_sim.load(path, board=board)
+    got = [next(iter(sim.run(f).values())) for f in feeds]
+    cos = _cosines(got, ref)
+    assert cos, "every output was all zero: pick inputs that exercise the model"
+    assert min(cos) >= bound, f"{name} board {board}: cosines {cos}"

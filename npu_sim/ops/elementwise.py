@@ -398,10 +398,10 @@ def _run_leaky(node, inputs, ctx):
 
 
 def lower_batchnorm(lowering, onode, args, out: Tensor, act) -> Node:
-    if not lowering.arith.fixedpoint:
-        return lower_float_reference(lowering, onode, args, [out], act)
     x = args[0]
     check_per_tensor(x, "BatchNormalization input")
+    if not lowering.arith.fixedpoint:
+        return _lower_batchnorm_float(lowering, onode, args, out, act)
     gamma, beta, mean, var = (const_value(lowering, a, f"BatchNormalization {n}").astype(np.float64).reshape(-1)
                               for a, n in zip(args[1:5], ("scale", "B", "mean", "var")))
     eps = float(attrs(onode).get("epsilon", 1e-5))
@@ -416,6 +416,31 @@ def lower_batchnorm(lowering, onode, args, out: Tensor, act) -> Node:
     p["mult"], p["shift"] = fixed_multipliers(np.full(w.size, 1.0 / one), lowering.arith.multiplier_bits)
     p.update(output_params(lowering, out, act))
     return Node(lowering.node_name(onode), "BatchNormalization", [x.name], [out.name], _run_batchnorm, p)
+
+
+def _lower_batchnorm_float(lowering, onode, args, out: Tensor, act) -> Node:
+    """The ``onnx`` arithmetic: ONNX's inference formula ``(x - mean) / sqrt(var + eps) * scale + B`` in float32
+    on the dequantized input, then QuantizeLinear (what onnxruntime computes; onnx.reference's
+    BatchNormalization-9 takes a set ``momentum`` for training mode and normalizes with batch statistics, as
+    PaddlePaddle's opset-13 exports trigger, so it is not used here)."""
+    if len(onode.output) > 1 and any(onode.output[1:]):
+        raise _problem("BatchNormalization in training mode (running statistics outputs) is not supported")
+    shape = (1, -1) + (1,) * (len(out.shape) - 2)
+    gamma, beta, mean, var = (const_value(lowering, a, f"BatchNormalization {n}").astype(np.float32).reshape(shape)
+                              for a, n in zip(args[1:5], ("scale", "B", "mean", "var")))
+    eps = np.float32(attrs(onode).get("epsilon", 1e-5))
+    lo, hi = act if act is not None else (-np.inf, np.inf)
+    p = {"_f": (gamma, beta, mean, np.sqrt(var + eps).astype(np.float32), np.float32(lo), np.float32(hi)),
+         "_xq": args[0].q, "_q": out.q}
+    return Node(lowering.node_name(onode), "BatchNormalization", [args[0].name], [out.name], _run_batchnorm_float, p,
+                {"arithmetic": "onnx float (inference formula)"})
+
+
+def _run_batchnorm_float(node, inputs, ctx):
+    gamma, beta, mean, std, lo, hi = node.params["_f"]
+    x = node.params["_xq"].dequantize(inputs[0])
+    y = ((x - mean) / std * gamma + beta).astype(np.float32)
+    return [node.params["_q"].quantize(np.clip(y, lo, hi))]
 
 
 def _run_batchnorm(node, inputs, ctx):
