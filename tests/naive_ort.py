@@ -9,6 +9,8 @@ The second half of the file holds hypothesis strategies shared by the ``tests/te
 """
 from fractions import Fraction
 
+import itertools
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -108,6 +110,28 @@ def qlgavgpool(x, x_scale, x_zp, out_scale, out_zp, out_dtype):
         assert f.dtype == np.float32
         f = min(max(f, lo), hi)
         out[r] = int(np.rint(f)) + int(out_zp)
+    return out
+
+
+# ========================================================================================================
+# QLinearAveragePool (contrib op, float32 loops)
+# ========================================================================================================
+def qlavgpool(x, x_scale, x_zp, y_scale, y_zp, kernel, stride, pads, count_include_pad, out_hw, qmin, qmax, out_dtype):
+    """Window sums of f32(sx * f32(q - zx)) in row-major order, / f32(count), then rint(f32(y/sy) + zy)."""
+    n_img, n_c, h, w = x.shape
+    (kh, kw), (sh, sw), (top, left) = kernel, stride, pads[:2]
+    out = np.zeros((n_img, n_c) + tuple(out_hw), dtype=out_dtype)
+    for n, c, oh, ow in itertools.product(range(n_img), range(n_c), range(out_hw[0]), range(out_hw[1])):
+        hs, ws = oh * sh - top, ow * sw - left
+        he, we = min(hs + kh, h), min(ws + kw, w)
+        hs, ws = max(hs, 0), max(ws, 0)
+        acc = F32(0)
+        for i in range(hs, he):
+            for j in range(ws, we):
+                acc = F32(acc + F32(F32(x_scale) * F32(int(x[n, c, i, j]) - int(x_zp))))
+        count = kh * kw if count_include_pad else (he - hs) * (we - ws)
+        v = F32(F32(F32(acc / F32(count)) / F32(y_scale)) + F32(y_zp))
+        out[n, c, oh, ow] = min(max(int(np.rint(v)), qmin), qmax)
     return out
 
 

@@ -24,10 +24,11 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.ort_qlgavgpool import ort_qlgavgpool, qlgavgpool_scale
+from kernels.ort_qlavgpool import qlinear_avgpool
 from kernels.pool2d import avgpool2d, maxpool2d
 
 from ..ir import Node, Tensor
-from .common import (attrs, check_per_tensor, fixed_multipliers, int_const, output_params, prepare_requant,
+from .common import (attrs, check_per_tensor, clamp_bounds, fixed_multipliers, int_const, output_params, prepare_requant,
                      requantize_acc)
 from .elementwise import ort_fuses_qdq_group
 from .float_ref import lower_float_reference
@@ -103,9 +104,19 @@ def _run_maxpool(node, inputs, ctx):
 
 
 def lower_avgpool(lowering, onode, args, out: Tensor, act) -> Node:
-    if not lowering.arith.fixedpoint:
-        return lower_float_reference(lowering, onode, args, [out], act)
     x = args[0]
+    if not lowering.arith.fixedpoint:
+        if (len(x.shape) == 4 and ort_fuses_qdq_group(lowering, onode, args, out) and act is None
+                and tuple(attrs(onode).get("dilations", (1, 1))) == (1, 1)):
+            k, s, pads, d, _ = _window(onode, x, out)
+            qmin, qmax = clamp_bounds(out.q, act)
+            p = {"kernel": k, "stride": s, "pads": pads, "count_include_pad": int(attrs(onode).get(
+                 "count_include_pad", 0)), "_sx": np.float32(x.q.scale), "x_zp": int(x.q.zero_point),
+                 "_sy": np.float32(out.q.scale), "out_zp": int(out.q.zero_point), "qmin": qmin, "qmax": qmax,
+                 "_out_dtype": out.q.np_dtype}
+            return Node(lowering.node_name(onode), "AveragePool", [x.name], [out.name], _run_ort_qlavgpool, p,
+                        {"arithmetic": "onnxruntime QLinearAveragePool"})
+        return lower_float_reference(lowering, onode, args, [out], act)
     check_per_tensor(x, "AveragePool input")
     k, s, pads, d, is1d = _window(onode, x, out)
     include = int(attrs(onode).get("count_include_pad", 0))
@@ -120,6 +131,14 @@ def lower_avgpool(lowering, onode, args, out: Tensor, act) -> Node:
         raise _problem("AveragePool with dilations is not supported")
     return Node(lowering.node_name(onode), "AveragePool", [x.name], [out.name], _run_avgpool, p,
                 {"kernel": k, "stride": s, "pads": pads})
+
+
+def _run_ort_qlavgpool(node, inputs, ctx):
+    p = node.params
+    out = np.empty(ctx.shape_of(node.outputs[0]), p["_out_dtype"])
+    qlinear_avgpool(np.ascontiguousarray(inputs[0]), p["_sx"], p["x_zp"], p["_sy"], p["out_zp"], p["kernel"],
+                    p["stride"], p["pads"], p["count_include_pad"], p["qmin"], p["qmax"], out)
+    return [out]
 
 
 def _run_avgpool(node, inputs, ctx):
