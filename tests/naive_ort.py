@@ -136,6 +136,29 @@ def qlavgpool(x, x_scale, x_zp, y_scale, y_zp, kernel, stride, pads, count_inclu
 
 
 # ========================================================================================================
+# QLinearSoftmax (contrib op, float table + float32 division)
+# ========================================================================================================
+def qlsoftmax(x, x_scale, y_scale, y_zp, out_dtype):
+    """Per row: float32 table of exp((k - 255 + b) s), float32 sum in row order, rint(f32(E*Y)/sum) + zy."""
+    import math
+    rows, d = x.shape
+    s = float(F32(x_scale))
+    b = max(0.0, math.log(float(np.finfo(np.float32).max) / d) - 5.0) / s
+    table = [F32(math.exp((k - 255 + b) * s)) for k in range(256)]
+    y_mul = F32(math.floor(F32(1.0) / F32(y_scale)))
+    out = np.zeros(x.shape, dtype=out_dtype)
+    for r in range(rows):
+        m = max(int(v) for v in x[r])
+        total = F32(0)
+        for v in x[r]:
+            total = F32(total + table[255 - m + int(v)])
+        for j, v in enumerate(x[r]):
+            q = min(int(np.rint(F32(F32(table[255 - m + int(v)] * y_mul) / total))) + int(y_zp), 255)
+            out[r, j] = ((q + 128) % 256) - 128 if out_dtype == np.int8 else q
+    return out
+
+
+# ========================================================================================================
 # hypothesis strategies
 # ========================================================================================================
 DTYPES_8 = [np.int8, np.uint8]

@@ -46,6 +46,10 @@ from onnx import helper
 from kernels.fixedpoint import quantize_multiplier
 from kernels.softmax import softmax_lut8, softmax_lut16
 
+from kernels.ort_qlsoftmax import defined as ort_softmax_defined
+from kernels.ort_qlsoftmax import qlinear_softmax
+
+from .elementwise import ort_fuses_qdq_group
 from ..ir import Node, Tensor
 from .common import attrs, check_per_tensor, output_params
 from .float_ref import lower_float_reference
@@ -134,6 +138,12 @@ def lower_softmax(lowering, onode, args, out: Tensor, act) -> Node:
     x = args[0]
     axes = softmax_axes(lowering, onode, len(x.shape))
     if not lowering.arith.fixedpoint:
+        if (len(axes) == 1 and act is None and ort_fuses_qdq_group(lowering, onode, args, out)
+                and ort_softmax_defined(x.q.scale, x.shape[axes[0]], out.q.scale)):
+            p = {"axis": axes[0], "_sx": np.float32(x.q.scale), "_sy": np.float32(out.q.scale),
+                 "out_zp": int(out.q.zero_point)}
+            return Node(lowering.node_name(onode), "Softmax", [x.name], [out.name], _run_ort_qlsoftmax, p,
+                        {"axes": axes, "arithmetic": "onnxruntime QLinearSoftmax"})
         return _lower_reference(lowering, onode, args, out, act, axes)
     check_per_tensor(x, "Softmax input")
     s_in, s_out = float(x.q.scale), float(out.q.scale)
@@ -156,6 +166,16 @@ def lower_softmax(lowering, onode, args, out: Tensor, act) -> Node:
     p.update(output_params(lowering, out, act))
     return Node(lowering.node_name(onode), "Softmax", [x.name], [out.name], _run_softmax, p,
                 {"axes": axes, "variant": p["variant"]})
+
+
+def _run_ort_qlsoftmax(node, inputs, ctx):
+    """onnxruntime's QLinearSoftmax: rows along the axis (moved last, as onnxruntime transposes)."""
+    p = node.params
+    x = np.moveaxis(inputs[0], p["axis"], -1)
+    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    out = np.empty(rows.shape, rows.dtype)
+    qlinear_softmax(rows, p["_sx"], p["_sy"], p["out_zp"], out)
+    return [np.ascontiguousarray(np.moveaxis(out.reshape(x.shape), -1, p["axis"]))]
 
 
 def _lower_reference(lowering, onode, args, out: Tensor, act, axes) -> Node:
