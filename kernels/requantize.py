@@ -204,12 +204,13 @@ def _requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, ac
 
 
 def _check_acc(acc) -> None:
-    """Accumulators are int64 or int32, or float32/float64 arrays holding exact integers (exact GEMM results)."""
+    """Accumulators are integers (int64 down to 8-bit: a quantized tensor whose zero point the bias removes) or
+    float32/float64 arrays holding exact integers (exact GEMM results)."""
     if isinstance(acc, np.ndarray) and acc.dtype in (np.float32, np.float64):
         if acc.ndim != 3 or not acc.flags.c_contiguous:
             raise ValueError(f"acc must be a C-contiguous 3-D array, got shape {acc.shape}")
         return
-    check_int_array(acc, "acc", ndim=3, dtypes=(np.int64, np.int32))
+    check_int_array(acc, "acc", ndim=3, dtypes=(np.int64, np.int32, np.int16, np.uint16, np.int8, np.uint8))
 
 
 def saturation_bounds(mult: np.ndarray, shift: np.ndarray, out_zp: int, qmin: int, qmax: int) -> np.ndarray:

@@ -174,7 +174,7 @@ def test_requantize_validation():
     ok = dict(bias=np.zeros(2, np.int64), mult=np.ones(2, np.int64), shift=np.zeros(2, np.int64))
     out = np.empty((1, 2, 3), np.int8)
     with pytest.raises(ValueError, match="dtype"):
-        requantize(acc.astype(np.int16), **ok, out_zp=0, qmin=-128, qmax=127, acc_bits=32, saturate_acc=True,
+        requantize(acc.astype(np.uint32), **ok, out_zp=0, qmin=-128, qmax=127, acc_bits=32, saturate_acc=True,
                    out=out)
     with pytest.raises(ValueError, match="shape"):
         requantize(acc, np.zeros(3, np.int64), ok["mult"], ok["shift"], 0, -128, 127, 32, True, out)
@@ -212,3 +212,20 @@ def test_requantize_float_rounds_product_to_float32():
     requantize_float(acc, np.array([0]), np.array([s], np.float32), 0, -2 ** 31, 2 ** 31 - 1, out)
     expected = int(np.rint(np.float32(np.float32(v) * s)))
     assert out[0, 0, 0] == expected
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.sampled_from([np.int8, np.uint8, np.int16, np.uint16]), st.data())
+def test_narrow_integer_accumulators_match_int64(dtype, data):
+    # a quantized tensor read directly as the accumulator, its zero point folded into the bias (rescale ops)
+    info = np.iinfo(dtype)
+    values = data.draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=1, max_size=40))
+    zp = data.draw(st.integers(int(info.min), int(info.max)))
+    m, r = data.draw(naive.multipliers())
+    wide = np.asarray(values, np.int64).reshape(1, 1, -1)
+    ref, out = np.empty(wide.shape, np.int16), np.empty(wide.shape, np.int16)
+    n_ref = requantize(wide - zp, np.array([0]), np.array([m]), np.array([r]), 3, -32768, 32767, 64, False, ref)
+    n = requantize(wide.astype(dtype), np.array([-zp]), np.array([m]), np.array([r]), 3, -32768, 32767, 64, False,
+                   out)
+    assert n == n_ref
+    np.testing.assert_array_equal(out, ref)

@@ -93,6 +93,11 @@ def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand
         params["scale"] = (ratio / np.float32(sy)).astype(np.float32)
 
 
+# what the requantize kernels read directly (narrow integers are quantized tensors whose zero point is in the bias)
+ACC_DTYPES = tuple(np.dtype(d) for d in (np.int64, np.int32, np.int16, np.uint16, np.int8, np.uint8, np.float32,
+                                         np.float64))
+
+
 def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, inner: int,
                    params: dict | None = None, out: np.ndarray | None = None, channel_slice=slice(None),
                    offset: np.ndarray | None = None) -> np.ndarray:
@@ -103,7 +108,7 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
     """
     p = node.params if params is None else params
     acc3 = acc.reshape(outer, channels, inner)
-    if acc3.dtype not in (np.int64, np.int32, np.float32, np.float64) or not acc3.flags.c_contiguous:
+    if acc3.dtype not in ACC_DTYPES or not acc3.flags.c_contiguous:
         acc3 = np.ascontiguousarray(acc3, dtype=np.int64)
     if out is None:
         out = np.empty(acc3.shape, dtype=p["_out_dtype"])
@@ -144,9 +149,10 @@ def rescale_params(lowering, src: QParams, out: Tensor, act=None) -> dict:
 
 
 def rescale(node: Node, ctx, q: np.ndarray, params: dict) -> np.ndarray:
-    """Apply ``rescale_params`` to an integer array."""
-    acc = q.astype(np.int64) - params["x_zp"]
-    return requantize_acc(node, ctx, acc, 1, 1, acc.size, params).reshape(q.shape)
+    """Apply ``rescale_params`` to an integer array (its zero point goes into the bias: no widened copy)."""
+    q = np.ascontiguousarray(q)
+    return requantize_acc(node, ctx, q, 1, 1, q.size, params,
+                          offset=np.array([-params["x_zp"]], np.int64)).reshape(q.shape)
 
 
 def output_params(lowering, out: Tensor, act) -> dict:

@@ -313,12 +313,14 @@ def lower_div(lowering, onode, args, out: Tensor, act) -> Node:
 
 def _run_div(node, inputs, ctx):
     p = node.params
-    acc = inputs[0].astype(np.int64) - p["x_zp"]
     shape = ctx.shape_of(node.outputs[0])
-    acc = np.broadcast_to(acc, shape)
     c = p["mult"].size
-    y = requantize_acc(node, ctx, acc, acc.size // c, c, 1) if c > 1 else requantize_acc(node, ctx, acc, 1, 1, acc.size)
-    return [y.reshape(shape)]
+    if c == 1:  # scalar divisor: the quantized input is the accumulator, its zero point goes into the bias
+        x = np.ascontiguousarray(np.broadcast_to(inputs[0], shape))
+        y = requantize_acc(node, ctx, x, 1, 1, x.size, offset=np.array([-p["x_zp"]], np.int64))
+        return [y.reshape(shape)]
+    acc = np.broadcast_to(inputs[0].astype(np.int64) - p["x_zp"], shape)
+    return [requantize_acc(node, ctx, acc, acc.size // c, c, 1).reshape(shape)]
 
 
 def lower_concat(lowering, onode, args, out: Tensor, act) -> Node:
