@@ -336,6 +336,10 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
     offset = (center - x_zp) * cache["wsum"]
     dt = w2.dtype
     pointwise = kh == 1 and kw == 1 and sh == 1 and sw == 1 and not padded
+    if sh == 1 and sw == 1 and not pointwise and method in ("f32", "f64") and kc >= k:
+        yield from _shifted_taps(x, center, pad, w, cache, dt, offset, groups, top, left, bottom, right, dh, dw,
+                                 ho, wo)
+        return
     cols = None if pointwise else np.empty((k, p), dtype=dt)
     for n in range(n_img):
         if pointwise:
@@ -359,6 +363,41 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
                 else:
                     acc = matmul_float_chunked(wg, cb, kc)
                 yield n, g, c0, c1, acc, off
+
+
+def _shifted_taps(x, center, pad, w, cache, dt, offset, groups, top, left, bottom, right, dh, dw, ho, wo):
+    """Stride-1 convolution as one GEMM per kernel tap, without im2col (the blocks of conv2d_gemm_blocks).
+
+    The centred input is padded once and flattened per channel with row pitch ``wp``; output (oh, ow) of tap
+    (ky, kx) reads flat index ``oh*wp + ow + ky*dh*wp + kx*dw``, so each tap's operand is a plain slice and
+    the output is computed on a "wide" grid of ``wp`` columns, of which the first ``wo`` are kept. The taps'
+    float partial sums are added in float: every partial sum is a sub-sum of the same K terms whose total
+    bound the caller's single-chunk plan keeps below the float mantissa, so every addition is exact.
+    """
+    n_img, cin, h, wd = x.shape
+    cout, cin_g, kh, kw = w.shape
+    cout_g = cout // groups
+    hp, wp = top + h + bottom, left + wd + right
+    length = (ho - 1) * wp + wo
+    if ("taps", dt) not in cache:
+        w4 = w.reshape(cout, cin_g, kh * kw).astype(dt)
+        cache[("taps", dt)] = [np.ascontiguousarray(w4[:, :, t]) for t in range(kh * kw)]
+    taps = cache[("taps", dt)]
+    xp = np.empty((cin, hp, wp), dtype=dt)
+    for n in range(n_img):
+        xp[...] = pad
+        inner = xp[:, top:top + h, left:left + wd]
+        inner[...] = x[n]   # exact: 8/16-bit integers in float32/float64
+        inner -= center
+        flat = xp.reshape(cin, hp * wp)
+        for g in range(groups):
+            rows = slice(g * cin_g, (g + 1) * cin_g)
+            wide = np.zeros((cout_g, ho * wp), dtype=dt)
+            for t in range(kh * kw):
+                base = (t // kw) * dh * wp + (t % kw) * dw
+                wide[:, :length] += taps[t][g * cout_g:(g + 1) * cout_g] @ flat[rows, base:base + length]
+            acc = np.ascontiguousarray(wide.reshape(cout_g, ho, wp)[:, :, :wo]).reshape(cout_g, ho * wo)
+            yield n, g, 0, ho * wo, acc, offset[g * cout_g:(g + 1) * cout_g]
 
 
 def conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups) -> np.ndarray:
