@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -28,11 +27,8 @@ from models import build  # noqa: E402
 
 QDQ = {"QuantizeLinear", "DequantizeLinear"}
 
-# Tests that may need the one-time download of the rapidocr wheel.  (Register
-# "network" under [tool.pytest.ini_options] markers to drop this shim.)
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
-    network = pytest.mark.network
+# Tests that may need the one-time download of the rapidocr wheel (marker registered in pyproject.toml).
+network = pytest.mark.network
 
 
 def _session(path):
