@@ -16,7 +16,7 @@ import numpy as np
 from ._jit import njit
 from . import depthwise3x3
 from .gemm import _matmul_loops, abs_max, float_dtype, matmul_float_chunked, plan
-from .requantize import as_int, as_int_tuple, check_int_array
+from .requantize import as_int, as_int_tuple, check_int_array, requantize_row
 
 X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 W_DTYPES = (np.int8, np.int16, np.int32)
@@ -157,18 +157,9 @@ def _conv2d_direct(x, x_zp, w, sh, sw, top, left, bottom, right, dh, dw, groups,
                             ext[j] += src[j] * wv  # exact in ext's width (int32 when the wrapper proved it)
             plane = out[n, co]
             if fuse:
-                b = np.int64(bias[co])
-                m = np.int64(mult[co])
-                rs = np.int64(shift[co])
-                lim = np.int64(bound[co])
-                rnd = np.int64(0) if rs == 0 else np.int64(1) << (rs - 1)
                 for oh in range(ho):
-                    dst = plane[oh]
-                    src = ext[oh * wq:oh * wq + wo]
-                    for j in range(wo):
-                        v = min(max(np.int64(src[j]) + b, -lim), lim)
-                        y = ((v * m + rnd) >> rs) + out_zp
-                        dst[j] = min(max(y, qmin), qmax)
+                    requantize_row(ext[oh * wq:oh * wq + wo], plane[oh], bias[co], mult[co], shift[co], bound[co],
+                                   out_zp, qmin, qmax)
                 continue
             for oh in range(ho):
                 dst = plane[oh]

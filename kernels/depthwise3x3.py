@@ -13,6 +13,7 @@ activations with 8-bit weights.
 import numpy as np
 
 from ._jit import njit
+from .requantize import requantize_row
 
 F32_EXACT = 1 << 24
 
@@ -75,15 +76,7 @@ def _depthwise3x3(x, x_zp, w, s, top, left, bottom, right, out, fuse, bias, mult
                                        + w6 * c[j] + w7 * c[j + 1] + w8 * c[j + 2])
                     dst = out[n, co, oh]
                     if fuse:
-                        b_ = np.int64(bias[co])
-                        m_ = np.int64(mult[co])
-                        r_ = np.int64(shift[co])
-                        lim = np.int64(bound[co])
-                        rnd = np.int64(0) if r_ == 0 else np.int64(1) << (r_ - 1)
-                        for ow in range(wo):
-                            v = min(max(np.int64(acc[ow]) + b_, -lim), lim)
-                            y = ((v * m_ + rnd) >> r_) + out_zp
-                            dst[ow] = min(max(y, qmin), qmax)
+                        requantize_row(acc, dst, bias[co], mult[co], shift[co], bound[co], out_zp, qmin, qmax)
                     else:
                         for ow in range(wo):
                             dst[ow] = np.int64(acc[ow])

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ._jit import njit
-from .requantize import as_int, check_int_array
+from .requantize import as_int, check_int_array, clamp
 
 DTYPES = (np.int8, np.uint8)
 INT32_MIN = -(1 << 31)
@@ -133,12 +133,7 @@ def _qladd(a, b, ra, rb, fixed, qmin, qmax, out):
     for i in range(a.shape[0]):
         t = fma_f32(np.float64(b[i]), rb, fixed)
         u = fma_f32(np.float64(a[i]), ra, t)
-        r = cvt_ps2dq(u)
-        if r < qmin:
-            r = qmin
-        elif r > qmax:
-            r = qmax
-        out[i] = r
+        out[i] = clamp(cvt_ps2dq(u), qmin, qmax)
     return out
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from ._jit import njit
 from .ort_qladd import as_scale, as_zero_point, check_8bit_operands, cvt_ps2dq, f32
+from .requantize import clamp
 
 
 @njit
@@ -25,12 +26,7 @@ def _qlmul(a, a_zp, b, b_zp, ratio, out_zp, qmin, qmax, out):
     for i in range(a.shape[0]):
         p = (np.int64(a[i]) - a_zp) * (np.int64(b[i]) - b_zp)
         u = f32(f32(np.float64(p) * ratio) + zc)
-        r = cvt_ps2dq(u)
-        if r < qmin:
-            r = qmin
-        elif r > qmax:
-            r = qmax
-        out[i] = r
+        out[i] = clamp(cvt_ps2dq(u), qmin, qmax)
     return out
 
 

@@ -103,6 +103,20 @@ def maxpool2d(x, kernel, stride, pads, dilation, out_hw) -> np.ndarray:
 # average pooling
 # --------------------------------------------------------------------------------------------------------
 @njit
+def _window_cells(start, k, size, pad_lo, pad_hi):
+    """Cells of the window [start, start + k) inside the input [0, size) and inside the padded extent
+    [-pad_lo, size + pad_hi), as (in_bounds, in_padded)."""
+    inside = np.int64(0)
+    padded = np.int64(0)
+    for i in range(start, start + k):
+        if 0 <= i < size:
+            inside += 1
+        if -pad_lo <= i < size + pad_hi:
+            padded += 1
+    return inside, padded
+
+
+@njit
 def _avgpool2d(x, x_zp, kh, kw, sh, sw, top, left, bottom, right, count_include_pad, mult_by_count,
                shift_by_count, out_zp, qmin, qmax, out):
     """out = clamp(mrs(sum (x - x_zp) over in-bounds cells, mult[n], shift[n]) + out_zp), n = divisor.
@@ -117,25 +131,11 @@ def _avgpool2d(x, x_zp, kh, kw, sh, sw, top, left, bottom, right, count_include_
         for c in range(n_c):
             for oh in range(ho):
                 ih0 = oh * sh - top
-                # window rows [ih0, ih0 + kh): count rows in the input and in the padded extent
-                rows_in = np.int64(0)
-                rows_pad = np.int64(0)
-                for ky in range(kh):
-                    ih = ih0 + ky
-                    if 0 <= ih < h:
-                        rows_in += 1
-                    if -top <= ih < h + bottom:
-                        rows_pad += 1
+                # window rows [ih0, ih0 + kh): rows in the input and in the padded extent
+                rows_in, rows_pad = _window_cells(ih0, kh, h, top, bottom)
                 for ow in range(wo):
                     iw0 = ow * sw - left
-                    cols_in = np.int64(0)
-                    cols_pad = np.int64(0)
-                    for kx in range(kw):
-                        iw = iw0 + kx
-                        if 0 <= iw < wd:
-                            cols_in += 1
-                        if -left <= iw < wd + right:
-                            cols_pad += 1
+                    cols_in, cols_pad = _window_cells(iw0, kw, wd, left, right)
                     s = np.int64(0)
                     for ky in range(kh):
                         ih = ih0 + ky

@@ -136,6 +136,22 @@ def mrs_checked(x, m, r):
 
 
 @njit
+def requantize_row(src, dst, bias, mult, shift, bound, out_zp, qmin, qmax):
+    """The branch-free path of :func:`requantize` for one run of accumulators of one channel (used by kernels
+    that requantize as they go): ``dst = clamp(((clamp(src + bias, -bound, bound)*mult + 2**(shift-1)) >> shift)
+    + out_zp, qmin, qmax)``; ``bound`` from :func:`saturation_bounds` (> 0), no accumulator-width check."""
+    b = np.int64(bias)
+    m = np.int64(mult)
+    r = np.int64(shift)
+    lim = np.int64(bound)
+    rnd = np.int64(0) if r == 0 else np.int64(1) << (r - 1)
+    for j in range(src.shape[0]):
+        v = min(max(np.int64(src[j]) + b, -lim), lim)
+        y = ((v * m + rnd) >> r) + out_zp
+        dst[j] = min(max(y, qmin), qmax)
+
+
+@njit
 def clamp(v, lo, hi):
     """``min(max(v, lo), hi)`` on integers."""
     if v < lo:

@@ -85,16 +85,21 @@ def _normalize_rows(e, out, recip_lut, lut_bits, out_mult, out_shift, out_zp, qm
 
 
 @njit
+def _row_max(row):
+    """The largest value of a row, as int64."""
+    m = np.int64(row[0])
+    for i in range(1, row.shape[0]):
+        m = max(m, np.int64(row[i]))
+    return m
+
+
+@njit
 def _softmax_lut8(x, exp_lut, recip_lut, lut_bits, out_mult, out_shift, out_zp, qmin, qmax, out):
     """``e = exp_lut[max(row) - x]`` per row, then :func:`_normalize_rows`."""
     rows, n = x.shape
     e = np.empty((rows, n), np.int64)
     for r in range(rows):
-        m = np.int64(x[r, 0])
-        for i in range(1, n):
-            v = np.int64(x[r, i])
-            if v > m:
-                m = v
+        m = _row_max(x[r])
         for i in range(n):
             e[r, i] = exp_lut[m - np.int64(x[r, i])]
     _normalize_rows(e, out, recip_lut, lut_bits, out_mult, out_shift, out_zp, qmin, qmax)
@@ -126,11 +131,7 @@ def _softmax_lut16(x, pos_mult, pos_shift, frac_bits, exp2_lut, lut_bits, recip_
     rows, n = x.shape
     e = np.empty((rows, n), np.int64)
     for r in range(rows):
-        m = np.int64(x[r, 0])
-        for i in range(1, n):
-            v = np.int64(x[r, i])
-            if v > m:
-                m = v
+        m = _row_max(x[r])
         for i in range(n):
             e[r, i] = exp2_q30(m - np.int64(x[r, i]), pos_mult, pos_shift, frac_bits, exp2_lut, lut_bits)
     _normalize_rows(e, out, recip_lut, recip_bits, out_mult, out_shift, out_zp, qmin, qmax)

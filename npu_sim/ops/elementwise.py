@@ -147,13 +147,19 @@ def _value(t: Tensor, inputs, i):
     return (t.data, i) if t.is_const else (inputs[i], i + 1)
 
 
-def _run_add(node, inputs, ctx):
+def _binary_operands(node, inputs, ctx):
+    """The two operands (constant or run-time) as (outer, mid, inner) views, the output array, its shape."""
     p = node.params
     a, i = _value(p["_a"], inputs, 0)
     b, _ = _value(p["_b"], inputs, i)
     shape = ctx.shape_of(node.outputs[0])
     a3, b3, out3 = _operands_3d(a, b, shape)
-    out = np.empty(out3, p["_out_dtype"])
+    return a3, b3, np.empty(out3, p["_out_dtype"]), shape
+
+
+def _run_add(node, inputs, ctx):
+    p = node.params
+    a3, b3, out, shape = _binary_operands(node, inputs, ctx)
     add_rescaled(a3, p["a_zp"], p["a_mult"], p["a_shift"], b3, p["b_zp"], p["b_mult"], p["b_shift"],
                  p["left_shift"], p["sign_b"], p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], out)
     return [out.reshape(shape)]
@@ -175,11 +181,7 @@ def lower_mul(lowering, onode, args, out: Tensor, act) -> Node:
 
 def _run_mul(node, inputs, ctx):
     p = node.params
-    a, i = _value(p["_a"], inputs, 0)
-    b, _ = _value(p["_b"], inputs, i)
-    shape = ctx.shape_of(node.outputs[0])
-    a3, b3, out3 = _operands_3d(a, b, shape)
-    out = np.empty(out3, p["_out_dtype"])
+    a3, b3, out, shape = _binary_operands(node, inputs, ctx)
     mul(a3, p["a_zp"], b3, p["b_zp"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"], out)
     return [out.reshape(shape)]
 
