@@ -1,13 +1,15 @@
 """Board descriptions: TOML data, never code paths keyed on board names.
 
 A board is chosen by preset name (a file in ``npu_sim/boards/``) or by the path of a user TOML file.
-Sections: ``[arithmetic]`` (how integers are computed). Later features add ``[rules]`` and ``[cost]``.
+Sections: ``[arithmetic]`` (how integers are computed, here), ``[rules]`` (what the NPU accepts: parsed and
+checked by ``npu_sim.checks``) and ``[cost]`` (the latency model: parsed by ``npu_sim.cost``).
 """
 from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from .errors import BoardError
 
@@ -59,7 +61,9 @@ class Board:
     name: str
     description: str = ""
     arithmetic: Arithmetic = field(default_factory=Arithmetic)
-    source: str = ""  # file it was read from
+    rules: Any = None   # npu_sim.checks.Rules: the [rules] section, parsed
+    cost: Any = None    # npu_sim.cost.CostConfig: the [cost] section, parsed
+    source: str = ""    # file it was read from
 
     def __str__(self) -> str:
         return self.name
@@ -88,7 +92,14 @@ def load_board(spec: "str | Path | Board" = "default") -> Board:
     return _board_from_dict(data, path)
 
 
+_TOP_LEVEL = ("name", "description", "arithmetic", "rules", "cost")
+
+
 def _board_from_dict(data: dict, path: Path) -> Board:
+    from . import checks, cost  # they read Board; parsed here so a bad file fails when it is loaded
+    unknown = sorted(set(data) - set(_TOP_LEVEL))
+    if unknown:
+        raise BoardError(f"board file {path}: unknown key(s) {unknown} (known: {', '.join(_TOP_LEVEL)})")
     arith = data.get("arithmetic", {})
     if not isinstance(arith, dict):
         raise BoardError(f"board file {path}: [arithmetic] must be a table")
@@ -110,5 +121,9 @@ def _board_from_dict(data: dict, path: Path) -> Board:
         raise BoardError(f"board file {path}: arithmetic.lut_entries_16 = {e + 1}; must be 2**k + 1 (e.g. 257, 513)")
     if arithmetic.requantize == "fixedpoint" and arithmetic.rounding != "half_up":
         raise BoardError(f"board file {path}: fixedpoint requantization rounds half_up (see kernels/fixedpoint.py)")
+    for section in ("rules", "cost"):
+        if not isinstance(data.get(section, {}), dict):
+            raise BoardError(f"board file {path}: [{section}] must be a table")
     return Board(name=str(data.get("name", path.stem)), description=str(data.get("description", "")),
-                 arithmetic=arithmetic, source=str(path))
+                 arithmetic=arithmetic, rules=checks.parse_rules(data.get("rules", {}), path),
+                 cost=cost.parse_cost(data.get("cost", {}), path), source=str(path))

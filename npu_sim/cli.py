@@ -1,4 +1,5 @@
-"""npu-sim command line: parse, call the API, print. Exit codes: 0 ok, 2 bad input, 3 internal error."""
+"""npu-sim command line: parse, call the API, print. Exit codes: 0 ok, 1 not deployable (check), 2 bad input,
+3 internal error."""
 from __future__ import annotations
 
 import argparse
@@ -50,6 +51,15 @@ def _parser() -> argparse.ArgumentParser:
     low = sub.add_parser("lower", help="print the integer program, one line per op")
     common(low)
 
+    # Feature commands: each module declares its own arguments and runs its own command.
+    from . import checks, cost
+    for name, module, text in (("check", checks, "will the model deploy on the board? rules, numeric hazards, lint"),
+                                ("estimate", cost, "cycles per layer and in total on the board")):
+        sp = sub.add_parser(name, help=text, description=(module.CLI_DESCRIPTION or text),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        common(sp)
+        module.add_cli_arguments(sp)
+
     sub.add_parser("boards", help="list the board presets")
     return p
 
@@ -81,6 +91,9 @@ def _dispatch(args) -> int:
             print(f"{name:12s} {b.description}")
         return EXIT_OK
     shapes = dict(_shape(s) for s in args.input_shape)
+    if args.command in ("check", "estimate"):
+        from . import checks, cost
+        return {"check": checks, "estimate": cost}[args.command].cli_main(args, shapes)
     if args.command == "lower":
         sim = load(args.model, board=args.board, input_shapes=shapes)
         print(sim.program.format())
