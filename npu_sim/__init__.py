@@ -7,10 +7,11 @@
     tensors = sim.trace({"input": x})          # every quantized tensor, keyed by ONNX float tensor name
 """
 from .board import Board, load_board, presets
+from .checks import check
 from .errors import (BoardError, InputError, ModelLoadError, NpuSimError, QuantizationError,
                      UnsupportedModelError)
 from .simulator import Simulator, load
 
-__all__ = ["load", "Simulator", "Board", "load_board", "presets", "NpuSimError", "ModelLoadError",
+__all__ = ["load", "check", "Simulator", "Board", "load_board", "presets", "NpuSimError", "ModelLoadError",
            "QuantizationError", "UnsupportedModelError", "InputError", "BoardError"]
 __version__ = "0.1.0"

@@ -144,6 +144,7 @@ class Program:
     board: Any
     model_path: str = ""
     opset: int = 0
+    problems: list = field(default_factory=list)  # (onnx node, op, reason) left out by a tolerant lowering
 
     def format(self) -> str:
         """One line per op: name, op, dtypes, shapes, scales, requantization parameters."""

@@ -44,8 +44,9 @@ class Pending:
 
 
 class Lowering:
-    def __init__(self, graph: Graph, board: Board):
+    def __init__(self, graph: Graph, board: Board, tolerant: bool = False):
         self.g = graph
+        self.tolerant = tolerant  # collect problems in Program.problems instead of raising (for the check)
         self.board = board
         self.arith = board.arithmetic
         self.tensors: dict[str, Tensor] = {}
@@ -115,12 +116,14 @@ class Lowering:
                 self.problems.append((onode.name or onode.output[0], onode.op_type, str(p)))
                 self.failed.update(onode.output)
         self._outputs()
-        if self.problems:
+        if self.problems and not self.tolerant:
             lines = "\n".join(f"  - node {n!r} ({op}): {why}" for n, op, why in self.problems)
             raise UnsupportedModelError(
                 f"{self.g.path}: {len(self.problems)} node(s) cannot run as integer ops on board "
                 f"'{self.board}':\n{lines}", self.problems)
-        return Program(self.tensors, self.nodes, self.inputs, self.outputs, self.board, self.g.path, self.g.opset)
+        program = Program(self.tensors, self.nodes, self.inputs, self.outputs, self.board, self.g.path, self.g.opset)
+        program.problems = list(self.problems)
+        return program
 
     def visit(self, onode) -> None:
         op = onode.op_type
@@ -352,8 +355,10 @@ def _merge_act(a, b):
     return (max(a[0], b[0]), min(a[1], b[1]))
 
 
-def lower_graph(graph: Graph, board: Board) -> Program:
-    return Lowering(graph, board).lower()
+def lower_graph(graph: Graph, board: Board, tolerant: bool = False) -> Program:
+    """Lower ``graph`` for ``board``. ``tolerant``: nodes that cannot be lowered are left out and listed in
+    ``Program.problems`` (node, op, reason) instead of raising ``UnsupportedModelError``; such a program cannot run."""
+    return Lowering(graph, board, tolerant).lower()
 
 
 Problem = _Problem
