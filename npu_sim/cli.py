@@ -52,13 +52,19 @@ def _parser() -> argparse.ArgumentParser:
     common(low)
 
     # Feature commands: each module declares its own arguments and runs its own command.
-    from . import checks, cost
+    from . import checks, compare, cost, report
     for name, module, text in (("check", checks, "will the model deploy on the board? rules, numeric hazards, lint"),
-                                ("estimate", cost, "cycles per layer and in total on the board")):
+                                ("estimate", cost, "cycles per layer and in total on the board"),
+                                ("report", report, "accuracy report: where the integer model loses accuracy"),
+                                ("compare", compare, "compare a tensor dump (board or run --dump-all), bit for bit")):
         sp = sub.add_parser(name, help=text, description=(module.CLI_DESCRIPTION or text),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-        common(sp)
-        module.add_cli_arguments(sp)
+        if getattr(module, "CLI_POSITIONALS_FIRST", False):  # e.g. compare DUMP_DIR MODEL
+            module.add_cli_arguments(sp)
+            common(sp)
+        else:
+            common(sp)
+            module.add_cli_arguments(sp)
 
     sub.add_parser("boards", help="list the board presets")
     return p
@@ -91,9 +97,10 @@ def _dispatch(args) -> int:
             print(f"{name:12s} {b.description}")
         return EXIT_OK
     shapes = dict(_shape(s) for s in args.input_shape)
-    if args.command in ("check", "estimate"):
-        from . import checks, cost
-        return {"check": checks, "estimate": cost}[args.command].cli_main(args, shapes)
+    if args.command in ("check", "estimate", "report", "compare"):
+        from . import checks, compare, cost, report
+        return {"check": checks, "estimate": cost, "report": report,
+                "compare": compare}[args.command].cli_main(args, shapes)
     if args.command == "lower":
         sim = load(args.model, board=args.board, input_shapes=shapes)
         print(sim.program.format())

@@ -30,3 +30,8 @@ class InputError(NpuSimError):
 
 class BoardError(NpuSimError):
     """A board description is missing or malformed."""
+
+
+class FloatReferenceError(NpuSimError):
+    """The float reference for an accuracy report cannot be built: the float model is missing or unreadable,
+    does not share the quantized model's tensor names, or onnxruntime (needed to run it) is not installed."""

@@ -1,0 +1,325 @@
+"""`npu-sim report`: the accuracy report on the command line — terminal summary, JSON (docs/REPORT_SCHEMA.md)
+and a self-contained HTML page (inline SVG, no scripts, no external requests).
+
+The measurements come from ``npu_sim.accuracy.report``; this module only formats them.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import sys
+from pathlib import Path
+
+from .accuracy import SCHEMA_VERSION, AccuracyReport, LayerResult, coarse_histogram, default_workers, report
+from .errors import InputError
+
+CLI_DESCRIPTION = """\
+Accuracy report: run a dataset through the board's integer program and through a float reference, and show
+where accuracy is lost — per output (cosine, SQNR, MAE, top-1/top-5 agreement) and per quantized tensor
+(accumulated error of the full integer run, isolated error of each op fed the float reference, in LSBs),
+activation statistics and clipping, and the first layer where similarity collapses.
+
+Float reference: --float FLOAT.onnx (the model quantize_static started from), else the QDQ model's own float
+semantics (weights dequantized, activations not quantized). Both run on onnxruntime.
+Data (--data): folders or files: images (.png/.jpg/.bmp, resized, scaled to [0,1], (x-mean)/std), .npy, .npz
+(arrays named like the inputs, or x [+ y labels]); a leading batch dimension is split into samples.
+Without --data only the bundled demo model has default data (its 360 held-out digits).
+"""
+
+
+def add_cli_arguments(p) -> None:
+    p.add_argument("--float", dest="float_model", metavar="FLOAT.onnx",
+                   help="float ONNX model the QDQ model was quantized from (default: the QDQ model's float semantics)")
+    p.add_argument("--data", nargs="+", action="extend", default=[], metavar="DIR|FILE",
+                   help="folders or files of images, .npy or .npz (default: the demo's digits, demo model only)")
+    p.add_argument("--mean", default="0", help="image normalization mean, per channel, comma separated")
+    p.add_argument("--std", default="1", help="image normalization std, per channel, comma separated")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="use only the first N samples")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="worker processes (default: all cores); results do not depend on it")
+    p.add_argument("--collapse-cosine", type=float, default=0.99, metavar="C",
+                   help="accumulated cosine below which a tensor counts as collapsed (default 0.99)")
+    p.add_argument("--top", type=int, default=5, metavar="N", help="worst layers to list (default 5)")
+    p.add_argument("--html", metavar="OUT.html", help="write the HTML report")
+    p.add_argument("--json", metavar="OUT.json", help="write the JSON report (schema: docs/REPORT_SCHEMA.md)")
+
+
+class _Progress:
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.last = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        pct = int(100 * done / max(total, 1))
+        if self.tty:
+            bar = "#" * (pct // 4) + "." * (25 - pct // 4)
+            self.stream.write(f"\rreport: [{bar}] {done}/{total} samples")
+            if done >= total:
+                self.stream.write("\n")
+            self.stream.flush()
+        elif pct // 10 != self.last // 10 or done >= total:
+            self.stream.write(f"report: {done}/{total} samples ({pct}%)\n")
+            self.stream.flush()
+        self.last = pct
+
+
+def cli_main(args, shapes) -> int:
+    if args.workers is not None and args.workers < 1:
+        raise InputError("--workers must be at least 1")
+    if args.limit is not None and args.limit < 1:
+        raise InputError("--limit must be at least 1")
+    if not 0.0 < args.collapse_cosine <= 1.0:
+        raise InputError("--collapse-cosine must lie in (0, 1]")
+    for opt, path in (("--html", args.html), ("--json", args.json)):
+        if path and not Path(path).resolve().parent.is_dir():
+            raise InputError(f"{opt} {path!r}: folder {str(Path(path).parent)!r} does not exist")
+    r = report(args.model, data=args.data or None, float_model=args.float_model, board=args.board,
+               input_shapes=shapes or None, workers=args.workers or default_workers(), mean=args.mean,
+               std=args.std, limit=args.limit, collapse_cosine=args.collapse_cosine, progress=_Progress())
+    print(format_summary(r, args.top))
+    if args.json:
+        Path(args.json).write_text(json.dumps(r.to_dict(), indent=1))
+        print(f"JSON report -> {args.json}")
+    if args.html:
+        Path(args.html).write_text(to_html(r))
+        print(f"HTML report -> {args.html}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Terminal
+
+
+def _f(v, fmt="{:.5f}") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return fmt.format(v)
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.2f}%"
+
+
+def format_summary(r: AccuracyReport, top: int = 5) -> str:
+    lines = [f"npu-sim report: {r.model} on board {r.board}, {r.samples} sample(s) ({r.data})",
+             f"float reference: {r.reference} ({r.reference_source})", "", "outputs (integer vs float reference)"]
+    for o in r.outputs:
+        m = o.metrics
+        line = (f"  {o.name} [{'x'.join(map(str, o.shape))}]  cosine {_f(m.cosine)} (worst sample "
+                f"{_f(o.cosine_min_sample)})  SQNR {_f(m.sqnr_db, '{:.1f}')} dB  MAE {m.mae:.4g}  "
+                f"max|err| {m.max_abs:.4g}")
+        if o.top1_agreement is not None:
+            line += f"\n    top-1 agreement {_pct(o.top1_agreement)}"
+            if o.top5_agreement is not None:
+                line += f", top-5 agreement {_pct(o.top5_agreement)}"
+        if o.accuracy_float is not None:
+            line += f"; label accuracy float {_pct(o.accuracy_float)}, integer {_pct(o.accuracy_int)}"
+        lines.append(line)
+    head = f"  {'#':>3} {'tensor':32s} {'op':18s} {'cosine':>8s} {'SQNR dB':>8s} {'mean LSB':>8s} {'max LSB':>8s} {'clip %':>7s}"
+
+    def row(l: LayerResult, m) -> str:
+        return (f"  {l.index:>3} {l.tensor[:32]:32s} {l.op[:18]:18s} {_f(m.cosine)} {_f(m.sqnr_db, '{:8.1f}')} "
+                f"{m.mean_lsb:8.3f} {m.max_lsb:8.2f} {100 * l.stats.clip_rate:7.3f}")
+
+    lines += ["", f"worst {top} tensors, accumulated error (full integer run vs float reference)", head]
+    lines += [row(l, l.accumulated) for l in r.worst("accumulated", top)]
+    lines += ["", f"worst {top} tensors, isolated error (the op alone, fed the float reference inputs)", head]
+    lines += [row(l, l.isolated) for l in r.worst("isolated", top)]
+    lines.append("")
+    if r.collapse:
+        c = r.collapse
+        why = ("its own error (isolated cosine {:.5f})".format(c.isolated_cosine) if c.cause == "own error" else
+               "inherited: its inputs were at cosine {:.5f} and it amplifies that".format(c.input_cosine))
+        lines.append(f"collapse: {c.tensor} ({c.op} {c.node}, #{c.index}) is the first tensor below cosine "
+                     f"{c.threshold}: accumulated {c.accumulated_cosine:.5f}; cause: {why}")
+    else:
+        lines.append(f"collapse: none (every tensor keeps accumulated cosine >= {r.collapse_cosine})")
+    if r.largest_drop:
+        d = r.largest_drop
+        lines.append(f"largest drop: {d.tensor} ({d.op} {d.node}, #{d.index}): inputs {d.input_cosine:.5f} -> "
+                     f"{d.accumulated_cosine:.5f} (isolated {d.isolated_cosine:.5f})")
+    if r.unmatched:
+        lines.append(f"not compared (no float reference tensor): {len(r.unmatched)}: "
+                     + ", ".join(r.unmatched[:5]) + (" ..." if len(r.unmatched) > 5 else ""))
+    for node, count in r.overflows.items():
+        lines.append(f"warning: node {node!r}: {count} accumulator value(s) overflowed the board's accumulator")
+    lines.append(f"({len(r.layers)} tensors compared in {r.seconds:.1f} s)")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# HTML
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
+h1{font-size:20px}h2{font-size:17px;margin-top:28px}
+table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+th{background:#f0f0f0}td.l,th.l{text-align:left}tr.bad td{background:#fde2e2}tr.collapse td{background:#f9c0c0}
+.note{color:#555;font-size:13px}svg{background:#fff;border:1px solid #ddd;margin:4px}
+.hists{display:flex;flex-wrap:wrap}.legend{font-size:12px}
+"""
+_ACC, _ISO, _FLT, _INT = "#c0392b", "#2471a3", "#7f8c8d", "#e67e22"
+
+
+def _scale(v, a, b, lo, hi):
+    return lo if b == a else lo + (v - a) * (hi - lo) / (b - a)
+
+
+def _polyline(xs, ys, color) -> str:
+    pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys))
+    return f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{pts}"/>'
+
+
+def svg_curve(layers: list[LayerResult], metric: str, title: str, collapse_index: int | None = None,
+              width: int = 1100, height: int = 260) -> str:
+    """Per-layer curve of ``metric`` ("cosine" or "sqnr_db") for accumulated and isolated error."""
+    left, right, top, bottom = 60, 10, 24, 40
+    n = len(layers)
+
+    def val(m):
+        v = getattr(m, metric)
+        if metric == "sqnr_db" and not math.isfinite(v):
+            return 100.0 if v > 0 else -20.0
+        return v
+
+    acc = [val(l.accumulated) for l in layers]
+    iso = [val(l.isolated) for l in layers]
+    vals = acc + iso
+    lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
+    if metric == "cosine":
+        hi = 1.0
+        lo = min(lo, 0.999)
+    pad = (hi - lo) * 0.05 or 0.01
+    lo, hi = lo - pad, hi + pad
+    xs = [_scale(i, 0, max(n - 1, 1), left, width - right) for i in range(n)]
+    ya = [_scale(v, lo, hi, height - bottom, top) for v in acc]
+    yi = [_scale(v, lo, hi, height - bottom, top) for v in iso]
+    parts = [f'<svg class="plot" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             f'<text x="{left}" y="16" font-size="13">{html.escape(title)}</text>']
+    for k in range(5):
+        v = lo + (hi - lo) * k / 4
+        y = _scale(v, lo, hi, height - bottom, top)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#eee"/>'
+                     f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">'
+                     f'{v:.5f}</text>' if metric == "cosine" else
+                     f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#eee"/>'
+                     f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{v:.1f}</text>')
+    step = max(1, n // 25)
+    for i in range(0, n, step):
+        parts.append(f'<text x="{xs[i]:.1f}" y="{height - bottom + 14}" font-size="10" text-anchor="middle">{i}</text>')
+    if collapse_index is not None and 0 <= collapse_index < n:
+        x = xs[collapse_index]
+        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{height - bottom}" stroke="#000" '
+                     f'stroke-dasharray="4 3"/><text x="{x + 3:.1f}" y="{top + 10}" font-size="10">collapse</text>')
+    parts.append(_polyline(xs, ya, _ACC))
+    parts.append(_polyline(xs, yi, _ISO))
+    for x, y, l in zip(xs, ya, layers):
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2" fill="{_ACC}"><title>{html.escape(l.tensor)}: '
+                     f'accumulated {getattr(l.accumulated, metric):.6g}</title></circle>')
+    for x, y, l in zip(xs, yi, layers):
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2" fill="{_ISO}"><title>{html.escape(l.tensor)}: '
+                     f'isolated {getattr(l.isolated, metric):.6g}</title></circle>')
+    parts.append(f'<text x="{width - right - 230}" y="16" font-size="11" fill="{_ACC}">— accumulated</text>'
+                 f'<text x="{width - right - 120}" y="16" font-size="11" fill="{_ISO}">— isolated</text>'
+                 f'<text x="{(left + width) / 2:.0f}" y="{height - 8}" font-size="11" text-anchor="middle">'
+                 f'tensor # (execution order)</text></svg>')
+    return "".join(parts)
+
+
+def svg_histogram(lay: LayerResult, width: int = 520, height: int = 200) -> str:
+    """Float reference vs integer values of one tensor, in LSB units, log-scaled counts."""
+    h = coarse_histogram(lay, 60)
+    edges, hf, hq = h["lsb_edges"], h["float_counts"], h["integer_counts"]
+    left, right, top, bottom = 40, 10, 24, 34
+    parts = [f'<svg class="hist" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             f'<text x="{left}" y="16" font-size="12">{html.escape(lay.tensor[:60])} ({lay.op}, cos '
+             f'{lay.accumulated.cosine:.5f})</text>']
+    if edges:
+        peak = math.log10(max(max(hf), max(hq), 1) + 1)
+        nb = len(hf)
+        bw = (width - left - right) / nb
+        for i in range(nb):
+            x = left + i * bw
+            for j, (cnt, color) in enumerate(((hf[i], _FLT), (hq[i], _INT))):
+                hgt = (height - top - bottom) * math.log10(cnt + 1) / peak if peak else 0
+                parts.append(f'<rect x="{x + j * bw / 2:.1f}" y="{height - bottom - hgt:.1f}" width="{bw / 2:.1f}" '
+                             f'height="{hgt:.1f}" fill="{color}"/>')
+        for k in range(5):
+            i = round(k * nb / 4)
+            x = left + i * bw
+            parts.append(f'<text x="{x:.1f}" y="{height - bottom + 12}" font-size="10" text-anchor="middle">'
+                         f'{edges[min(i, nb)]:.0f}</text>')
+    parts.append(f'<text x="{left}" y="{height - 6}" font-size="10">quantized units (LSB); bars: '
+                 f'</text><text x="{left + 175}" y="{height - 6}" font-size="10" fill="{_FLT}">float</text>'
+                 f'<text x="{left + 210}" y="{height - 6}" font-size="10" fill="{_INT}">integer</text>'
+                 f'<text x="{left + 255}" y="{height - 6}" font-size="10">(log counts)</text></svg>')
+    return "".join(parts)
+
+
+def to_html(r: AccuracyReport, histograms: int = 4) -> str:
+    e = html.escape
+    c = r.collapse
+    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>npu-sim report: {e(Path(r.model).name)}"
+           f"</title><style>{_CSS}</style></head><body>",
+           f"<h1>Accuracy report: {e(r.model)} on board {e(r.board)}</h1>",
+           f"<p class='note'>{r.samples} sample(s): {e(r.data)}. Float reference: {e(r.reference)} "
+           f"({e(r.reference_source)}).</p>", "<h2>Outputs</h2><table><tr><th class='l'>output</th><th>shape</th>"
+           "<th>cosine</th><th>worst sample cosine</th><th>SQNR dB</th><th>MAE</th><th>max |err|</th>"
+           "<th>top-1 agree</th><th>top-5 agree</th><th>accuracy float</th><th>accuracy integer</th></tr>"]
+    for o in r.outputs:
+        m = o.metrics
+        out.append(f"<tr><td class='l'>{e(o.name)}</td><td>{'x'.join(map(str, o.shape))}</td><td>{_f(m.cosine)}</td>"
+                   f"<td>{_f(o.cosine_min_sample)}</td><td>{_f(m.sqnr_db, '{:.2f}')}</td><td>{m.mae:.4g}</td>"
+                   f"<td>{m.max_abs:.4g}</td><td>{_pct(o.top1_agreement)}</td><td>{_pct(o.top5_agreement)}</td>"
+                   f"<td>{_pct(o.accuracy_float)}</td><td>{_pct(o.accuracy_int)}</td></tr>")
+    out.append("</table>")
+    out.append("<h2>Collapse point</h2><p>")
+    if c:
+        out.append(f"<b>{e(c.tensor)}</b> ({e(c.op)} {e(c.node)}, #{c.index}) is the first tensor whose "
+                   f"accumulated cosine falls below {c.threshold}: {c.accumulated_cosine:.5f} (inputs "
+                   f"{c.input_cosine:.5f}, isolated {c.isolated_cosine:.5f}); cause: <b>{e(c.cause)}</b>.")
+    else:
+        out.append(f"None: every tensor keeps an accumulated cosine of at least {r.collapse_cosine}.")
+    if r.largest_drop:
+        d = r.largest_drop
+        out.append(f" Largest drop: {e(d.tensor)} ({e(d.op)}), inputs {d.input_cosine:.5f} → "
+                   f"{d.accumulated_cosine:.5f}.")
+    out.append("</p><h2>Per-layer similarity</h2><p class='note'>Accumulated: the full integer run against the "
+               "float reference. Isolated: the op alone, fed the float reference of its inputs quantized with "
+               "their quantization — its own error.</p>")
+    ci = c.index if c else None
+    out.append(svg_curve(r.layers, "cosine", "cosine similarity per tensor", ci))
+    out.append(svg_curve(r.layers, "sqnr_db", "SQNR (dB) per tensor", ci))
+    out.append("<h2>Worst tensors: float vs integer values</h2><div class='hists'>")
+    for lay in r.worst("accumulated", histograms):
+        out.append(svg_histogram(lay))
+    out.append("</div><h2>All tensors</h2><table><tr><th>#</th><th class='l'>tensor</th><th class='l'>op</th>"
+               "<th class='l'>type</th><th>scale</th><th>acc cosine</th><th>acc SQNR</th><th>acc mean LSB</th>"
+               "<th>acc max LSB</th><th>iso cosine</th><th>iso SQNR</th><th>iso mean LSB</th><th>iso max LSB "
+               "(in range)</th><th>float min</th><th>p1</th><th>p50</th><th>p99</th><th>p99.9</th><th>float max</th>"
+               "<th>clip %</th><th>weight |max| per channel</th></tr>")
+    for l in r.layers:
+        cls = "collapse" if c and l.index == c.index else ("bad" if l.accumulated.cosine < r.collapse_cosine else "")
+        a, i, s = l.accumulated, l.isolated, l.stats
+        scale = f"{l.scale:.4g}" if isinstance(l.scale, float) else f"{min(l.scale):.3g}..{max(l.scale):.3g}"
+        w = "" if l.weights is None else f"{l.weights.absmax_smallest:.3g}..{l.weights.absmax_largest:.3g}"
+        out.append(f"<tr class='{cls}'><td>{l.index}</td><td class='l'>{e(l.tensor)}</td><td class='l'>{e(l.op)}</td>"
+                   f"<td class='l'>{l.dtype}</td><td>{scale}</td><td>{_f(a.cosine)}</td>"
+                   f"<td>{_f(a.sqnr_db, '{:.1f}')}</td><td>{a.mean_lsb:.3f}</td><td>{a.max_lsb:.2f}</td>"
+                   f"<td>{_f(i.cosine)}</td><td>{_f(i.sqnr_db, '{:.1f}')}</td><td>{i.mean_lsb:.3f}</td>"
+                   f"<td>{i.max_lsb:.2f} ({i.max_lsb_in_range:.2f})</td><td>{s.min:.4g}</td><td>{s.p1:.4g}</td>"
+                   f"<td>{s.p50:.4g}</td><td>{s.p99:.4g}</td><td>{s.p99_9:.4g}</td><td>{s.max:.4g}</td>"
+                   f"<td>{100 * s.clip_rate:.3f}</td><td>{w}</td></tr>")
+    out.append("</table>")
+    if r.unmatched:
+        out.append(f"<p class='note'>Not compared (no float reference tensor): {e(', '.join(r.unmatched))}</p>")
+    if r.overflows:
+        out.append("<p class='note'>Accumulator overflows: " + e(", ".join(f"{k}: {v}" for k, v in r.overflows.items()))
+                   + "</p>")
+    out.append(f"<p class='note'>npu-sim accuracy report, schema {SCHEMA_VERSION}, "
+               f"{r.seconds:.1f} s.</p></body></html>")
+    return "\n".join(out)
