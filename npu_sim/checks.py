@@ -410,7 +410,8 @@ def _zp_activation(ctx, node):
         return None
     for t in ctx.owned(node):
         if not t.q.symmetric:
-            return {"tensor": t.float_name, "zp": int(np.max(np.abs(t.q.zero_point)))}
+            zp = t.q.zero_point.reshape(-1)
+            return {"tensor": t.float_name, "zp": int(zp[np.argmax(zp != 0)])}
     return None
 
 
@@ -801,6 +802,9 @@ def _activation_range(ctx, node):
         return None
     value = max(abs(v) for v in _real_range(out))
     if value <= ctx.lint.activation_range_max:
+        return None
+    first = ctx.t(node.inputs[0])
+    if first.q is not None and first.q.same_as(out.q):  # inherited unchanged (nearest Resize...): reported upstream
         return None
     return {"tensor": out.float_name, "op": node.op, "value": value, "limit": ctx.lint.activation_range_max,
             "scale": float(out.q.scale), "dtype": out.q.dtype, "int16": _int16_note(ctx, node)}
