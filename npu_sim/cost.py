@@ -21,11 +21,10 @@ Per NPU op (cycles of the NPU clock):
     ``ifm_depth_block/ublock_step_cycles`` input channels: ``step * pk_steps * nU_c * ceil(Cin_g/dot)``;
   - depthwise: ``max(weight_step_cycles, ublock_step_cycles*nU_hw*f16) * ceil(KH*KW/depthwise_kernel_step) * nU_c``;
   - pooling: ``max(pool_min_kernel, KH*KW) * nU * pool_ublock_cycles * f16``;
-  - plus ``small_block_delay`` per kernel step when a block has a single spatial micro-block (pipeline bubble).
 * **Output (AO) cycles per block:** ``ceil(cpe * block elements)``, ``cpe`` = the largest of the op class's
   and the fused activation's cycles per element (``[cost.output_cycles_per_element]``).
-* **Compute:** the MAC and output stages overlap across blocks: ``max(mac, ao)*blocks + min(mac, ao)``
-  (the slower stage streams, the other one is paid once). Elementwise, LUT, resize, normalization ops:
+* **Compute:** the MAC and output stages overlap across blocks: ``max(mac*blocks, cpe*outputs) +
+  min(mac, ao)`` (the slower stage streams, the faster one is paid for one block). Elementwise, LUT, resize, normalization ops:
   ``ceil(cpe * output elements)`` (normalizations: ``cpe * input elements``, they make several passes).
 * **Memory:** bytes moved per memory: IFM re-reads (the IFM block, halo included, with the full input depth,
   once per output block; depthwise and pooling once per spatial block), weights once per spatial output
@@ -111,7 +110,6 @@ class CostConfig:
     brick_layout: bool
     pool_min_kernel: int
     pool_ublock_cycles: float
-    small_block_delay: int
     scale_bytes_per_channel: int
     write_burst_elements: int
     op_overhead_cycles: int
@@ -144,13 +142,12 @@ _SCALARS = {  # key: (type, minimum, required)
     "part_kernel_step": (int, 0, False),
     "pool_min_kernel": (int, 1, False),
     "pool_ublock_cycles": (float, 0.0, False),
-    "small_block_delay": (int, 0, False),
     "scale_bytes_per_channel": (int, 0, False),
     "write_burst_elements": (int, 1, False),
     "op_overhead_cycles": (int, 0, False),
     "movement_cycles_per_element": (float, 0.0, False),
 }
-_DEFAULTS = {"part_kernel_step": 0, "brick_layout": False, "pool_min_kernel": 4, "pool_ublock_cycles": 4.0, "small_block_delay": 0, "scale_bytes_per_channel": 0,
+_DEFAULTS = {"part_kernel_step": 0, "brick_layout": False, "pool_min_kernel": 4, "pool_ublock_cycles": 4.0, "scale_bytes_per_channel": 0,
              "write_burst_elements": 16, "op_overhead_cycles": 0, "movement_cycles_per_element": 0.0}
 _TOP = set(_SCALARS) | {"brick_layout", "ublock", "ofm_block", "feature_map_memory", "weight_memory", "spill_memory", "lut",
                         "output_cycles_per_element", "memory", "cpu"}
@@ -318,31 +315,24 @@ def _blocks(cfg: CostConfig, oh: int, ow: int, oc: int):
     return (bh, bw, bc), nu, total_u / (nu[0] * nu[1] * nu[2])
 
 
-def _delay(cfg: CostConfig, nu, steps: int) -> int:
-    if nu[0] * nu[1] != 1:
-        return 0
-    return cfg.small_block_delay * (steps if nu[2] == 1 else max(steps - 1, 0) * nu[2])
-
-
 def mac_block_cycles(cfg: CostConfig, kind: str, nu, kernel_elems: int, cin: int, wide: bool) -> int:
     """MAC-array cycles of one output block (see the module docstring)."""
     f16 = cfg.int16_factor if wide else 1
     nu_hw, nu_c = nu[0] * nu[1], nu[2]
     if kind == "depthwise":
         steps = _cdiv(kernel_elems, cfg.depthwise_kernel_step)
-        return max(cfg.weight_step_cycles, cfg.ublock_step_cycles * nu_hw * f16) * steps * nu_c \
-            + _delay(cfg, nu, steps)
+        return max(cfg.weight_step_cycles, cfg.ublock_step_cycles * nu_hw * f16) * steps * nu_c
     if kind == "pool":
         return int(max(cfg.pool_min_kernel, kernel_elems) * nu_hw * nu_c * cfg.pool_ublock_cycles * f16)
     step = max(cfg.weight_step_cycles, cfg.ublock_step_cycles * nu_hw)
     passes = _cdiv(cin, cfg.ifm_depth_block // f16)
-    depth_first = (step * kernel_elems * nu_c + _delay(cfg, nu, kernel_elems)) * passes
+    depth_first = step * kernel_elems * nu_c * passes
     if not cfg.part_kernel_step:
         return depth_first
     # part-kernel-first: several kernel elements share one pass, channels go dot_width at a time (small Cin)
     pk_steps = _cdiv(kernel_elems, max(cfg.part_kernel_step // f16, 1))
     dot = cfg.ifm_depth_block // cfg.ublock_step_cycles
-    part_kernel = (step * pk_steps * nu_c + _delay(cfg, nu, pk_steps)) * _cdiv(cin, dot)
+    part_kernel = step * pk_steps * nu_c * _cdiv(cin, dot)
     return min(depth_first, part_kernel)
 
 
@@ -458,9 +448,10 @@ def layer_cost(cfg: CostConfig, program, node) -> LayerCost:
         mac_blk = mac_block_cycles(cfg, kind, nu, kelems, cin_g, wide)
         ao_cls = "maxpool" if node.op in ("MaxPool", "GlobalMaxPool") else (
             "pool" if cls == "pool" else ("mac_wide" if wide else "mac"))
-        ao_blk = math.ceil(_ao_cpe(cfg, ao_cls, fused) * bh * bw * bc)
-        per_group = max(mac_blk, ao_blk) * nblocks + min(mac_blk, ao_blk)
-        compute = per_group * dense_groups
+        cpe = _ao_cpe(cfg, ao_cls, fused)
+        ao_blk = math.ceil(cpe * bh * bw * bc)
+        ao_total = math.ceil(cpe * oh * ow * oc_g)
+        compute = (max(mac_blk * nblocks, ao_total) + min(mac_blk, ao_blk)) * dense_groups
         if cls == "pool":
             macs = 0
         elif transposed:
@@ -673,6 +664,9 @@ def estimate(model, board=None, input_shapes=None) -> Estimate:
     if isinstance(model, Simulator):
         program = model.program
         brd = load_board(board) if board is not None else program.board
+        if brd != program.board:  # placement follows the board's rules: lower the model for that board
+            shapes = {n: program.tensors[t].shape for n, t in program.inputs.items()}
+            program = load(program.model_path, board=brd, input_shapes=shapes).program
     else:
         brd = load_board(board if board is not None else "default")
         if brd.cost is None:  # refuse before the (slower) load
