@@ -520,51 +520,74 @@ class _Engine:
                 span = t.q.qmax - t.q.qmin + 1
                 self.layers.append(_Layer(out, t.float_name, ref, ni, t.q, t.q.qmin - 0.5 - span / 2.0,
                                           2.0 * span / HIST_BINS))
-        if not self.layers:
+        ends = set(self.ref.qdq_inputs) | set(prog.outputs)
+        if self.unmatched and not any(l.ref not in ends for l in self.layers):
             raise FloatReferenceError(
-                f"none of the quantized tensors of {spec.model} (e.g. "
-                f"{', '.join(repr(n) for n in self.unmatched[:3])}) is a tensor of the float reference "
-                f"{self.ref.source}; give the float model quantize_static started from (same tensor names)")
+                f"none of the intermediate quantized tensors of {spec.model} (e.g. "
+                f"{', '.join(repr(n) for n in self.unmatched[:3])}) has a tensor of that name in the float "
+                f"reference {self.ref.source}; give the float model quantize_static started from (same tensor "
+                f"names)")
         missing_out = [o for o in prog.outputs if o not in self.ref.available]
         if missing_out:
             raise FloatReferenceError(f"the float reference {self.ref.source} has no output tensor {missing_out[0]!r}"
                                       f"; give the float model this QDQ model was quantized from")
         self.ref.prepare([l.ref for l in self.layers] + list(prog.outputs))
         self.by_ir = {l.ir: l for l in self.layers}
+        self.producer = {o: ni for ni, n in enumerate(prog.nodes) for o in n.outputs}
         self.iso_nodes = sorted({l.node_index for l in self.layers})
         self._subprograms = {}
 
     # -- one node alone on chosen inputs (through the executor's public entry point)
-    def _isolated(self, ni: int, ref: dict, full: dict, overflows: dict) -> tuple[dict, bool]:
+    def _run_node(self, ni: int, feeds: dict, overflows: dict) -> dict:
         from .executor import execute
         from .ir import Program
         prog = self.program
-        node = prog.nodes[ni]
         sub = self._subprograms.get(ni)
         if sub is None:
+            node = prog.nodes[ni]
             ins = list(dict.fromkeys(n for n in node.inputs if not prog.tensors[n].is_const))
             sub = Program(prog.tensors, [node], {n: n for n in ins}, {o: o for o in node.outputs}, prog.board,
                           prog.model_path, prog.opset)
             self._subprograms[ni] = sub
-        feeds, complete = {}, True
-        for name in sub.inputs:
-            t = prog.tensors[name]
-            lay = self.by_ir.get(name)
-            if t.q is None:
-                feeds[name] = ref[self.program_input_name(name)]
-            elif lay is not None:
-                feeds[name] = t.q.quantize(ref[lay.ref].reshape(t.shape))
-            else:
-                ref_name = self.ref.name_for(t.float_name)
-                if ref_name is not None:
-                    feeds[name] = t.q.quantize(ref[ref_name].reshape(t.shape))
-                else:
-                    feeds[name] = full[name]
-                    complete = False
-        res = execute(sub, feeds)
+        res = execute(sub, {n: feeds[n] for n in sub.inputs})
         for k, v in res.overflows.items():
             overflows[k] = overflows.get(k, 0) + v
-        return res.values, complete
+        return res.values
+
+    def _iso_input(self, name: str, ref: dict, full: dict, memo: dict, overflows: dict):
+        """The value an isolated op is fed for its input ``name``: the float reference quantized with the
+        input's quantization; for a tensor the reference lacks (e.g. made by a rewrite), its producer run on
+        such inputs in turn; the full integer run's value only where nothing else is possible."""
+        if name in memo:
+            return memo[name]
+        prog = self.program
+        t = prog.tensors[name]
+        lay = self.by_ir.get(name)
+        ref_name = lay.ref if lay is not None else (self.ref.name_for(t.float_name) if t.q is not None else None)
+        if t.q is None:
+            val = (ref[self.program_input_name(name)], True)
+        elif ref_name is not None:
+            val = (t.q.quantize(np.asarray(ref[ref_name]).reshape(t.shape)), True)
+        elif name in self.producer:
+            ni = self.producer[name]
+            ins = [n for n in prog.nodes[ni].inputs if not prog.tensors[n].is_const]
+            got = {n: self._iso_input(n, ref, full, memo, overflows) for n in dict.fromkeys(ins)}
+            out = self._run_node(ni, {n: v for n, (v, _) in got.items()}, overflows)
+            complete = all(c for _, c in got.values())
+            for o in prog.nodes[ni].outputs:
+                memo.setdefault(o, (out[o], complete))
+            val = memo[name]
+        else:
+            val = (full[name], False)
+        memo[name] = val
+        return val
+
+    def _isolated(self, ni: int, ref: dict, full: dict, memo: dict, overflows: dict) -> tuple[dict, bool]:
+        prog = self.program
+        ins = [n for n in prog.nodes[ni].inputs if not prog.tensors[n].is_const]
+        got = {n: self._iso_input(n, ref, full, memo, overflows) for n in dict.fromkeys(ins)}
+        out = self._run_node(ni, {n: v for n, (v, _) in got.items()}, overflows)
+        return out, all(c for _, c in got.values())
 
     def program_input_name(self, tname: str) -> str:
         for name, t in self.program.inputs.items():
@@ -579,9 +602,9 @@ class _Engine:
         full = run.values
         overflows = dict(run.overflows)
         iso_overflows: dict[str, int] = {}
-        iso_vals, iso_complete = {}, {}
+        iso_vals, iso_complete, memo = {}, {}, {}
         for ni in self.iso_nodes:
-            vals, complete = self._isolated(ni, ref, full, iso_overflows)
+            vals, complete = self._isolated(ni, ref, full, memo, iso_overflows)
             for o in prog.nodes[ni].outputs:
                 iso_vals[o] = vals[o]
                 iso_complete[o] = complete
@@ -781,8 +804,7 @@ def _aggregate(engine: _Engine, chunks_results: list[dict], collapse_cosine: flo
         clip_lo, clip_hi = int(row[3]), int(row[4])
         stats = ActivationStats(int(n), vmin, vmax, *[float(v) for v in pct],
                                 clip_rate=(clip_lo + clip_hi) / max(n, 1), clip_low=clip_lo, clip_high=clip_hi)
-        ins = [i for i in node.inputs if i in acc_cos_by_ir]
-        in_cos = min((acc_cos_by_ir[i] for i in ins), default=1.0)
+        in_cos = _input_cosine(prog, lay.node_index, acc_cos_by_ir, {})
         acc_cos_by_ir[lay.ir] = acc.cosine
         layers.append(LayerResult(
             index=li, tensor=engine.ref.aliases.get(lay.float_name, lay.float_name), ir_tensor=lay.ir, node=node.name, op=node.op, dtype=t.q.dtype,
@@ -818,6 +840,21 @@ def _aggregate(engine: _Engine, chunks_results: list[dict], collapse_cosine: flo
     drop = max(layers, key=lambda l: (l.cosine_drop, -l.index)) if layers else None
     largest = _collapse(drop, collapse_cosine) if drop is not None and drop.cosine_drop > 0 else None
     return nsamples, outputs, layers, collapse, largest, overflows
+
+
+def _input_cosine(prog, ni: int, known: dict, memo: dict, depth: int = 0) -> float:
+    """Lowest accumulated cosine among node ``ni``'s inputs; an input without a float reference takes that of
+    its own producer's inputs (1.0 at the program inputs)."""
+    producer = memo.setdefault("_producer", {o: i for i, n in enumerate(prog.nodes) for o in n.outputs})
+    worst = 1.0
+    for name in prog.nodes[ni].inputs:
+        if prog.tensors[name].is_const:
+            continue
+        if name in known:
+            worst = min(worst, known[name])
+        elif name in producer and depth < 50:
+            worst = min(worst, _input_cosine(prog, producer[name], known, memo, depth + 1))
+    return worst
 
 
 def _collapse(lay: LayerResult, threshold: float) -> Collapse:

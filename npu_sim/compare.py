@@ -97,8 +97,8 @@ def compare_dump(dump_dir, model, board="default", inputs: dict | None = None,
     from .dataset import model_inputs
     feed_shapes = {k: np.shape(v) for k, v in inputs.items()}
     for name in model_inputs(model):  # a dynamic input takes the shape of the dumped input tensor
-        if name not in feed_shapes and isinstance(index.get(name, {}).get("shape"), list):
-            feed_shapes[name] = tuple(index[name]["shape"])
+        if name not in feed_shapes and name in index:
+            feed_shapes[name] = tuple(_load_entry(d, name, index[name]).shape)
     sim = load(model, board=board, input_shapes=input_shapes, feed_shapes=feed_shapes)
     prog = sim.program
     skip, feeds, prog_inputs = set(), {}, {}
