@@ -720,7 +720,8 @@ def format_table(est: Estimate, top: int = 5) -> str:
                  "by class: -")
     hot = sorted(est.layers, key=lambda r: -r.cycles)[:max(top, 0)]
     if hot:
-        lines.append("hotspots: " + "; ".join(f"{r.node} {r.share:.1f}%" for r in hot if r.cycles))
+        lines.append("hotspots:")
+        lines += [f"  {r.share:5.1f}%  {r.cycles:>12,.0f} cycles  {r.node[:80]} ({r.op}, {r.bound})" for r in hot if r.cycles]
     return "\n".join(lines)
 
 
