@@ -4,7 +4,10 @@ BatchNormalization.
 Board integer semantics (``fixedpoint`` arithmetic; the ``onnx`` arithmetic runs the QDQ definition instead,
 see ``float_ref``):
 
-* Add/Sub: both inputs are shifted left by ``L`` (board ``add_left_shift_*``), rescaled to the common scale
+* Add/Sub of an activation and a constant (per tensor or per channel): one affine with a single rounding,
+  ``y = floor(((x-zx) W + B_c + 2^(F-1)) / 2^F) + zy``, ``W = round(+-2^F sx/sy)``, the constant in output LSBs
+  with 16 fraction bits ``B_c = round(+-2^16 c/sy) 2^(F-16)``, ``F`` as large as keeps the sum below 2^47.
+* Add/Sub of two activations: both inputs are shifted left by ``L`` (board ``add_left_shift_*``), rescaled to the common scale
   ``2*max(sa, sb)``, added, then rescaled to the output:
   ``y = R(R((a-za)<<L, sa/t) +- R((b-zb)<<L, sb/t), t/(2^L sy)) + zy`` with ``t = 2 max(sa, sb)``,
   ``R`` = ``mul_round_shift`` with the factor's multiplier/shift.
@@ -56,6 +59,7 @@ from .common import (activation_bounds, attrs, check_per_tensor, const_value, fi
 from .float_ref import lower_float_reference
 
 BN_FRACTION_BITS = 16
+CONST_FRACTION_BITS = 16  # a constant added to an activation is stored in output LSBs with 16 fraction bits
 
 
 def _problem(msg):
@@ -128,6 +132,9 @@ def lower_add(lowering, onode, args, out: Tensor, act) -> Node:
         if onode.op_type == "Add" and ort_fuses_qdq_group(lowering, onode, args, out):
             return _lower_ort_binary(lowering, onode, args, out, "QLinearAdd")
         return lower_float_reference(lowering, onode, args, [out], act)
+    node = _lower_add_constant(lowering, onode, args, out, act)
+    if node is not None:
+        return node
     a = _operand(lowering, args[0], f"{onode.op_type} input A")
     b = _operand(lowering, args[1], f"{onode.op_type} input B")
     sa, sb, sy = float(a.q.scale), float(b.q.scale), float(out.q.scale)
@@ -445,6 +452,53 @@ def _run_batchnorm_float(node, inputs, ctx):
     x = node.params["_xq"].dequantize(inputs[0])
     y = ((x - mean) / std * gamma + beta).astype(np.float32)
     return [node.params["_q"].quantize(np.clip(y, lo, hi))]
+
+
+def _lower_add_constant(lowering, onode, args, out: Tensor, act) -> Node | None:
+    """Add/Sub of an activation and a constant (per tensor, or per channel along axis 1): one affine with a single
+    rounding, ``y = floor(((x - zx) W + B_c + 2^(F-1)) / 2^F) + zy`` with ``W = round(+-2^F sx/sy)`` and the
+    constant in output LSBs with 16 fraction bits, ``B_c = round(+-2^16 c/sy) * 2^(F-16)`` (as BatchNormalization
+    stores its offset). ``F`` is as large as keeps ``|acc| < 2^47``. A sum that is half-way between two output
+    values in real arithmetic (``x + 3`` with a [0, 6] output: 127.5 LSB) stays half-way whatever float32 did to
+    the scales, and rounds up. None when the operands do not have that form."""
+    kinds = [isinstance(a, np.ndarray) or (isinstance(a, Tensor) and a.is_const) for a in args[:2]]
+    if kinds.count(True) != 1 or not isinstance(args[kinds.index(False)], Tensor):
+        return None
+    xi = kinds.index(False)
+    x, c_arg = args[xi], args[1 - xi]
+    if not x.q.per_tensor:
+        return None
+    c = const_value(lowering, c_arg, f"{onode.op_type} constant").astype(np.float64)
+    rank = len(out.shape)
+    if tuple(x.shape) != tuple(out.shape) or c.ndim > rank:
+        return None
+    cshape = (1,) * (rank - c.ndim) + c.shape
+    channels = out.shape[1] if rank >= 2 else 1
+    if c.size == 1:
+        per = np.full(channels, float(c.reshape(-1)[0]))
+    elif rank >= 2 and cshape[1] == channels and all(d == 1 for i, d in enumerate(cshape) if i != 1):
+        per = c.reshape(-1)
+    else:
+        return None
+    sub = onode.op_type == "Sub"
+    sign_x = -1.0 if sub and xi == 1 else 1.0
+    sign_c = -1.0 if sub and xi == 0 else 1.0
+    sx, sy = float(x.q.scale), float(out.q.scale)
+    ratio = sx / sy
+    x_dev = max(abs(x.q.qmin - int(x.q.zero_point)), abs(x.q.qmax - int(x.q.zero_point)))
+    c_max = float(np.max(np.abs(per))) / sy
+    # |acc| <= x_dev*|W| + |B| < 2^47 with W ~ ratio*2^F, B ~ c_max*2^F
+    f_bits = min(62, int(np.floor(np.log2((2.0 ** 46) / (x_dev * ratio + c_max + 1.0)))))
+    if f_bits < CONST_FRACTION_BITS:
+        return None
+    one = 2.0 ** f_bits
+    w = np.full(channels, int(np.rint(sign_x * ratio * one)), np.int64)
+    offset = np.rint(sign_c * per / sy * (1 << CONST_FRACTION_BITS)).astype(np.int64)  # Q.16 output units
+    p = {"x_zp": int(x.q.zero_point), "_w": w, "bias": offset << (f_bits - CONST_FRACTION_BITS),
+         "acc_bits": 64, "mult": np.ones(channels, np.int64), "shift": np.full(channels, f_bits, np.int64)}
+    p.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_batchnorm, p,
+                {"constant": "per channel" if c.size > 1 else float(per[0]), "fraction_bits": f_bits})
 
 
 def _run_batchnorm(node, inputs, ctx):
