@@ -932,7 +932,9 @@ def check(model, board=None, input_shapes: dict | None = None, feeds: dict | Non
         if isinstance(model, Simulator):  # same model and shapes, another board
             path = model.program.model_path
             input_shapes = {n: model.program.tensors[t].shape for n, t in model.program.inputs.items()}
-        program = lower_graph(read_model(path, input_shapes), load_board(board or "default"), tolerant=True)
+        feed_shapes = {n: np.shape(v) for n, v in feeds.items()} if isinstance(feeds, dict) else None
+        program = lower_graph(read_model(path, input_shapes, feed_shapes), load_board(board or "default"),
+                              tolerant=True)
     overflows = None
     if feeds is not None:
         if program.problems:
