@@ -14,7 +14,7 @@ Both are checked bit for bit against ``tests/naive.py::conv2d_acc`` and against 
 import numpy as np
 
 from ._jit import njit
-from . import depthwise3x3
+from . import depthwise
 from .gemm import _matmul_loops, abs_max, float_dtype, matmul_float_chunked, plan
 from .requantize import as_int, as_int_tuple, check_int_array, requantize_row
 
@@ -180,9 +180,10 @@ def conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> 
     acc_t = np.int32 if bound * w.shape[1] * w.shape[2] * w.shape[3] < (1 << 31) - 1 else np.int64
     out = np.empty(shape, dtype=acc_t)
     none = np.zeros(0, np.int64)
-    if depthwise3x3.applies(x, w, (sh, sw), (dh, dw), groups, bound):
-        depthwise3x3._depthwise3x3(x, x_zp, w, sh, top, left, bottom, right, out, False, none, none, none, none,
-                                   0, 0, 0)
+    fdt = depthwise.plan(w.shape[2] * w.shape[3], bound) if w.shape[1] == 1 else None
+    if fdt is not None:
+        wf = w.reshape(w.shape[0], -1).astype(fdt)
+        depthwise.depthwise(x, x_zp, wf, w.shape[2], w.shape[3], (sh, sw), (top, left, bottom, right), (dh, dw), out)
         return out if compact or acc_t is np.int64 else out.astype(np.int64)
     ext = np.empty((shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3], dtype=acc_t)
     _conv2d_direct(x, x_zp, w.astype(acc_t, copy=False), sh, sw, top, left, bottom, right, dh, dw, groups, out,
@@ -191,7 +192,7 @@ def conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> 
 
 
 def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
-                              acc_bits, out) -> bool:
+                              acc_bits, out, cache=None) -> bool:
     """Direct convolution with the requantization fused in: ``out`` receives exactly
     ``requantize(conv2d_acc(...), bias, mult, shift, out_zp, qmin, qmax, acc_bits, ...)``.
 
@@ -199,7 +200,42 @@ def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     bias can reach the board's ``acc_bits`` (so no overflow can happen or need counting), and every channel
     has a saturation bound (the branch-free path of ``requantize``). Returns False, leaving ``out`` untouched,
     when that does not hold; the caller then requantizes separately.
+
+    ``cache`` (a dict owned by the caller, for constant ``w``, ``bias``, ``mult``, ``shift`` and output
+    parameters: one per node) keeps the validated parameters, the decision and the float weights between calls;
+    the geometry of ``x`` is still checked on every call.
     """
+    key = (x.shape, x.dtype.str, x_zp, out.shape, out.dtype.str)
+    if cache is not None and cache.get("key") == key:
+        prep = cache["prep"]
+    else:
+        prep = _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp,
+                                           qmin, qmax, acc_bits, out)
+        if cache is not None:
+            cache["key"] = key
+            cache["prep"] = prep
+    if prep is None:
+        return False
+    check_int_array(x, "x", ndim=4, dtypes=X_DTYPES)
+    check_int_array(out, "out")
+    if tuple(out.shape) != prep["shape"]:
+        raise ValueError(f"out must have shape {prep['shape']}, got {out.shape}")
+    (x_zp, sh, sw, top, left, bottom, right, dh, dw, groups) = prep["geo"]
+    bias, mult, shift, lims, out_zp, qmin, qmax = prep["rq"]
+    if prep["wf"] is not None:
+        depthwise.depthwise(x, x_zp, prep["wf"], w.shape[2], w.shape[3], (sh, sw), (top, left, bottom, right),
+                            (dh, dw), out, True, bias, mult, shift, lims, out_zp, qmin, qmax)
+        return True
+    shape = prep["shape"]
+    ext = np.empty((shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3], dtype=np.int32)
+    _conv2d_direct(x, x_zp, prep["w32"], sh, sw, top, left, bottom, right, dh, dw, groups, out, ext, True, bias,
+                   mult, shift, lims, out_zp, qmin, qmax)
+    return True
+
+
+def _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                                acc_bits, out):
+    """Validation and fusion decision of :func:`conv2d_direct_requantized`; None when fusion is not proven."""
     from .requantize import check_multiplier, check_out, per_channel_int64, saturation_bounds
     x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, bound = _validate(x, x_zp, w, stride, pads,
                                                                                      dilation, groups)
@@ -213,18 +249,15 @@ def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     acc_max = bound * taps
     max_bias = int(np.abs(bias).max()) if bias.size else 0
     if acc_max >= (1 << 31) - 1 or acc_max + max_bias >= 1 << (min(acc_bits, 64) - 1):
-        return False
+        return None
     lims = saturation_bounds(mult, shift, out_zp, qmin, qmax)
     if lims.size and int(lims.min()) == 0:
-        return False
-    if depthwise3x3.applies(x, w, (sh, sw), (dh, dw), groups, bound):
-        depthwise3x3._depthwise3x3(x, x_zp, w, sh, top, left, bottom, right, out, True, bias, mult, shift, lims,
-                                   out_zp, qmin, qmax)
-        return True
-    ext = np.empty((shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3], dtype=np.int32)
-    _conv2d_direct(x, x_zp, w.astype(np.int32, copy=False), sh, sw, top, left, bottom, right, dh, dw, groups, out,
-                   ext, True, bias, mult, shift, lims, out_zp, qmin, qmax)
-    return True
+        return None
+    fdt = depthwise.plan(w.shape[2] * w.shape[3], bound) if w.shape[1] == 1 else None
+    return {"shape": tuple(shape), "geo": (x_zp, sh, sw, top, left, bottom, right, dh, dw, groups),
+            "rq": (bias, mult, shift, lims, out_zp, qmin, qmax),
+            "wf": None if fdt is None else np.ascontiguousarray(w.reshape(w.shape[0], -1).astype(fdt)),
+            "w32": None if fdt is not None else w.astype(np.int32, copy=False)}
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -172,36 +172,83 @@ def test_direct_requantized_refuses_when_overflow_is_possible():
 
 
 @st.composite
-def depthwise3x3_case(draw):
-    """The shapes kernels/depthwise3x3.py takes: 3x3, stride 1 or 2, dilation 1, channel multiplier 1-2."""
+def depthwise_case(draw, dtypes=None):
+    """The shapes kernels/depthwise.py takes: one input channel per group, kernel 1-5 (3x3 most often), stride
+    1-3, dilation 1-2, channel multiplier 1-2, 8-bit activations (float32 path) or 16-bit ones (float64)."""
     c = draw(st.integers(1, 4))
     per = draw(st.integers(1, 2))
-    s = draw(st.sampled_from([1, 2]))
+    kh, kw = draw(st.sampled_from([(3, 3), (3, 3), (1, 1), (5, 5), (3, 1), (2, 3)]))
+    sh = draw(st.sampled_from([1, 2, 2, 3]))
+    sw = draw(st.sampled_from([sh, 1, 2]))
+    dh, dw = draw(st.sampled_from([(1, 1), (1, 1), (2, 2), (1, 2)]))
     pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
-    h = draw(st.integers(max(1, 3 - pads[0] - pads[2]), 9))
-    w = draw(st.integers(max(1, 3 - pads[1] - pads[3]), 9))
-    xd, xlo, xhi = draw(st.sampled_from(naive.VALUE_RANGES[:2]))  # int8 / uint8 activations
+    h = draw(st.integers(max(1, dh * (kh - 1) + 1 - pads[0] - pads[2]), 40))
+    w = draw(st.integers(max(1, dw * (kw - 1) + 1 - pads[1] - pads[3]), 40))
+    xd, xlo, xhi = draw(st.sampled_from(dtypes or naive.VALUE_RANGES))
     x = draw(naive.int_arrays((draw(st.integers(1, 2)), c, h, w), xd, xlo, xhi))
-    wt = draw(naive.int_arrays((c * per, 1, 3, 3), np.int8, -128, 127))
-    return x, draw(naive.zero_points(xlo, xhi)), wt, (s, s), pads, (1, 1), c
+    wd, wlo, whi = draw(st.sampled_from(W_RANGES[:4]))
+    wt = draw(naive.int_arrays((c * per, 1, kh, kw), wd, wlo, whi))
+    return x, draw(naive.zero_points(xlo, xhi)), wt, (sh, sw), pads, (dh, dw), c
 
 
-@settings(deadline=None, max_examples=120)
-@given(depthwise3x3_case())
-def test_depthwise3x3_matches_twin(case):
-    from kernels import depthwise3x3
+@settings(deadline=None, max_examples=150)
+@given(depthwise_case())
+def test_depthwise_matches_twin(case):
+    from kernels import depthwise
     x, x_zp, wt, stride, pads, dilation, groups = case
-    assert depthwise3x3.applies(x, wt, stride, dilation, groups, 256 * 128, strides=(1, 2))
     _check(case)
-    # the row-wise kernel itself, for both strides (the dispatcher only picks it for stride 2)
+    # the kernel itself, whatever float dtype makes it exact
     expected = naive.conv2d_acc(x, x_zp, wt, stride, pads, dilation, groups)
-    out = np.empty(expected.shape, np.int32)
-    none = np.zeros(0, np.int64)
-    depthwise3x3._depthwise3x3(x, x_zp, wt, stride[0], *pads, out, False, none, none, none, none, 0, 0, 0)
+    info = np.iinfo(x.dtype)
+    bound = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp)) * max(1, int(np.abs(wt.astype(np.int64)).max()))
+    fdt = depthwise.plan(wt.shape[2] * wt.shape[3], bound)
+    assert fdt is not None
+    out = np.empty(expected.shape, np.int64)
+    depthwise.depthwise(x, x_zp, wt.reshape(wt.shape[0], -1).astype(fdt), wt.shape[2], wt.shape[3], stride, pads,
+                        dilation, out)
     np.testing.assert_array_equal(out, expected)
 
 
-@settings(deadline=None, max_examples=80)
-@given(fused_case(depthwise3x3_case()))
-def test_depthwise3x3_requantized_matches_twins(case):
+def test_depthwise_extremes():
+    """Every product and the whole sum at the float32 limit's side: 8-bit extremes, zero points at both ends."""
+    for xdt, vals in ((np.int8, (-128, 127)), (np.uint8, (0, 255))):
+        for zp in (int(vals[0]), int(vals[1])):
+            for fill in vals:
+                x = np.full((1, 3, 9, 9), fill, xdt)
+                w = np.full((3, 1, 3, 3), -128, np.int8)
+                w[1] = 127
+                for stride in ((1, 1), (2, 2)):
+                    _check((x, zp, w, stride, (1, 1, 1, 1), (1, 1), 3))
+                    _check_fused((x, zp, w, stride, (1, 1, 1, 1), (1, 1), 3, np.array([-2 ** 31 + 1, 0, 2 ** 31 - 1]),
+                                  np.array([2 ** 31 - 1, 1 << 30, 1 << 30]), np.array([50, 0, 31]), -3, -128, 127, 64,
+                                  np.int8))
+
+
+@settings(deadline=None, max_examples=120)
+@given(fused_case(depthwise_case()))
+def test_depthwise_requantized_matches_twins(case):
     _check_fused(case)
+
+
+@settings(deadline=None, max_examples=40)
+@given(fused_case(depthwise_case(naive.VALUE_RANGES[:2])))
+def test_depthwise_requantized_cache(case):
+    """The cached preparation gives the same result on a second call, and is refreshed for another input shape."""
+    from kernels.conv2d import conv2d_direct_requantized
+    x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax, acc_bits, dtype = case
+    acc = naive.conv2d_acc(x, x_zp, wt, stride, pads, dilation, groups)
+    cache = {}
+    for _ in range(2):
+        out = np.empty(acc.shape, dtype)
+        if not conv2d_direct_requantized(x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp,
+                                         qmin, qmax, acc_bits, out, cache=cache):
+            return
+        n, c, h, w = acc.shape
+        expected, _ = naive.requantize(acc.reshape(n, c, h * w), bias, mult, shift, out_zp, qmin, qmax, acc_bits,
+                                       False, dtype)
+        np.testing.assert_array_equal(out, expected.reshape(acc.shape))
+    x2 = np.concatenate([x, x], axis=0)
+    out2 = np.empty((2 * acc.shape[0],) + acc.shape[1:], dtype)
+    assert conv2d_direct_requantized(x2, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin,
+                                     qmax, acc_bits, out2, cache=cache)
+    np.testing.assert_array_equal(out2[:acc.shape[0]], out)

@@ -133,7 +133,7 @@ def _run_conv(node, inputs, ctx):
                          p["_out_dtype"])
             if conv2d_direct_requantized(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"],
                                          p["bias"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"],
-                                         p["acc_bits"], y):
+                                         p["acc_bits"], y, cache=p.setdefault("_dw_cache", {})):
                 return [y.reshape(out_shape)]
         acc = conv2d_acc(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], compact=True)
         return [requantize_acc(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]

@@ -1,0 +1,281 @@
+"""Depthwise convolution (one input channel per group, any kernel size, stride, dilation, channel multiplier),
+in exact float arithmetic, with the requantization optionally fused in: the hot loop of mobile networks.
+
+Same result as :func:`kernels.conv2d.conv2d_direct` (which dispatches here when :func:`plan` allows it).
+
+Layout. Each input plane, with ``x_zp`` subtracted, is written into the ``sh*sw`` polyphase components of its
+zero-bordered padded plane ``P`` (shape ``(top + H + bottom, left + W + right)``): component ``(py, px)`` holds
+``P[r*sh + py, c*sw + px]`` at ``[r, c]``, row pitch ``wq``. The border holds 0 = ``x_zp - x_zp``, exactly what
+padding contributes; it is written once per call (every channel overwrites the same interior cells). Output
+``(oh, ow)`` of tap ``(ky, kx)`` reads component ``((ky*dh) % sh, (kx*dw) % sw)`` at
+``[oh + (ky*dh)//sh, ow + (kx*dw)//sw]``, so for a block of output rows every tap is one flat unit-stride
+loop over a "wide" row range of pitch ``wq`` (columns ``>= Wo`` are computed and discarded). All reads stay
+inside the component because ``(Ho-1)*sh + (kh-1)*dh < top + H + bottom`` (same for W).
+
+Exactness. The arithmetic is float32 (or float64) on integer values. :func:`plan` picks float32 only when
+``taps * max|x - x_zp| * max|w| < 2**24`` (float64: ``< 2**53``): every input, product and partial sum is then
+an integer of magnitude below the mantissa limit, exactly representable, and IEEE operations whose exact
+result is representable return it exactly, in any order. The wide junk columns hold sums of the same kind of
+bounded terms, so they are finite and harmless.
+
+Fused requantization: each block of accumulators goes through ``requantize_row`` (the branch-free path of
+``kernels.requantize``), which truncates the float accumulator to int64 (exact: it is an integer).
+"""
+import numpy as np
+
+from ._jit import njit
+from .requantize import requantize_row
+
+F32_LIMIT = 1 << 24
+F64_LIMIT = 1 << 53
+BLOCK = 4096  # accumulator elements per block (16 KiB of float32: stays in L1 with its input rows)
+VEC = 64      # loop lengths are rounded up to a multiple of this (see _depthwise)
+
+
+def plan(taps: int, bound: int):
+    """Float dtype that computes a depthwise convolution exactly, or None.
+
+    ``bound`` is ``max|x - x_zp| * max|w|``; every partial sum is at most ``taps * bound``."""
+    if taps * bound < F32_LIMIT:
+        return np.float32
+    if taps * bound < F64_LIMIT:
+        return np.float64
+    return None
+
+
+@njit
+def _fill_row(src, dst, x_zp):
+    """dst[j] = src[j] - x_zp (unit stride), converted exactly to dst's float dtype."""
+    for j in range(dst.shape[0]):
+        dst[j] = np.int64(src[j]) - x_zp
+
+
+@njit
+def _fill_row_s2(src, de, do, x_zp):
+    """Deinterleave one row: de[j] = src[2j] - x_zp, do[j] = src[2j+1] - x_zp (len(de) - len(do) in {0, 1})."""
+    no = do.shape[0]
+    for j in range(no):
+        de[j] = np.int64(src[2 * j]) - x_zp
+        do[j] = np.int64(src[2 * j + 1]) - x_zp
+    if de.shape[0] > no:
+        de[no] = np.int64(src[2 * no]) - x_zp
+
+
+@njit
+def _fill_plane_s2(xc, xq, rowoff, qe, qo, x_zp):
+    """_fill_row_s2 for every row of the plane xc (one call for short rows)."""
+    h, wd = xc.shape
+    no = wd // 2
+    for i in range(h):
+        src = xc[i]
+        a = rowoff[i] + qe
+        b = rowoff[i] + qo
+        for j in range(no):
+            xq[a + j] = np.int64(src[2 * j]) - x_zp
+            xq[b + j] = np.int64(src[2 * j + 1]) - x_zp
+        if wd > 2 * no:
+            xq[a + no] = np.int64(src[2 * no]) - x_zp
+
+
+@njit
+def _fill_row_strided(src, dst, x_zp, step):
+    """dst[j] = src[j * step] - x_zp."""
+    for j in range(dst.shape[0]):
+        dst[j] = np.int64(src[j * step]) - x_zp
+
+
+@njit
+def _fill_plane(xc, xq, q0, wq, x_zp):
+    """Stride-1 layout: xq[q0 + i*wq + j] = xc[i, j] - x_zp."""
+    h, wd = xc.shape
+    for i in range(h):
+        src = xc[i]
+        dst = xq[q0 + i * wq:q0 + i * wq + wd]
+        for j in range(wd):
+            dst[j] = np.int64(src[j]) - x_zp
+
+
+@njit
+def _taps_kx3(acc, xq, toff, base, wrow, kh):
+    """acc = sum over the kh*3 taps t of wrow[t] * xq[toff[t] + base + j], three taps per pass (few enough
+    operands for each loop to vectorize)."""
+    n = acc.shape[0]
+    for ky in range(kh):
+        t = ky * 3
+        w0 = wrow[t]
+        w1 = wrow[t + 1]
+        w2 = wrow[t + 2]
+        o0 = toff[t] + base
+        o1 = toff[t + 1] + base
+        o2 = toff[t + 2] + base
+        a0 = xq[o0:o0 + n]
+        a1 = xq[o1:o1 + n]
+        a2 = xq[o2:o2 + n]
+        if ky == 0:
+            for j in range(n):
+                acc[j] = w0 * a0[j] + w1 * a1[j] + w2 * a2[j]
+        else:
+            for j in range(n):
+                acc[j] += w0 * a0[j] + w1 * a1[j] + w2 * a2[j]
+
+
+@njit
+def _tap(acc, a0, w0):
+    """acc += w0*a0."""
+    for j in range(acc.shape[0]):
+        acc[j] += w0 * a0[j]
+
+
+@njit
+def _store_int(src, dst):
+    """dst[j] = src[j] (exact float integers to an integer array)."""
+    for j in range(dst.shape[0]):
+        dst[j] = np.int64(src[j])
+
+
+@njit
+def _copy(src, dst):
+    """dst[j] = src[j] over dst's length."""
+    for j in range(dst.shape[0]):
+        dst[j] = src[j]
+
+
+@njit
+def _copy_rows(src, dst, pitch):
+    """dst[i, j] = src[i*pitch + j] for the rows of dst (2-D)."""
+    rows, cols = dst.shape
+    for i in range(rows):
+        d = dst[i]
+        for j in range(cols):
+            d[j] = src[i * pitch + j]
+
+
+@njit
+def _store_rows(src, dst, pitch):
+    """dst[i, j] = int(src[i*pitch + j]) (exact float integers to integers) for the rows of dst (2-D)."""
+    rows, cols = dst.shape
+    for i in range(rows):
+        d = dst[i]
+        for j in range(cols):
+            d[j] = np.int64(src[i * pitch + j])
+
+
+@njit
+def _depthwise(x, x_zp, wf, kh, kw, sh, sw, top, left, bottom, right, dh, dw, xq, acc, out, fuse, bias, mult,
+               shift, bound, out_zp, qmin, qmax):
+    """Depthwise convolution, see the module docstring. ``wf``: float weights (Cout, kh*kw), same dtype as the
+    zeroed plane buffer ``xq`` (sh*sw*hq*wq) and the accumulator buffer ``acc`` (>= max(BLOCK, wq) + wq).
+    Without ``fuse``, ``out`` (an integer array) receives the accumulators; with it, their requantization
+    (``bound[c] > 0`` for every channel, as :func:`kernels.requantize.saturation_bounds` gives)."""
+    n_img, c_in, h, wd = x.shape
+    cout = wf.shape[0]
+    per = cout // c_in  # channel multiplier
+    ho = out.shape[2]
+    wo = out.shape[3]
+    hq = (top + h + bottom + sh - 1) // sh
+    wq = (left + wd + right + sw - 1) // sw
+    psz = hq * wq
+    taps = kh * kw
+    toff = np.empty(taps, np.int64)
+    for ky in range(kh):
+        for kx in range(kw):
+            toff[ky * kw + kx] = ((((ky * dh) % sh) * sw + (kx * dw) % sw) * psz
+                                  + ((ky * dh) // sh) * wq + (kx * dw) // sw)
+    rows_blk = max(1, BLOCK // wq)
+    yb = np.empty(rows_blk * wq + VEC if fuse else 1, out.dtype)
+    zero = xq.dtype.type(0)
+    # where each input row / column phase lands (divisions hoisted out of the per-channel loops: 64-bit integer
+    # division costs tens of cycles)
+    rowoff = np.empty(h, np.int64)
+    for ih in range(h):
+        r = top + ih
+        rowoff[ih] = ((r % sh) * sw) * psz + (r // sh) * wq
+    col_q = np.zeros(sw, np.int64)
+    col_iw0 = np.zeros(sw, np.int64)
+    col_cnt = np.zeros(sw, np.int64)
+    for px in range(sw):
+        iw0 = (px - left) % sw  # first input column landing in phase px
+        if iw0 < wd:
+            col_iw0[px] = iw0
+            col_cnt[px] = (wd - 1 - iw0) // sw + 1
+            col_q[px] = px * psz + (left + iw0) // sw
+    for n in range(n_img):
+        for ci in range(c_in):
+            xc = x[n, ci]
+            if sw == 1 and sh == 1 and wd < 32:  # short rows: one call per plane
+                _fill_plane(xc, xq, rowoff[0] + col_q[0], wq, x_zp)
+            elif sw == 1:
+                for ih in range(h):
+                    q0 = rowoff[ih] + col_q[0]
+                    _fill_row(xc[ih], xq[q0:q0 + wd], x_zp)
+            elif sw == 2:
+                ne = (wd + 1) // 2
+                no = wd // 2
+                qe = col_q[left % 2]  # even input columns land in phase left % 2, odd ones in the other
+                qo = col_q[(left + 1) % 2]
+                if wd < 32:  # short rows: one call per plane
+                    _fill_plane_s2(xc, xq, rowoff, qe, qo, x_zp)
+                else:
+                    for ih in range(h):
+                        a = rowoff[ih] + qe
+                        b = rowoff[ih] + qo
+                        _fill_row_s2(xc[ih], xq[a:a + ne], xq[b:b + no], x_zp)
+            else:
+                for ih in range(h):
+                    for px in range(sw):
+                        cnt = col_cnt[px]
+                        if cnt > 0:
+                            q0 = rowoff[ih] + col_q[px]
+                            _fill_row_strided(xc[ih, col_iw0[px]:], xq[q0:q0 + cnt], x_zp, sw)
+            for mm in range(per):
+                co = ci * per + mm
+                wrow = wf[co]
+                for oh0 in range(0, ho, rows_blk):
+                    oh1 = min(ho, oh0 + rows_blk)
+                    base = oh0 * wq
+                    # rounded up to a multiple of VEC: short loops then run entirely in the vectorized body (the
+                    # extra columns read the zero slack of the buffers and are discarded)
+                    length = ((oh1 - oh0 - 1) * wq + wo + VEC - 1) // VEC * VEC
+                    blk = acc[:length]
+                    if kw == 3:
+                        _taps_kx3(blk, xq, toff, base, wrow, kh)
+                    else:
+                        blk[:] = zero
+                        for t in range(taps):
+                            o = toff[t] + base
+                            _tap(blk, xq[o:o + length], wrow[t])
+                    if fuse:
+                        requantize_row(blk, yb, bias[co], mult[co], shift[co], bound[co], out_zp, qmin, qmax)
+                        if wo < 32:
+                            _copy_rows(yb, out[n, co, oh0:oh1], wq)
+                        else:
+                            for oh in range(oh0, oh1):
+                                k0 = (oh - oh0) * wq
+                                _copy(yb[k0:k0 + wo], out[n, co, oh])
+                    else:
+                        _store_rows(acc, out[n, co, oh0:oh1], wq)
+    return out
+
+
+def buffers(x_shape, w_shape, stride, pads, dtype):
+    """Zeroed plane buffer and accumulator buffer for :func:`_depthwise`."""
+    _, _, h, wd = x_shape
+    sh, sw = stride
+    top, left, bottom, right = pads
+    hq = (top + h + bottom + sh - 1) // sh
+    wq = (left + wd + right + sw - 1) // sw
+    xq = np.zeros(sh * sw * hq * wq + VEC, dtype)
+    acc = np.zeros(max(BLOCK, wq) + wq + VEC, dtype)
+    return xq, acc
+
+
+def depthwise(x, x_zp, wf, kh, kw, stride, pads, dilation, out, fuse=False, bias=None, mult=None, shift=None,
+              bound=None, out_zp=0, qmin=0, qmax=0):
+    """Run :func:`_depthwise` (arguments already validated by the caller, ``wf`` float (Cout, kh*kw) of the
+    dtype :func:`plan` chose)."""
+    xq, acc = buffers(x.shape, (wf.shape[0], 1, kh, kw), stride, pads, wf.dtype)
+    none = np.zeros(0, np.int64)
+    if not fuse:
+        bias = mult = shift = bound = none
+    return _depthwise(x, x_zp, wf, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3], dilation[0],
+                      dilation[1], xq, acc, out, fuse, bias, mult, shift, bound, out_zp, qmin, qmax)
