@@ -241,8 +241,22 @@ def derive_float_model(model):
         if o.name in alias:
             extra.append(helper.make_node("Identity", [resolve(o.name)], [o.name], name=f"{o.name}_float_ref"))
             o.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    clamps, seen = [], set()
+    final_producer = {o: n for n in nodes for o in n.output
+                      if not (_is_op(n, "QuantizeLinear") or _is_op(n, "DequantizeLinear"))}
+    for q in [n for n in g.node if _is_op(n, "QuantizeLinear")]:
+        if q.input[0] in seen:
+            continue
+        seen.add(q.input[0])
+        clamps.extend(_removed_activation_clamp(q, consts, final_producer, {i.name for i in g.input}))
+    for node, clip, lo, hi in clamps:  # the producer writes X__unclamped, a Clip writes X
+        x = clip.output[0]
+        node.output[list(node.output).index(x)] = clip.input[0]
+        new_consts[clip.input[1]] = lo
+        if hi is not None:
+            new_consts[clip.input[2]] = hi
     del g.node[:]
-    g.node.extend(nodes + extra)
+    g.node.extend(_in_order(nodes + [c for _, c, _, _ in clamps] + extra))
     used = {name for n in g.node for name in n.input}
     inits = [i for i in g.initializer if i.name in used and i.name not in new_consts]
     del g.initializer[:]
@@ -252,6 +266,50 @@ def derive_float_model(model):
             g.initializer.append(numpy_helper.from_array(arr, name))
     del g.value_info[:]
     return m
+
+
+def _removed_activation_clamp(q, consts, producer, graph_inputs):
+    """onnxruntime's quantizer removes a Relu/Clip before a QuantizeLinear when activations are asymmetric
+    (QDQRemovableActivation): the op's output takes the activation's name and range, and the clamp is left to
+    the quantization's saturation. Where a quantized range starts exactly at 0 (zero point = qmin) the derived
+    reference therefore clamps at 0, and at the range's top too when that is a whole number (Clip(0, 6) -> 6.0;
+    a calibrated maximum practically never is). Exact semantics need the float model (--float)."""
+    from onnx import helper
+    x = q.input[0]
+    if x in consts or x in graph_inputs or x not in producer or len(q.input) < 3 or not q.input[2]:
+        return []
+    zp = consts.get(q.input[2])
+    scale = consts.get(q.input[1])
+    if zp is None or scale is None or zp.size != 1 or scale.size != 1 or zp.dtype.kind not in "iu":
+        return []
+    info = np.iinfo(zp.dtype)
+    if int(zp.reshape(-1)[0]) != info.min:
+        return []
+    top = float(np.float32((info.max - info.min) * np.float64(scale.reshape(-1)[0])))
+    hi = np.array(round(top), np.float32) if top >= 1 and abs(top - round(top)) <= 1e-5 * top else None
+    raw = x + "__unclamped"
+    names = [raw, x + "__clamp_min", x + "__clamp_max" if hi is not None else ""]
+    clip = helper.make_node("Clip", names, [x], name=x + "__removed_activation")
+    return [(producer[x], clip, np.array(0.0, np.float32), hi)]
+
+
+def _in_order(nodes):
+    """Topological order (a Clip inserted after its producer)."""
+    made = {o for n in nodes for o in n.output}
+    ready, out, pending = set(), [], list(nodes)
+    while pending:
+        rest = []
+        for n in pending:
+            if all((not i) or i not in made or i in ready for i in n.input):
+                out.append(n)
+                ready.update(n.output)
+            else:
+                rest.append(n)
+        if len(rest) == len(pending):
+            out.extend(rest)
+            break
+        pending = rest
+    return out
 
 
 def output_aliases(qdq_model) -> dict[str, str]:
@@ -619,6 +677,10 @@ class _Engine:
                                           f"{list(x.shape)}, the quantized tensor {lay.ir!r} {list(q.shape)}; "
                                           f"the float model does not match the QDQ model")
             x = np.asarray(x, np.float32).reshape(q.shape)
+            if not np.isfinite(x).all():
+                raise FloatReferenceError(f"the float reference ({self.ref.kind}, {self.ref.source}) computes NaN "
+                                          f"or infinity in tensor {lay.ref!r}; check the float model on this data "
+                                          f"(or give the float model with --float)")
             s, z = lay.q.broadcast(q.ndim)
             inv = 1.0 / np.asarray(s, np.float64)
             u = x.astype(np.float64) * inv + z

