@@ -996,7 +996,7 @@ def report(model, data=None, float_model=None, board="default", input_shapes: di
         items.append((s, lab))
     del rows_per
     workers = max(1, int(workers or 1))
-    workers = min(workers, total)
+    workers = min(workers, max(1, total // 8))  # starting a worker (imports, Numba cache, model) costs seconds
     results = []
     done = 0
     if workers == 1:

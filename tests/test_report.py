@@ -187,7 +187,7 @@ def test_html_self_contained(demo_report):
 # -- workers ----------------------------------------------------------------------------------------------------
 
 def test_workers_give_identical_results():
-    kw = dict(float_model=FLOAT, board="default", limit=24)
+    kw = dict(float_model=FLOAT, board="default", limit=32)
     one = npu_sim.accuracy_report(QDQ, workers=1, **kw).to_dict()
     two = npu_sim.accuracy_report(QDQ, workers=2, **kw).to_dict()
     one.pop("seconds"), two.pop("seconds")
@@ -333,3 +333,10 @@ def test_real_model_cls_derived_reference_and_report():
     assert r.samples == 2 and len(r.layers) > 100
     assert r.outputs[0].classes == 2 and r.outputs[0].metrics.cosine > 0.98
     assert all(l.isolated_inputs == "float reference" for l in r.layers)
+
+
+def test_missing_onnxruntime_is_a_clear_error(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)   # import onnxruntime -> ImportError
+    with pytest.raises(npu_sim.FloatReferenceError, match=r"pip install 'npu-sim\[report\]'"):
+        npu_sim.accuracy_report(QDQ, limit=2)
