@@ -62,6 +62,14 @@ class OpLimits:
     pad_max: int | None = None
     channels_max: int | None = None        # input and output channels
     int16_max_reduction: int | None = None  # int16 MACs allowed only when in_ch/groups * kh * kw <= this
+    stride_max_valid: int | None = None    # stride limit when unpadded with dilation 1 (default: stride_max)
+    depthwise_stride_max: int | None = None
+    kernel_area_max: int | None = None     # kh * kw
+    kernel_max_padded: int | None = None   # kernel size limit when the op pads its input
+    weight_abs_sum_max: int | None = None  # sum of |w - zw| over one output channel
+    bias_max: int | None = None            # |bias| must stay below this (the accumulator's headroom)
+    resize_scales: tuple[int, ...] | None = None  # allowed integer upscale factors (1 = same size)
+    dynamic_dtypes: tuple[str, ...] | None = None  # activation dtypes when both MAC operands are activations
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,7 @@ class Rules:
     cpu_fallback: bool = True
     activation_dtypes: tuple[str, ...] = ("int8", "uint8", "int16", "uint16")
     weight_dtypes: tuple[str, ...] = ("int4", "uint4", "int8", "uint8", "int16", "uint16")
-    activation_zero_points: bool = True
+    activation_zero_points: "bool | tuple[str, ...]" = True  # or the dtypes that may have zero points
     weight_zero_points: bool = True
     per_channel_weights: bool = True
     shift_min: int = 0
@@ -104,10 +112,13 @@ class Rules:
 
 _DTYPES = tuple(BITS)
 _BOARD_KEYS = {"cpu_fallback": bool, "activation_dtypes": list, "weight_dtypes": list,
-               "activation_zero_points": bool, "weight_zero_points": bool, "per_channel_weights": bool,
+               "activation_zero_points": "zps", "weight_zero_points": bool, "per_channel_weights": bool,
                "shift_min": int, "shift_max": int, "input_scale": float}
 _OP_KEYS = {"npu": bool, "activation_dtypes": list, "weight_dtypes": list, "kernel_max": int, "stride_max": int,
-            "dilation_max": int, "pad_max": int, "channels_max": int, "int16_max_reduction": int}
+            "dilation_max": int, "pad_max": int, "channels_max": int, "int16_max_reduction": int,
+            "stride_max_valid": int, "depthwise_stride_max": int, "kernel_area_max": int, "kernel_max_padded": int,
+            "weight_abs_sum_max": int, "bias_max": int, "resize_scales": "ints",
+            "dynamic_dtypes": list}
 
 
 def parse_rules(section: dict, path) -> Rules:
@@ -127,6 +138,15 @@ def parse_rules(section: dict, path) -> Rules:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 bad(key, f"must be a non-negative number, got {v!r}")
             return float(v)
+        if kind == "ints":
+            if not isinstance(v, list) or not v or any(isinstance(i, bool) or not isinstance(i, int) or i < 1
+                                                       for i in v):
+                bad(key, f"must be a non-empty list of positive integers, got {v!r}")
+            return tuple(v)
+        if kind == "zps":  # true / false, or the dtypes whose tensors may have zero points
+            if isinstance(v, bool):
+                return v
+            return value(key, v, list)
         if kind is list:
             if not isinstance(v, list) or not v or any(d not in _DTYPES for d in v):
                 bad(key, f"must be a non-empty list of dtypes from {list(_DTYPES)}, got {v!r}")
@@ -378,7 +398,11 @@ def _dtype_activation(ctx, node):
     if lim is None or not ctx.rules.constrained:
         return None
     allowed = lim.activation_dtypes or ctx.rules.activation_dtypes
-    bad = [t for t in ctx.owned(node) if t.q.dtype not in allowed]
+    tensors = ctx.owned(node)
+    if lim.dynamic_dtypes is not None and _kind(node.op) == "mac" and ctx.weight(node) is None:
+        allowed = lim.dynamic_dtypes  # both operands are activations: the inputs are what the limit is about
+        tensors = [ctx.t(n) for n in node.inputs if ctx.t(n).q is not None]
+    bad = [t for t in tensors if t.q.dtype not in allowed]
     if bad:
         return {"op": node.op, "dtype": "/".join(sorted({t.q.dtype for t in bad})),
                 "tensors": ", ".join(t.float_name for t in bad[:3]), "allowed": _fmt_dtypes(allowed)}
@@ -402,16 +426,17 @@ def _dtype_weight(ctx, node):
 
 @rule("zero_point.activation", "error", "board")
 def _zp_activation(ctx, node):
-    """{tensor} has zero point {zp}; the NPU takes symmetric activations only (zero point 0).
+    """{tensor} has zero point {zp}; the NPU takes {dtype} activations only symmetric (zero point 0).
 
     Quantize activations symmetrically: quantize_static(..., activation_type=QuantType.QInt8,
     extra_options={{"ActivationSymmetric": True}})."""
-    if ctx.limits[node.name] is None or ctx.rules.activation_zero_points:
+    allowed = ctx.rules.activation_zero_points
+    if ctx.limits[node.name] is None or allowed is True:
         return None
     for t in ctx.owned(node):
-        if not t.q.symmetric:
+        if not t.q.symmetric and (allowed is False or t.q.dtype not in allowed):
             zp = t.q.zero_point.reshape(-1)
-            return {"tensor": t.float_name, "zp": int(zp[np.argmax(zp != 0)])}
+            return {"tensor": t.float_name, "zp": int(zp[np.argmax(zp != 0)]), "dtype": t.q.dtype}
     return None
 
 
@@ -466,11 +491,87 @@ def _channels_of(ctx, node):
     return max(cs) if cs else None
 
 
+def _padded(node) -> bool:
+    pads = _geometry(node)["pads"]
+    return pads is not None and not isinstance(pads, str) and any(int(v) for v in pads)
+
+
+def _stride_unless_valid(ctx, node):
+    """The stride, when the op pads or dilates (stride_max_valid covers the unpadded, undilated case)."""
+    stride = _max_of("stride")(ctx, node)
+    dil = _max_of("dilation")(ctx, node)
+    return stride if _padded(node) or (dil or 1) > 1 else None
+
+
+def _stride_valid(ctx, node):
+    return None if _stride_unless_valid(ctx, node) is not None else _max_of("stride")(ctx, node)
+
+
+def _depthwise_stride(ctx, node):
+    w = ctx.weight(node)
+    if node.op != "Conv" or w is None or w.shape[1] != 1 or node.attrs.get("group", 1) <= 1:
+        return None
+    return _max_of("stride")(ctx, node)
+
+
+def _kernel_area(ctx, node):
+    k = _geometry(node)["kernel"]
+    return None if k is None or isinstance(k, str) else int(np.prod(k))
+
+
+def _kernel_padded(ctx, node):
+    return _max_of("kernel")(ctx, node) if _padded(node) else None
+
+
+def _weight_abs_sum(ctx, node):
+    w = ctx.weight(node)
+    if w is None:
+        return None
+    axis = _weight_channel_axis(node)
+    zw = w.q.zero_point if w.q.per_tensor else np.expand_dims(
+        w.q.zero_point, tuple(i for i in range(w.data.ndim) if i != (w.q.axis or 0)))
+    dev = np.abs(w.data.astype(np.int64) - zw)
+    return int(np.moveaxis(dev, axis, 0).reshape(dev.shape[axis], -1).sum(axis=1).max())
+
+
+def _bias_abs(ctx, node):
+    b = _bias_tensor(ctx, node)
+    return int(np.abs(b.data.astype(np.int64)).max()) if b is not None and b.data.size else None
+
+
 _limit_rule("limit.kernel", "a kernel size of", "kernel_max", _max_of("kernel"))
-_limit_rule("limit.stride", "a stride of", "stride_max", _max_of("stride"))
+_limit_rule("limit.kernel_area", "a kernel area (kh x kw) of", "kernel_area_max", _kernel_area)
+_limit_rule("limit.kernel_padded", "padding with a kernel size of", "kernel_max_padded", _kernel_padded)
+_limit_rule("limit.stride_valid", "no padding or dilation and a stride of", "stride_max_valid", _stride_valid)
+_limit_rule("limit.depthwise_stride", "a depthwise stride of", "depthwise_stride_max", _depthwise_stride)
+_limit_rule("limit.weight_sum", "a sum of absolute weights (one output channel) of", "weight_abs_sum_max",
+            _weight_abs_sum)
+_limit_rule("limit.bias", "a bias magnitude of", "bias_max", _bias_abs)
+_limit_rule("limit.stride", "a stride of", "stride_max", lambda ctx, node: (
+    _stride_unless_valid(ctx, node) if ctx.limits[node.name].stride_max_valid is not None
+    else _max_of("stride")(ctx, node)))
 _limit_rule("limit.dilation", "a dilation of", "dilation_max", _max_of("dilation"))
 _limit_rule("limit.pad", "a padding of", "pad_max", _max_of("pads"))
 _limit_rule("limit.channels", "a channel count of", "channels_max", _channels_of)
+
+
+@rule("limit.resize_scale", "error", "board")
+def _resize_scale(ctx, node):
+    """Resize scales {shape_in} to {shape_out} (factor {factor}); the NPU resizes only by {allowed}.
+
+    Resize by a supported factor (in several steps if needed), or resize on the CPU."""
+    lim = ctx.limits[node.name]
+    if lim is None or lim.resize_scales is None or node.op != "Resize":
+        return None
+    x, y = ctx.t(node.inputs[0]), ctx.t(node.outputs[0])
+    hin, win, hout, wout = x.shape[-2], x.shape[-1], y.shape[-2], y.shape[-1]
+    if (hin, win) == (hout, wout) or (hin == 1 and win == 1):
+        return None
+    factors = {hout / hin, wout / win}
+    if all(f in lim.resize_scales for f in factors) and len(factors) == 1:
+        return None
+    return {"shape_in": f"{hin}x{win}", "shape_out": f"{hout}x{wout}",
+            "factor": "/".join(f"{f:g}" for f in sorted(factors)), "allowed": ", ".join(f"{f}x" for f in lim.resize_scales)}
 
 
 @rule("int16.reduction", "error", "board")
@@ -1029,7 +1130,9 @@ def supported_ops_markdown() -> str:
             out += ["No hardware rules: every op npu-sim lowers runs as is. Numeric hazards and lint still apply.", ""]
             continue
         out += [f"* activations: {', '.join(r.activation_dtypes)}; "
-                f"zero points {'allowed' if r.activation_zero_points else 'must be 0 (symmetric)'}",
+                "zero points " + ("allowed" if r.activation_zero_points is True else "must be 0 (symmetric)"
+                                  if r.activation_zero_points is False else
+                                  f"allowed for {', '.join(r.activation_zero_points)} only, else 0"),
                 f"* weights: {', '.join(r.weight_dtypes)}; "
                 f"zero points {'allowed' if r.weight_zero_points else 'must be 0 (symmetric)'}; "
                 f"per-channel scales {'allowed' if r.per_channel_weights else 'not allowed'}",
@@ -1046,9 +1149,15 @@ def supported_ops_markdown() -> str:
             lim = r.ops[op]
             if not lim.npu:
                 continue
-            limits = [f"{k.replace('_max', '')} ≤ {getattr(lim, k)}" for k in
-                      ("kernel_max", "stride_max", "dilation_max", "pad_max", "channels_max")
+            names = {"kernel_max": "kernel", "kernel_area_max": "kh·kw", "kernel_max_padded": "kernel (padded)",
+                     "stride_max": "stride", "stride_max_valid": "stride (unpadded, undilated)",
+                     "depthwise_stride_max": "depthwise stride", "dilation_max": "dilation", "pad_max": "pad",
+                     "channels_max": "channels", "weight_abs_sum_max": "Σ|w| per output channel",
+                     "bias_max": "|bias| <"}
+            limits = [f"{label} {'' if label.endswith('<') else '≤ '}{getattr(lim, k)}" for k, label in names.items()
                       if getattr(lim, k) is not None]
+            if lim.resize_scales is not None:
+                limits.append("scale factors " + "/".join(f"{f}x" for f in lim.resize_scales))
             if lim.int16_max_reduction is not None:
                 limits.append(f"int16 only if in_ch/groups·kh·kw ≤ {lim.int16_max_reduction}")
             w = ", ".join(lim.weight_dtypes or r.weight_dtypes) if _kind(op) == "mac" else "—"

@@ -56,7 +56,7 @@ def unary_model(op, n=1, shape=(1, 4, 6, 6), **attrs):
     for i in range(n):
         nodes.append(helper.make_node(op, [prev], [f"y{i}"], **attrs))
         prev = f"y{i}"
-    return build_model(nodes, {"x": shape}, {prev: shape}, inits)
+    return build_model(nodes, {"x": shape}, {prev: None}, inits)
 
 
 def q(tmp_path, model, name, act="s8", wt="s8", sym=True, **kw):
@@ -446,3 +446,78 @@ def test_console_script_help():
         pytest.skip("console script not installed in this environment")
     out = subprocess.run([str(exe), "check", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "Exit code: 0 deployable, 1 not deployable" in out.stdout
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the Ethos-U55 preset: Vela's documented constraints
+# ------------------------------------------------------------------------------------------------------------
+U55 = "ethos-u55-128"
+
+
+def test_u55_zero_points_per_dtype(tmp_path):
+    m = conv_model()
+    assert "zero_point.activation" not in rules_of(check(q(tmp_path, m, "s8a", act="s8", sym=False), board=U55))
+    a16 = rules_of(check(q(tmp_path, m, "s16a", act="s16", sym=False), board=U55))
+    assert "int16 activations only symmetric" in a16["zero_point.activation"][0].message
+    assert "zero_point.activation" not in rules_of(check(q(tmp_path, m, "s16", act="s16"), board=U55))
+    assert "dtype.weight" in rules_of(check(q(tmp_path, m, "w16", act="s16", wt="s16"), board=U55))
+
+
+@pytest.mark.parametrize("rule_id, inside, outside", [
+    # stride > 3 only unpadded and undilated
+    ("limit.stride", dict(stride=3, pad=1), dict(stride=4, pad=1)),
+    ("limit.depthwise_stride", dict(cin=8, cout=8, group=8, stride=3, pad=0), dict(cin=8, cout=8, group=8, stride=4, pad=0)),
+])
+def test_u55_conv_strides(tmp_path, rule_id, inside, outside):
+    assert rule_id not in rules_of(check(q(tmp_path, conv_model(hw=16, **inside), "in"), board=U55))
+    assert rules_of(check(q(tmp_path, conv_model(hw=16, **outside), "out"), board=U55))[rule_id][0].severity == "error"
+    # an unpadded stride-4 convolution is fine on the U55
+    assert "limit.stride" not in rules_of(check(q(tmp_path, conv_model(hw=16, stride=4, pad=0), "valid"), board=U55))
+
+
+def test_u55_weight_sum_and_bias_limits(tmp_path):
+    m = conv_model(cin=64, k=3)  # 64*9 = 576 weights per output channel, |w_q| <= 127: 73,152 < 8,323,072
+    path = q(tmp_path, m, "ok")
+    assert not {"limit.weight_sum", "limit.bias"} & set(rules_of(check(path, board=U55)))
+    text = (PRESET_DIR / f"{U55}.toml").read_text().replace("weight_abs_sum_max = 8323072\nbias_max",
+                                                            "weight_abs_sum_max = 10000\nbias_max", 1)
+    board = tmp_path / "u55_tight.toml"
+    board.write_text(text.replace(f'name = "{U55}"', 'name = "tight"'))
+    found = rules_of(check(path, board=board))["limit.weight_sum"][0]
+    assert found.values["limit"] == 10000 and found.values["value"] > 10000
+
+
+def test_u55_pools_and_resize(tmp_path):
+    padded = unary_model("AveragePool", shape=(1, 4, 12, 12), kernel_shape=[9, 9], pads=[4, 4, 4, 4])
+    assert "limit.kernel_padded" in rules_of(check(q(tmp_path, padded, "p9"), board=U55))
+    valid = unary_model("AveragePool", shape=(1, 4, 12, 12), kernel_shape=[9, 9])
+    assert "limit.kernel_padded" not in rules_of(check(q(tmp_path, valid, "v9"), board=U55))
+
+    def resize(factor):
+        scales = np.array([1, 1, factor, factor], np.float32)
+        return build_model([helper.make_node("Conv", ["x", "w0"], ["c"], kernel_shape=[1, 1]),
+                            helper.make_node("Resize", ["c", "", "s"], ["y"], mode="nearest")],
+                           {"x": (1, 4, 4, 4)}, {"y": None},
+                           {"w0": np.eye(4, dtype=np.float32).reshape(4, 4, 1, 1), "s": scales})
+    assert "limit.resize_scale" not in rules_of(check(q(tmp_path, resize(2.0), "r2"), board=U55))
+    found = rules_of(check(q(tmp_path, resize(3.0), "r3"), board=U55))["limit.resize_scale"][0]
+    assert "4x4 to 12x12" in found.message and "2x, 4x, 8x" in found.message
+
+
+def test_u55_batch_matmul_needs_int8(tmp_path):
+    m = build_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": (1, 4, 8), "b": (1, 8, 4)}, {"y": None})
+    assert "dtype.activation" not in rules_of(check(q(tmp_path, m, "mm8"), board=U55))
+    found = rules_of(check(q(tmp_path, m, "mm16", act="s16"), board=U55))["dtype.activation"][0]
+    assert "int16" in found.message and "takes int8" in found.message
+    # a MatMul with constant weights is a FULLY_CONNECTED: 16x8 is fine
+    fc = build_model([helper.make_node("MatMul", ["a", "w"], ["y"])], {"a": (1, 8)}, {"y": None},
+                     {"w": weights(np.random.default_rng(2), (8, 4))})
+    assert "dtype.activation" not in rules_of(check(q(tmp_path, fc, "fc16", act="s16"), board=U55))
+
+
+def test_u55_runs_off_npu_ops_on_the_cpu():
+    sys.path.insert(0, str(ROOT))
+    from models.build import get
+    r = check(get("ppocr_det_a8w8"), board=U55)
+    cpu = {n.op for n in r.nodes if n.placement == "CPU"}
+    assert cpu == {"Div", "HardSigmoid", "BatchNormalization"} and r.deployable
