@@ -186,6 +186,9 @@ def _requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, ac
             lim = np.int64(bound[c])
             src = acc[o, c]
             dst = out[o, c]
+            if lim > 0 and not limit_acc:  # the common case, in its own small loop (vectorizes best)
+                requantize_row(src, dst, b, m, r, lim, out_zp, qmin, qmax)
+                continue
             if lim > 0:
                 rnd = np.int64(0) if r == 0 else np.int64(1) << (r - 1)
                 cnt = np.int64(0)

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from kernels.fixedpoint import quantize_multiplier
-from kernels.requantize import requantize, requantize_float, saturation_bounds
+from kernels.requantize import _requantize, requantize, requantize_float, saturation_bounds
 
 from ..ir import Node, QParams, Tensor
 
@@ -112,16 +112,21 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
         acc3 = np.ascontiguousarray(acc3, dtype=np.int64)
     if out is None:
         out = np.empty(acc3.shape, dtype=p["_out_dtype"])
-    bias = p["bias"][channel_slice] if offset is None else p["bias"][channel_slice] + offset
     if "mult" in p:
-        acc_bits = p["acc_bits"] if p.get("_acc_check", True) else 64  # 64: proven unable to overflow
-        if "_bound" not in p:  # saturation bounds depend on the multipliers only: compute them once
-            p["_bound"] = saturation_bounds(p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"])
-        n = requantize(acc3, bias, p["mult"][channel_slice], p["shift"][channel_slice], p["out_zp"], p["qmin"],
-                       p["qmax"], acc_bits, p["_saturate"], out, bound=p["_bound"][channel_slice])
+        prep = p.get("_rq_prep", {}).get((channel_slice.start, channel_slice.stop, channel_slice.step))
+        if (prep is not None and out.dtype == prep[0] and out.shape == acc3.shape
+                and (offset is None or np.abs(offset).max(initial=0) < _OFFSET_LIMIT)):
+            # validated on this slice's first call (below): run the kernel directly
+            _, bias_c, mult_c, shift_c, bound_c, args = prep
+            bias = bias_c if offset is None else bias_c + offset
+            n = int(_requantize(acc3, bias, mult_c, shift_c, bound_c, *args, out))
+        else:
+            n = _requantize_validated(p, acc3, channel_slice, offset, out)
     elif p["acc_bits"] <= 32:
+        bias = p["bias"][channel_slice] if offset is None else p["bias"][channel_slice] + offset
         n = requantize_float(acc3, bias, p["scale"][channel_slice], p["out_zp"], p["qmin"], p["qmax"], out)
     else:  # wide (16-bit) groups: onnxruntime computes these in float; model the exact sum, float32 ratio
+        bias = p["bias"][channel_slice] if offset is None else p["bias"][channel_slice] + offset
         v = ((acc3.astype(np.int64) + bias.reshape(1, -1, 1)).astype(np.float64)
              * p["scale"][channel_slice].astype(np.float64).reshape(1, -1, 1))
         y = np.rint(np.clip(v, p["qmin"] - p["out_zp"], p["qmax"] - p["out_zp"])) + p["out_zp"]
@@ -130,6 +135,30 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
     if n:
         ctx.overflow(node, int(n))
     return out
+
+
+_OFFSET_LIMIT = 1 << 61  # prepared biases are below 2**61 too, so bias + offset stays inside the kernel's 2**62
+
+
+def _requantize_validated(p: dict, acc3, channel_slice, offset, out) -> int:
+    """``kernels.requantize.requantize`` with every check; records what a later call on the same channel slice
+    may pass to the kernel directly (contiguous per-channel arrays and the scalar arguments)."""
+    acc_bits = p["acc_bits"] if p.get("_acc_check", True) else 64  # 64: proven unable to overflow
+    if "_bound" not in p:  # saturation bounds depend on the multipliers only: compute them once
+        p["_bound"] = saturation_bounds(p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"])
+    bias_c = p["bias"][channel_slice]
+    bias = bias_c if offset is None else bias_c + offset
+    n = requantize(acc3, bias, p["mult"][channel_slice], p["shift"][channel_slice], p["out_zp"], p["qmin"],
+                   p["qmax"], acc_bits, p["_saturate"], out, bound=p["_bound"][channel_slice])
+    if bias_c.size == 0 or int(np.abs(bias_c).max()) < _OFFSET_LIMIT:
+        limit = acc_bits < 64
+        args = (int(p["out_zp"]), int(p["qmin"]), int(p["qmax"]), limit, -(1 << (acc_bits - 1)) if limit else 0,
+                (1 << (acc_bits - 1)) - 1 if limit else 0, 64 - acc_bits, bool(p["_saturate"]))
+        c = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+        p.setdefault("_rq_prep", {})[(channel_slice.start, channel_slice.stop, channel_slice.step)] = (
+            out.dtype, c(bias_c), c(p["mult"][channel_slice]), c(p["shift"][channel_slice]),
+            c(p["_bound"][channel_slice]), args)
+    return n
 
 
 def mac_bound(x_q: QParams, w_int: np.ndarray) -> int:

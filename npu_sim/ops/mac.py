@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.conv2d import conv2d_acc, conv2d_direct_requantized, conv2d_gemm_blocks
+from kernels.conv2d import _center, _sub_zp, conv2d_acc, conv2d_direct_requantized, conv2d_gemm_blocks
+from kernels.gemm import abs_max, float_dtype, plan
 from kernels.conv_transpose2d import conv_transpose2d_acc
 from kernels.gemm import int_matmul
 
@@ -137,6 +138,12 @@ def _run_conv(node, inputs, ctx):
                 return [y.reshape(out_shape)]
         acc = conv2d_acc(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], compact=True)
         return [requantize_acc(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
+    if "mult" in p and _is_pointwise(p):
+        pw = p.get("_pw")
+        if pw is None:
+            pw = p["_pw"] = _prepare_pointwise(p, x)
+        if pw and pw["key"] == (x.dtype, x.shape[1:]):
+            return [_run_pointwise(node, ctx, x, pw).reshape(out_shape)]
     # GEMM path: requantize each block of columns while it is still in cache
     y = np.empty((n_img, cout, int(np.prod(out_shape[2:]))), p["_out_dtype"])
     cg = cout // p["groups"]
@@ -145,6 +152,56 @@ def _run_conv(node, inputs, ctx):
         rows = slice(g * cg, (g + 1) * cg)
         requantize_acc(node, ctx, acc, 1, cg, c1 - c0, out=y[n:n + 1, rows, c0:c1], channel_slice=rows, offset=off)
     return [y.reshape(out_shape)]
+
+
+def _is_pointwise(p) -> bool:
+    w = p["_w"]
+    return (w.shape[2] == 1 and w.shape[3] == 1 and tuple(p["stride"]) == (1, 1) and not any(p["pads"])
+            and p["groups"] == 1)
+
+
+POINTWISE_BLOCK = 1 << 21  # accumulator elements per GEMM call (8 MiB of float32): rows of output channels
+
+
+def _prepare_pointwise(p, x) -> dict | None:
+    """What a 1x1 convolution needs on every call: the same exact single-chunk GEMM as conv2d_gemm_blocks
+    (centred activations, float weights, the centring folded into the bias) with the requantization of whole
+    rows of output channels, which are contiguous. None where one exact float chunk does not cover K."""
+    w = p["_w"]
+    cout, k = w.shape[0], w.shape[1]
+    center = _center(x.dtype)
+    info = np.iinfo(x.dtype)
+    x_dev = max(abs(int(info.min) - center), abs(int(info.max) - center))
+    method, kc = plan(x_dev * abs_max(w), k)
+    if method not in ("f32", "f64") or kc < k:
+        return None
+    dt = float_dtype(method)
+    wsum = w.reshape(cout, k).astype(np.int64).sum(axis=1)
+    params = dict(p)
+    params["bias"] = p["bias"] + (center - p["x_zp"]) * wsum  # sum((x - zx) w) = sum((x - c) w) + (c - zx) sum(w)
+    params.pop("_rq_prep", None)
+    params.pop("_pw", None)
+    hw = int(np.prod(x.shape[2:]))
+    rows = max(1, min(cout, POINTWISE_BLOCK // max(1, hw)))
+    return {"key": (x.dtype, x.shape[1:]), "w": np.ascontiguousarray(w.reshape(cout, k).astype(dt)), "dt": dt,
+            "center": center, "params": params, "rows": rows}
+
+
+def _run_pointwise(node, ctx, x, pw):
+    n_img, cin = x.shape[:2]
+    hw = x.size // (n_img * cin)
+    cout = pw["w"].shape[0]
+    y = np.empty((n_img, cout, hw), node.params["_out_dtype"])
+    xf = np.empty((cin, hw), pw["dt"])
+    rows = pw["rows"]
+    for n in range(n_img):
+        _sub_zp(x[n].reshape(cin, hw), pw["center"], xf)
+        for r0 in range(0, cout, rows):
+            r1 = min(cout, r0 + rows)
+            acc = pw["w"][r0:r1] @ xf
+            requantize_acc(node, ctx, acc, 1, r1 - r0, hw, params=pw["params"], out=y[n:n + 1, r0:r1],
+                           channel_slice=slice(r0, r1))
+    return y
 
 
 def lower_conv_transpose(lowering, onode, args, out: Tensor, act) -> Node:
