@@ -6,6 +6,9 @@ overflow report are all hooks or small readers of the same loop.
 """
 from __future__ import annotations
 
+import ctypes
+import os
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -72,7 +75,35 @@ def check_feeds(program: Program, feeds: dict) -> dict[str, np.ndarray]:
     return out
 
 
+_MEMORY_TUNED = False
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc to keep freed tensor memory for reuse instead of returning it to the OS (once per process).
+
+    By default glibc serves blocks above a dynamic threshold (128 KiB to 32 MiB) by mmap and unmaps them on
+    free, and trims the heap top, so each run's tensors and accumulators land on fresh pages that the kernel
+    faults in one 4 KiB page at a time -- measured ~15% of a MobileNetV2 run. Raising the mmap threshold to its
+    maximum (32 MiB) and the trim threshold keeps that memory mapped: the process then holds on to its peak
+    heap size. Only changes allocation policy, never results. Off with ``NPU_SIM_KEEP_MEMORY=0``; no effect
+    outside glibc (Linux)."""
+    global _MEMORY_TUNED
+    if _MEMORY_TUNED:
+        return True
+    _MEMORY_TUNED = True
+    if os.environ.get("NPU_SIM_KEEP_MEMORY", "1") == "0" or not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        ok = libc.mallopt(m_mmap_threshold, 32 << 20) == 1
+        return bool(libc.mallopt(m_trim_threshold, 1 << 30) == 1 and ok)
+    except (OSError, AttributeError):
+        return False
+
+
 def execute(program: Program, feeds: dict, hooks=(), keep_all: bool = False) -> RunResult:
+    keep_freed_memory()
     values = check_feeds(program, feeds)
     result = RunResult(values)
     ctx = _Context(program, result)
