@@ -162,7 +162,13 @@ def int_matmul(a, b, compact=False, b_cache=None) -> np.ndarray:
     _check_operands(a, b)
     m, k = a.shape
     n = b.shape[1]
-    bound = abs_max(a) * abs_max(b)
+    if b_cache is not None:
+        if "bmax" not in b_cache:  # a constant b: its range once, not a pass over the weights per call
+            b_cache["bmax"] = abs_max(b)
+        bmax = b_cache["bmax"]
+    else:
+        bmax = abs_max(b)
+    bound = abs_max(a) * bmax
     if bound * k > INT64_MAX:
         raise ValueError("int_matmul: K * max|a| * max|b| exceeds int64, the result might not fit")
     method, kc = plan(bound, k)

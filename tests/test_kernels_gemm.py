@@ -48,6 +48,10 @@ def test_int_matmul_matches_twin(case):
     out_loops = int_matmul_loops(a, b)
     assert out_loops.dtype == np.int64
     np.testing.assert_array_equal(out_loops, expected)
+    cache = {}  # constant b: its range and float copies kept between calls give the same integers
+    for a_i in (a, a[::-1].copy()):
+        got = int_matmul(a_i, b, compact=True, b_cache=cache)
+        np.testing.assert_array_equal(got.astype(np.int64), naive.int_matmul(a_i, b))
 
 
 def test_plan_paths():
