@@ -18,7 +18,7 @@ PRESET_DIR = Path(__file__).parent / "boards"
 
 @dataclass(frozen=True)
 class Arithmetic:
-    requantize: str = "fixedpoint"  # "fixedpoint" | "onnx"
+    requantize: str = "fixedpoint"  # "fixedpoint" | "onnx" | "tflite" (TFLite's integer kernels, npu_sim/ops/tflite.py)
     rounding: str = "half_up"
     multiplier_bits: int = 31
     accumulator_bits_8: int = 32
@@ -41,7 +41,7 @@ class Arithmetic:
 
 
 _CHOICES = {
-    "requantize": ("fixedpoint", "onnx"),
+    "requantize": ("fixedpoint", "onnx", "tflite"),
     "rounding": ("half_up", "half_even"),
     "accumulator_overflow": ("wrap", "saturate"),
 }

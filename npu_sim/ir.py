@@ -18,8 +18,9 @@ DTYPES = {
     "int8": (np.int8, -128, 127), "uint8": (np.uint8, 0, 255),
     "int16": (np.int16, -32768, 32767), "uint16": (np.uint16, 0, 65535),
     "int32": (np.int32, -(2**31), 2**31 - 1),
+    "int64": (np.int64, -(2**63), 2**63 - 1),  # constants only: TFLite 16x8 biases
 }
-BITS = {"int4": 4, "uint4": 4, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32}
+BITS = {"int4": 4, "uint4": 4, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "int64": 64}
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import TensorProto
 
-from . import ops, rewrites
+from . import ops, rewrites, rewrites_tflite
 from .board import Board
 from .errors import QuantizationError, UnsupportedModelError
 from .ir import DTYPES, Node, Program, QParams, Tensor
@@ -28,9 +28,10 @@ from .onnx_reader import Graph, attrs_of
 ELEM_DTYPES = {
     TensorProto.INT8: "int8", TensorProto.UINT8: "uint8", TensorProto.INT16: "int16",
     TensorProto.UINT16: "uint16", TensorProto.INT32: "int32", TensorProto.INT4: "int4", TensorProto.UINT4: "uint4",
+    TensorProto.INT64: "int64",  # TFLite 16x8 biases (tf2onnx keeps them int64)
 }
 NP_DTYPES = {"int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16", "int32": "int32",
-             "int4": "int4", "uint4": "uint4"}  # numpy names; onnx gives ml_dtypes int4/uint4 arrays
+             "int4": "int4", "uint4": "uint4", "int64": "int64"}  # numpy names; onnx gives ml_dtypes int4/uint4 arrays
 FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
 
 
@@ -59,6 +60,7 @@ class Lowering:
         # graph rewrites first (in place), so that the walk and its consumer map see the final graph
         self.layernorm_chains = rewrites.fuse_layernorm_chains(graph)
         rewrites.commute_scaling_and_maxpool(graph)
+        rewrites_tflite.move_integer_io_transposes(graph)  # tf2onnx --tflite: integer NHWC graph inputs/outputs
         self.consumers: dict[str, list] = {}
         for node in graph.nodes:
             for name in node.input:
@@ -86,6 +88,13 @@ class Lowering:
         if shape is None:
             raise _Problem(f"the shape of {name!r} could not be inferred (give fixed input shapes)")
         return shape
+
+    def op_info(self, op: str):
+        """The op family entry for ``op`` under the board's arithmetic (the tflite one has its own table)."""
+        if self.arith.requantize == "tflite":
+            from .ops import tflite
+            return tflite.op_info(op)
+        return ops.OPS.get(op)
 
     # ---- the walk ------------------------------------------------------------------------------------------
     def lower(self) -> Program:
@@ -138,13 +147,35 @@ class Lowering:
         if onode.domain == "com.microsoft":
             raise _Problem("com.microsoft ops other than QuantizeLinear/DequantizeLinear are not supported; "
                            "quantize with QuantFormat.QDQ (not QOperator) and without contrib fusions")
-        info = ops.OPS.get(op)
+        info = self.op_info(op)
         if info is None:
             if op in ops.NONLINEAR:
                 raise _Problem(f"{op} is a nonlinear op that would need its own lookup-table lowering; "
                                f"npu-sim does not support it yet")
             raise _Problem(f"op {op} is not supported by npu-sim")
         data = onode.input[0] if onode.input else ""
+        if (info.kind == "movement" and data in self.ints and data not in self.deq and data not in self.g.consts
+                and self.ints[data] in self.tensors):
+            # data movement on integers (tf2onnx puts Transposes between QuantizeLinear and DequantizeLinear):
+            # exact on every board; the output is an integer tensor with the input's quantization
+            args = [self.tensors[self.ints[data]]] + [self._arg(n, onode, i) for i, n in enumerate(onode.input)
+                                                      if i > 0]
+            for name, tname in zip(onode.output, info.lower(self, onode, args, None, None)):
+                if name:
+                    self.ints[name] = tname
+            return
+        if (op == "Concat" and all(n in self.ints and n not in self.deq and n not in self.g.consts
+                                   for n in onode.input) and onode.input):
+            # a Concat of integer tensors that share one quantization (tf2onnx drops their DequantizeLinear)
+            ts = [self.tensors[self.ints[n]] for n in onode.input]
+            if all(t.q.same_as(ts[0].q) for t in ts):
+                t = self.add_tensor(Tensor(onode.output[0], onode.output[0], self.shape(onode.output[0], onode),
+                                           ts[0].q))
+                node = info.lower(self, onode, ts, t, None)
+                node.sources = [onode.name]
+                self.nodes.append(node)
+                self.ints[onode.output[0]] = t.name
+                return
         # Relu/Clip right after a compute op (before its QuantizeLinear): fold into the op as an output clamp.
         if op in ("Relu", "Clip") and data in self.pending and len(self.consumers.get(data, [])) == 1:
             p = self.pending[data]
@@ -291,7 +322,7 @@ class Lowering:
             if not q.per_tensor:
                 raise _Problem(f"activation {f!r} is quantized per axis; npu-sim supports per-tensor activations")
             t = self.add_tensor(Tensor(out, f, self.shape(f, onode), q))
-            info = ops.OPS[p.node.op_type]
+            info = self.op_info(p.node.op_type)
             node = info.lower(self, p.node, p.args, t, p.act)
             node.sources = p.sources + [onode.name]
             self.nodes.append(node)
@@ -310,7 +341,11 @@ class Lowering:
                                f"supported")
             t = self.add_tensor(Tensor(out, f, self.g.shapes[f], q))
             self.inputs[f] = f
-            self.nodes.append(ops.convert.lower_quantize(self, onode, self.tensors[f], t))
+            quantize = ops.convert.lower_quantize
+            if self.arith.requantize == "tflite":
+                from .ops import tflite
+                quantize = tflite.lower_quantize
+            self.nodes.append(quantize(self, onode, self.tensors[f], t))
             self.ints[out] = out
             return
         if f in self.g.consts:
@@ -326,7 +361,11 @@ class Lowering:
         t = self.add_tensor(Tensor(out, f, src.shape, q, None if not src.is_const else q.quantize(src.q.dequantize(src.data))))
         self.ints[out] = out
         if not src.is_const:
-            self.nodes.append(ops.convert.lower_requantize(self, onode, src, t))
+            requantize = ops.convert.lower_requantize
+            if self.arith.requantize == "tflite":
+                from .ops import tflite
+                requantize = tflite.lower_requantize
+            self.nodes.append(requantize(self, onode, src, t))
 
     def _outputs(self) -> None:
         self.outputs: dict[str, str] = {}

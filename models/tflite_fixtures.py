@@ -1,0 +1,227 @@
+"""Build the LiteRT oracle fixtures: small Keras networks -> full-integer .tflite -> QDQ ONNX (tf2onnx).
+
+For each network and each precision (``int8``: int8 activations and weights; ``a16w8``: TFLite's 16x8 mode,
+``EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8``) this writes into ``tests/fixtures/tflite/``:
+
+* ``NAME.tflite``  -- converted with a seeded representative dataset (full-integer quantization, integer I/O);
+* ``NAME.onnx``    -- ``python -m tf2onnx.convert --tflite NAME.tflite --output NAME.onnx`` (QDQ, TFLite
+  tensor names kept);
+* ``NAME.npz``     -- the oracle: a seeded integer input (``input``) and every integer tensor LiteRT computed
+  (``t:<tflite tensor name>``), from ``tf.lite.Interpreter`` with ``experimental_preserve_all_tensors=True``
+  and the builtin reference kernels (``OpResolverType.BUILTIN_REF``, no delegates), run on a copy of the model
+  whose every op output is also a graph output (so no op may overwrite an intermediate tensor in place).
+
+Refusal fixtures (LiteRT refuses them at prepare time) get ``NAME.tflite``/``NAME.onnx`` and ``NAME.refusal.txt``
+(LiteRT's message) instead of an ``.npz``.
+
+Needs the optional extra ``tflite-fixtures`` (tensorflow-cpu, tf2onnx) in a virtualenv of its own; npu-sim never
+imports this at run time. Usage: ``python models/tflite_fixtures.py [--only NAME ...] [--out DIR]``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "tflite"
+SEED = 7
+
+
+def _nets():
+    """name -> (input shape without batch, builder(keras) -> list of layers applied to the input)."""
+    import tensorflow as tf
+    from tensorflow.keras import layers as _layers
+
+    class _L:  # every layer with a bias gets a random one (Keras' zero default would hide bias handling)
+        def __getattr__(self, name):
+            cls = getattr(_layers, name)
+            if name in ("Conv2D", "DepthwiseConv2D", "Dense"):
+                return lambda *a, **k: cls(*a, bias_initializer=tf.keras.initializers.RandomUniform(-0.5, 0.5), **k)
+            return cls
+    L = _L()
+
+    def conv(x):
+        x = L.Conv2D(8, 3, padding="same", activation="relu")(x)
+        x = L.Conv2D(6, 3, strides=2, padding="valid")(x)
+        return x
+
+    def depthwise(x):
+        x = L.DepthwiseConv2D(3, padding="same", depth_multiplier=2, activation="relu6")(x)
+        x = L.DepthwiseConv2D(3, strides=2, padding="valid")(x)
+        return x
+
+    def fc(x):
+        x = L.Flatten()(x)
+        x = L.Dense(16, activation="relu")(x)
+        return L.Dense(5)(x)
+
+    def add_mul(x):
+        a = L.Conv2D(4, 1)(x)
+        b = L.Conv2D(4, 3, padding="same")(x)
+        s = L.Add()([a, b])
+        m = L.Multiply()([s, a])
+        return L.Subtract()([m, b])
+
+    def pools(x):
+        x = L.Conv2D(8, 3, padding="same")(x)
+        a = L.AveragePooling2D(3, strides=2, padding="same")(x)
+        m = L.MaxPooling2D(2)(x)
+        return L.Concatenate()([a, m])
+
+    def mean(x):
+        x = L.Conv2D(8, 3, padding="same")(x)
+        return L.GlobalAveragePooling2D()(x)
+
+    def concat(x):
+        a = L.Conv2D(3, 1)(x)
+        b = L.Conv2D(5, 3, padding="same")(x)
+        return L.Concatenate()([a, b, x])
+
+    def resize(x):
+        x = L.Conv2D(4, 1)(x)
+        a = L.UpSampling2D(2, interpolation="bilinear")(x)
+        b = L.UpSampling2D(2, interpolation="nearest")(x)
+        return L.Add()([a, b])
+
+    def activations(x):
+        x = L.Conv2D(6, 3, padding="same")(x)
+        a = L.Activation("sigmoid")(x)
+        b = L.Activation("tanh")(x)
+        c = L.Activation(tf.nn.relu6)(x)
+        return L.Concatenate()([a, b, c])
+
+    def hardswish(x):  # TFLite has no 16x8 HARD_SWISH: int8 only
+        x = L.Conv2D(6, 3, padding="same")(x)
+        return L.Activation(lambda v: v * tf.nn.relu6(v + 3.0) * (1.0 / 6.0))(x)
+
+    def refusal_depthwise(x):  # outputs ~0: a tiny output scale, so ReLU6's bound 6/scale overflows int32
+        x = L.Conv2D(4, 1)(x)
+        return _layers.DepthwiseConv2D(3, padding="same", activation="relu6",
+                                       depthwise_initializer=tf.keras.initializers.Constant(1e-9),
+                                       bias_initializer="zeros")(x)
+
+    def softmax(x):
+        x = L.Flatten()(x)
+        x = L.Dense(10)(x)
+        return L.Softmax()(x)
+
+    return {
+        "conv": ((8, 8, 3), conv), "depthwise": ((8, 8, 3), depthwise), "fc": ((4, 4, 3), fc),
+        "add_mul": ((6, 6, 3), add_mul), "pools": ((8, 8, 3), pools), "mean": ((6, 6, 3), mean),
+        "concat": ((6, 6, 3), concat), "resize": ((4, 4, 3), resize), "activations": ((6, 6, 3), activations),
+        "hardswish": ((6, 6, 3), hardswish), "softmax": ((4, 4, 2), softmax),
+        "refusal_depthwise": ((6, 6, 3), refusal_depthwise),
+    }
+
+
+PRECISIONS = {"hardswish": ("int8",), "refusal_depthwise": ("a16w8",)}
+
+
+def _convert(model, shape, precision: str, seed: int) -> bytes:
+    import tensorflow as tf
+    rng = np.random.default_rng(seed)
+    data = [rng.uniform(-2.0, 2.0, size=(1,) + shape).astype(np.float32) for _ in range(32)]
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = lambda: ([d] for d in data)
+    if precision == "int8":
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        conv.inference_input_type = conv.inference_output_type = tf.int8
+    else:
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+        conv.inference_input_type = conv.inference_output_type = tf.int16
+    return conv.convert()
+
+
+def every_tensor_an_output(tflite_bytes: bytes) -> bytes:
+    """The same model with every op output also a graph output.
+
+    ``experimental_preserve_all_tensors`` alone does not stop LiteRT from running some ops in place (an ADD's
+    output buffer was reused by the MUL after it), so intermediate tensors could be overwritten; graph outputs
+    never are. The kernels and their arithmetic are unchanged."""
+    from tensorflow.lite.tools import flatbuffer_utils as fb
+    model = fb.convert_bytearray_to_object(bytearray(tflite_bytes))
+    for sg in model.subgraphs:
+        outs = list(sg.outputs)
+        for op in sg.operators:
+            outs += [int(t) for t in op.outputs if t >= 0 and int(t) not in outs]
+        sg.outputs = outs
+    return bytes(fb.convert_object_to_bytearray(model))
+
+
+def interpreter(tflite_path: Path):
+    """LiteRT with the builtin reference kernels (no delegates), every tensor kept."""
+    import tensorflow as tf
+    it = tf.lite.Interpreter(model_content=every_tensor_an_output(Path(tflite_path).read_bytes()),
+                             experimental_preserve_all_tensors=True,
+                             experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF)
+    return it
+
+
+def _oracle(tflite_path: Path, seed: int) -> dict[str, np.ndarray]:
+    """Run LiteRT's reference kernels keeping every tensor; return the input and all integer tensors."""
+    it = interpreter(tflite_path)
+    it.allocate_tensors()
+    inp = it.get_input_details()[0]
+    info = np.iinfo(inp["dtype"])
+    rng = np.random.default_rng(seed + 1)
+    x = rng.integers(info.min, info.max + 1, size=inp["shape"]).astype(inp["dtype"])
+    it.set_tensor(inp["index"], x)
+    it.invoke()
+    out = {"input": x}
+    for d in it.get_tensor_details():
+        if d["dtype"] not in (np.int8, np.int16, np.int32, np.int64, np.uint8):
+            continue
+        try:
+            v = it.get_tensor(d["index"])
+        except ValueError:
+            continue
+        if v is None or v.size == 0:
+            continue
+        out["t:" + d["name"]] = np.array(v)
+    return out
+
+
+def build(name: str, precision: str, out_dir: Path) -> None:
+    import tensorflow as tf
+    shape, body = _nets()[name]
+    tf.keras.utils.set_random_seed(SEED)
+    inp = tf.keras.Input(shape=shape, batch_size=1, name="input")
+    model = tf.keras.Model(inp, body(inp))
+    stem = f"{name}_{precision}"
+    tfl = out_dir / f"{stem}.tflite"
+    tfl.write_bytes(_convert(model, shape, precision, SEED))
+    onnx_path = out_dir / f"{stem}.onnx"
+    subprocess.run([sys.executable, "-m", "tf2onnx.convert", "--tflite", str(tfl), "--output", str(onnx_path)],
+                   check=True, capture_output=True)
+    try:
+        arrays = _oracle(tfl, SEED)
+    except Exception as exc:  # LiteRT refused the model at prepare time
+        (out_dir / f"{stem}.refusal.txt").write_text(str(exc) + "\n")
+        print(f"{stem}: refused by LiteRT: {str(exc).splitlines()[0]}")
+        return
+    np.savez_compressed(out_dir / f"{stem}.npz", **arrays)
+    print(f"{stem}: {len(arrays) - 1} integer tensors")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", help="network names (default: all)")
+    ap.add_argument("--precision", nargs="*", default=["int8", "a16w8"])
+    ap.add_argument("--out", type=Path, default=OUT)
+    a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    for name in a.only or list(_nets()):
+        for prec in a.precision:
+            if prec not in PRECISIONS.get(name, (prec,)):
+                continue
+            build(name, prec, a.out)
+
+
+if __name__ == "__main__":
+    main()
