@@ -233,13 +233,17 @@ def _check_acc(acc) -> None:
 
 
 def saturation_bounds(mult: np.ndarray, shift: np.ndarray, out_zp: int, qmin: int, qmax: int) -> np.ndarray:
-    """Per channel, a bound ``L <= 2**31`` such that every |v| >= L saturates the output, or 0 if none.
+    """Per channel, a bound ``L`` with ``L*|M| <= 2**62`` such that every |v| >= L saturates the output, or 0 if
+    none.
 
     With ``Q = max(qmax - out_zp, out_zp - qmin) + 1`` and ``L = ((Q + 1) << r) // |M| + 1``: for v >= L,
     ``v*|M| >= (Q+1)*2**r`` so ``mul_round_shift(v, |M|, r) >= Q + 1`` (past either clamp bound), and
     symmetrically for v <= -L; clamping v into [-L, L] therefore never changes the output, and keeps
-    ``|v*M| + 2**(r-1) < 2**63``. A zero multiplier maps everything to 0 (L = 2**31 is then harmless).
-    Channels whose ``(Q+1) << r`` would not fit int64, or whose L exceeds 2**31, get 0 (general path).
+    ``|v*M| + 2**(r-1) <= 2**62 + 2**61 < 2**63``, so ``(v*M + 2**(r-1)) >> r`` is the exact
+    ``mul_round_shift``. A zero multiplier maps everything to 0 (L = 2**31 is then harmless). A small
+    multiplier with a large shift (an affine with many fraction bits and M = 1) gets a large L, which is fine
+    as long as the product stays in range. Channels whose ``(Q+1) << r`` would not fit int64, or whose
+    ``L*|M|`` would pass 2**62, get 0 (general path).
     """
     q1 = max(qmax - out_zp, out_zp - qmin) + 2
     m = np.abs(mult.astype(np.int64))
@@ -247,7 +251,7 @@ def saturation_bounds(mult: np.ndarray, shift: np.ndarray, out_zp: int, qmin: in
     fits = r <= 62 - q1.bit_length()
     num = np.where(fits, np.left_shift(np.int64(q1), np.where(fits, r, 0)), 0)
     lim = np.where(m > 0, num // np.maximum(m, 1) + 1, 1 << 31)
-    return np.where(fits & (lim <= 1 << 31), lim, 0).astype(np.int64)
+    return np.where(fits & (lim <= (1 << 62) // np.maximum(m, 1)), lim, 0).astype(np.int64)
 
 
 def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_acc, out, bound=None) -> int:

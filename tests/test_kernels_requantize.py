@@ -229,3 +229,24 @@ def test_narrow_integer_accumulators_match_int64(dtype, data):
                    out)
     assert n == n_ref
     np.testing.assert_array_equal(out, ref)
+
+
+def test_saturation_bounds_small_multiplier_large_shift():
+    """An affine with many fraction bits (M = 1 or small, r up to 46) gets a bound past 2**31 -- the branch-free
+    path -- and gives the twin's integers, at the bound's edges and for accumulators up to 2**47."""
+    mult = np.array([1, 3, 1, 2 ** 20 + 1, 2 ** 31 - 1], np.int64)
+    shift = np.array([40, 46, 8, 50, 62], np.int64)
+    zp, qmin, qmax = -3, -128, 127
+    bound = saturation_bounds(mult, shift, zp, qmin, qmax)
+    assert (bound[[0, 1, 3]] > 1 << 31).all() and (bound[:4] > 0).all() and (bound * mult <= 1 << 62).all()
+    rng = np.random.default_rng(1)
+    acc = rng.integers(-2 ** 47, 2 ** 47, size=(2, 5, 40), dtype=np.int64)
+    for c in range(5):  # values around the bound and around the rounding edges
+        if bound[c]:
+            acc[0, c, :6] = [bound[c], -bound[c], bound[c] - 1, 1 - bound[c], bound[c] // 2, 0]
+        acc[1, c, :3] = [(1 << int(shift[c])) // 2 // max(1, int(mult[c])), -1, 1]
+    bias = np.array([5, -7, 0, 2 ** 40, -2 ** 40], np.int64)
+    expected, _ = naive.requantize(acc, bias, mult, shift, zp, qmin, qmax, 64, True, np.int8)
+    out = np.empty(acc.shape, np.int8)
+    assert requantize(acc, bias, mult, shift, zp, qmin, qmax, 64, True, out, bound=bound) == 0
+    np.testing.assert_array_equal(out, expected)
