@@ -1009,6 +1009,25 @@ def check_program(program: Program, overflows: dict | None = None) -> CheckResul
     return CheckResult(program.model_path, program.board.name, reports, model_findings)
 
 
+def int16_allowed(program: Program, node: Node) -> bool:
+    """Whether ``node`` may run with 16-bit activations on the program's board: the op runs on the NPU, takes
+    int16 activations there, and one output's dot product (in_ch/groups x kh x kw, see ``_reduction``) stays
+    within the board's ``int16_max_reduction``. A node on the CPU (or on a board without rules) always may."""
+    rules = program.board.rules or Rules()
+    if not rules.constrained:
+        return True
+    lim = rules.limits(node.op)
+    if lim is None:
+        return True
+    allowed = lim.activation_dtypes or rules.activation_dtypes
+    if "int16" not in allowed:
+        return False
+    if lim.int16_max_reduction is None:
+        return True
+    k = _reduction(_Ctx(program, rules, None), node)
+    return k is None or k <= lim.int16_max_reduction
+
+
 def placement(program: Program) -> dict[str, str]:
     """Node name -> "NPU" or "CPU" (fallback) for every node of the program, by the board's rules."""
     rules = program.board.rules or Rules()
