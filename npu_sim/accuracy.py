@@ -935,21 +935,10 @@ def _board_spec(board):
     return board
 
 
-def report(model, data=None, float_model=None, board="default", input_shapes: dict | None = None,
-           workers: int = 1, mean: str = "0", std: str = "1", limit: int | None = None,
-           collapse_cosine: float = 0.99,
-           progress: Callable[[int, int], None] | None = None) -> AccuracyReport:
-    """Accuracy report of the QDQ ``model`` on ``board`` over ``data`` (see the module docstring).
-
-    ``data``: a ``dataset.Dataset``, a list of feed dicts, or file/folder paths (images, .npy, .npz); ``None``
-    means the bundled digits when ``model`` is the demo, else an ``InputError``. ``float_model``: the float ONNX
-    model quantize_static started from (default: the QDQ model's own float semantics). ``workers``: processes
-    (each loads the model once); the result does not depend on it. ``progress(done, total)`` is called as
-    samples complete.
-    """
-    import time
+def load_data(model, data=None, input_shapes: dict | None = None, mean: str = "0", std: str = "1",
+              limit: int | None = None):
+    """The report's dataset (``dataset.Dataset``) from ``data`` as ``report`` takes it (see there)."""
     from . import dataset as ds
-    t0 = time.perf_counter()
     model = str(model)
     if not Path(model).is_file():
         raise ModelLoadError(f"{model}: file not found")
@@ -975,6 +964,25 @@ def report(model, data=None, float_model=None, board="default", input_shapes: di
         dset = ds.Dataset([dict(s) for s in samples], None, f"{len(samples)} sample(s)")
     if limit is not None:
         dset = ds.Dataset(dset.samples[:limit], dset.labels, dset.description, dset.sources)
+    return dset
+
+
+def report(model, data=None, float_model=None, board="default", input_shapes: dict | None = None,
+           workers: int = 1, mean: str = "0", std: str = "1", limit: int | None = None,
+           collapse_cosine: float = 0.99,
+           progress: Callable[[int, int], None] | None = None) -> AccuracyReport:
+    """Accuracy report of the QDQ ``model`` on ``board`` over ``data`` (see the module docstring).
+
+    ``data``: a ``dataset.Dataset``, a list of feed dicts, or file/folder paths (images, .npy, .npz); ``None``
+    means the bundled digits when ``model`` is the demo, else an ``InputError``. ``float_model``: the float ONNX
+    model quantize_static started from (default: the QDQ model's own float semantics). ``workers``: processes
+    (each loads the model once); the result does not depend on it. ``progress(done, total)`` is called as
+    samples complete.
+    """
+    import time
+    t0 = time.perf_counter()
+    model = str(model)
+    dset = load_data(model, data, input_shapes, mean, std, limit)
     shapes = {n: tuple(np.shape(v)) for n, v in dset.samples[0].items()}
     if input_shapes:
         shapes.update({k: tuple(v) for k, v in input_shapes.items()})

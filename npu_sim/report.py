@@ -11,7 +11,8 @@ import math
 import sys
 from pathlib import Path
 
-from .accuracy import SCHEMA_VERSION, AccuracyReport, LayerResult, coarse_histogram, default_workers, report
+from .accuracy import (SCHEMA_VERSION, AccuracyReport, LayerResult, coarse_histogram, default_workers, load_data,
+                       report)
 from .errors import InputError
 
 CLI_DESCRIPTION = """\
@@ -41,12 +42,34 @@ def add_cli_arguments(p) -> None:
     p.add_argument("--collapse-cosine", type=float, default=0.99, metavar="C",
                    help="accumulated cosine below which a tensor counts as collapsed (default 0.99)")
     p.add_argument("--top", type=int, default=5, metavar="N", help="worst layers to list (default 5)")
+    a = p.add_argument_group("sensitivity, int16 advisor and fix")
+    a.add_argument("--no-sensitivity", action="store_true",
+                   help="skip the per-layer sensitivity ranking and the int16 advisor (checks, latency and the "
+                        "bias remedy still run)")
+    a.add_argument("--samples", type=int, default=8, metavar="N",
+                   help="samples the sensitivity ranking and the advisor measure on (the first N; default 8)")
+    a.add_argument("--max-slowdown", type=float, default=None, metavar="X",
+                   help="latency budget of the int16 advisor: at most X times the estimated cycles (default 1.2)")
+    a.add_argument("--budget-ms", type=float, default=None, metavar="MS",
+                   help="latency budget of the int16 advisor in milliseconds (npu_sim.estimate of the board)")
+    a.add_argument("--points", type=int, default=10, metavar="N",
+                   help="most accuracy-latency curve points to measure (default 10)")
+    a.add_argument("--overrides", metavar="OUT.json",
+                   help="write the fix: quantize_static extra_options (TensorQuantOverrides ...) as JSON")
+    a.add_argument("--requantize", nargs="+", metavar="CALIB", default=None,
+                   help="re-quantize the float model (--float) with the fix on this calibration data (folders or "
+                        "files as for --data) and report the new model's simulated accuracy")
+    a.add_argument("--calib-limit", type=int, default=None, metavar="N", help="use only N calibration samples")
+    a.add_argument("--fixed-model", metavar="OUT.onnx",
+                   help="where --requantize writes the new QDQ model (default: MODEL.fixed.qdq.onnx in the "
+                        "current folder)")
     p.add_argument("--html", metavar="OUT.html", help="write the HTML report")
     p.add_argument("--json", metavar="OUT.json", help="write the JSON report (schema: docs/REPORT_SCHEMA.md)")
 
 
 class _Progress:
-    def __init__(self, stream=None):
+    def __init__(self, stream=None, label: str = "report", unit: str = "samples"):
+        self.label, self.unit = label, unit
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.last = -1
@@ -55,12 +78,12 @@ class _Progress:
         pct = int(100 * done / max(total, 1))
         if self.tty:
             bar = "#" * (pct // 4) + "." * (25 - pct // 4)
-            self.stream.write(f"\rreport: [{bar}] {done}/{total} samples")
+            self.stream.write(f"\r{self.label}: [{bar}] {done}/{total} {self.unit}")
             if done >= total:
                 self.stream.write("\n")
             self.stream.flush()
         elif pct // 10 != self.last // 10 or done >= total:
-            self.stream.write(f"report: {done}/{total} samples ({pct}%)\n")
+            self.stream.write(f"{self.label}: {done}/{total} {self.unit} ({pct}%)\n")
             self.stream.flush()
         self.last = pct
 
@@ -75,10 +98,38 @@ def cli_main(args, shapes) -> int:
     for opt, path in (("--html", args.html), ("--json", args.json)):
         if path and not Path(path).resolve().parent.is_dir():
             raise InputError(f"{opt} {path!r}: folder {str(Path(path).parent)!r} does not exist")
-    r = report(args.model, data=args.data or None, float_model=args.float_model, board=args.board,
+    if args.samples < 1:
+        raise InputError("--samples must be at least 1")
+    if args.max_slowdown is not None and args.max_slowdown < 1.0:
+        raise InputError("--max-slowdown must be at least 1.0 (1.2 = 20% slower than now)")
+    if args.budget_ms is not None and args.budget_ms <= 0:
+        raise InputError("--budget-ms must be positive")
+    if args.requantize and not args.float_model:
+        raise InputError("--requantize re-quantizes the float model: give it with --float FLOAT.onnx")
+    for opt, path in (("--overrides", args.overrides), ("--fixed-model", args.fixed_model)):
+        if path and not Path(path).resolve().parent.is_dir():
+            raise InputError(f"{opt} {path!r}: folder {str(Path(path).parent)!r} does not exist")
+    dset = load_data(args.model, args.data or None, shapes or None, args.mean, args.std, args.limit)
+    calib = None
+    if args.requantize:
+        calib = load_data(args.model, args.requantize, shapes or None, args.mean, args.std, args.calib_limit)
+    r = report(args.model, data=dset, float_model=args.float_model, board=args.board,
                input_shapes=shapes or None, workers=args.workers or default_workers(), mean=args.mean,
                std=args.std, limit=args.limit, collapse_cosine=args.collapse_cosine, progress=_Progress())
+    from .advisor import AdviceOptions, annotate
+    opts = AdviceOptions(samples=args.samples, sensitivity=not args.no_sensitivity,
+                         max_slowdown=args.max_slowdown if args.max_slowdown is not None or args.budget_ms is None
+                         else None, budget_ms=args.budget_ms, max_points=max(2, args.points),
+                         overrides=args.overrides, calibration=calib.samples if calib else None,
+                         calibration_source=calib.description if calib else "", fixed_model=args.fixed_model,
+                         eval_samples=dset.samples if calib else None)
+    if opts.max_slowdown is None and opts.budget_ms is None:
+        opts.max_slowdown = 1.2
+    annotate(r, dset.samples, args.board, args.float_model, shapes or None, opts,
+             progress=_Progress(label="sensitivity", unit="layers"))
     print(format_summary(r, args.top))
+    if args.overrides:
+        print(f"fix (quantize_static extra_options) -> {args.overrides}")
     if args.json:
         Path(args.json).write_text(json.dumps(r.to_dict(), indent=1))
         print(f"JSON report -> {args.json}")
@@ -148,7 +199,113 @@ def format_summary(r: AccuracyReport, top: int = 5) -> str:
     for node, count in r.overflows.items():
         lines.append(f"warning: node {node!r}: {count} accumulator value(s) overflowed the board's accumulator")
     lines.append(f"({len(r.layers)} tensors compared in {r.seconds:.1f} s)")
+    lines += format_advice(r, top)
     return "\n".join(lines)
+
+
+def _rule_groups(checks: dict) -> list[tuple[str, str, list[tuple[str, list[str], dict]]]]:
+    """(severity, rule, [(node, tensors, finding)]) for the check findings, errors first."""
+    groups: dict[tuple[str, str], list] = {}
+    for lay in checks["layers"]:
+        for f in lay["findings"]:
+            groups.setdefault((f["severity"], f["rule"]), []).append((lay["node"], lay["tensors"], f))
+    order = {"error": 0, "warning": 1, "info": 2}
+    return [(sev, rule, items) for (sev, rule), items in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 3),
+                                                                                                   kv[0][1]))]
+
+
+def layer_findings(r: AccuracyReport, node: str) -> list[dict]:
+    if not r.checks:
+        return []
+    return next((l["findings"] for l in r.checks["layers"] if l["node"] == node), [])
+
+
+def format_advice(r: AccuracyReport, top: int = 5) -> list[str]:
+    lines: list[str] = []
+    if r.checks is not None:
+        c = r.checks
+        lines += ["", f"check findings on board {c['board']}: {c['errors']} error(s), {c['warnings']} warning(s), "
+                      f"{c['infos']} info -> {'deployable' if c['deployable'] else 'NOT DEPLOYABLE'}"]
+        for f in c["model_findings"]:
+            lines.append(f"  {f['severity']:7s} {f['rule']} (model)")
+        for sev, rule, items in _rule_groups(c):
+            shown = []
+            for node, tensors, f in items[:4]:
+                ch = f["values"].get("channels")
+                shown.append(f"{node}" + (f" ({tensors[0]})" if tensors else "") + (f" ch {ch}" if ch else ""))
+            lines.append(f"  {sev:7s} {rule} on {len(items)} node(s): " + "; ".join(shown)
+                         + (" ..." if len(items) > 4 else ""))
+        if r.collapse:
+            hits = layer_findings(r, r.collapse.node)
+            hits = [f for f in hits if f["severity"] in ("error", "warning") and not f["rule"].startswith(("dtype.",
+                                                                                                       "zero_point."))]
+            if hits:
+                lines.append(f"  at the collapse ({r.collapse.tensor}, {r.collapse.node}): "
+                             + "; ".join(f"{f['rule']}: {f['message']}" for f in hits[:2]))
+    if r.latency is not None:
+        L = r.latency
+        hot = sorted(L["layers"], key=lambda x: -x["cycles"])[:3]
+        lines += ["", f"latency (npu_sim.estimate, board {L['board']}): {L['total_cycles']:,.0f} cycles = "
+                      f"{L['latency_ms']:.3f} ms; hottest: "
+                      + ", ".join(f"{h['node']} {h['share_pct']:.1f}%" for h in hot)]
+    if r.sensitivity is not None:
+        S = r.sensitivity
+        b = S["baseline"]
+        lines += ["", f"sensitivity: output similarity with only that layer at higher precision ({S['samples']} "
+                      f"sample(s); baseline cosine {b['cosine']:.5f}, SQNR {_f(b['sqnr_db'], '{:.1f}')} dB)",
+                  f"  {'rank':>4} {'layer':24s} {'tensor':28s} {'as':6s} {'cosine':>8s} {'gain dB':>8s} "
+                  f"{'+cycles':>9s}  findings"]
+        for row in S["layers"][:top]:
+            fl = ",".join(sorted({f["rule"] for f in layer_findings(r, row["layer"])
+                                  if f["severity"] == "error" and not f["rule"].startswith(("dtype.", "zero_point."))}))
+            mode = "int16" if row["mode"] == "int16" else ("float" if row["mode"] == "float" else "float*")
+            cyc = "-" if row["delta_cycles"] is None else f"{row['delta_cycles']:+,.0f}"
+            lines.append(f"  {row['rank']:>4} {row['layer'][:24]:24s} {row['tensor'][:28]:28s} {mode:6s} "
+                         f"{row['cosine']:.5f} {_f(row['gain_sqnr_db'], '{:+8.2f}')} {cyc:>9s}  {fl}")
+        if any(row["mode"] != "int16" and row["mode"] != "float" for row in S["layers"]):
+            lines.append("  (float*: its inputs have no float-reference tensor, so the float reference replaced its "
+                         "output: an upper bound, ranked last)")
+    A = r.advisor
+    if A is not None:
+        lines.append("")
+        if A.get("skipped"):
+            lines.append(f"int16 advisor: {A['skipped']}")
+        elif A.get("curve"):
+            bud = A["budget"]
+            what = (f"{bud['max_slowdown']}x the estimated cycles" if bud.get("max_slowdown") else
+                    f"{bud['budget_ms']} ms")
+            lines.append(f"int16 advisor: budget {what} = {bud['cycles']:,.0f} cycles; {len(A['order'])} candidate(s) "
+                         f"(int16 allowed, positive gain), greedy by gain per added cycle; every point measured")
+            lines.append(f"  {'k':>3} {'cycles':>12s} {'slowdown':>8s} {'cosine':>8s} {'SQNR dB':>8s}  last promoted")
+            for pnt in A["curve"]:
+                mark = "*" if pnt.get("chosen") else ("p" if pnt["pareto"] else " ")
+                over = "" if pnt["within_budget"] else "  over budget"
+                lines.append(f"  {pnt['k']:>3} {pnt['cycles']:>12,.0f} {pnt['slowdown']:8.3f} {pnt['cosine']:.5f} "
+                             f"{_f(pnt['sqnr_db'], '{:8.2f}')} {mark} {pnt['tensors'][-1] if pnt['tensors'] else '-'}"
+                             f"{over}")
+            lines.append("  (* chosen, p Pareto-optimal)")
+            ch = A["chosen"]
+            lines.append(f"  chosen: {len(ch)} tensor(s) to int16" + (": " + ", ".join(ch) if ch else ""))
+        rem = A.get("bias_remedy")
+        if rem:
+            lines.append("bias remedy (not a precision problem: int16 cannot fix a clipped bias): "
+                         + ", ".join(f"{l['node']} ({l['tensor']}) ch {l['channels'][:6]}" for l in rem["layers"]))
+            lines.append(f"  fix: {rem['remedy']}")
+        if A.get("fix"):
+            lines.append(f"  fix as quantize_static extra_options: {json.dumps(A['fix'])[:300]}")
+        rq = A.get("requantized")
+        if rq:
+            if rq.get("error"):
+                lines.append(f"re-quantized: {rq['error']}")
+            else:
+                b, a = rq["before"], rq["after"]
+                lines.append(f"re-quantized with the fix ({rq['calibration']}) -> {rq['model']}")
+                lines.append(f"  measured on {rq['samples']} sample(s): cosine {b['cosine']:.5f} -> {a['cosine']:.5f} "
+                             f"(worst sample {b['cosine_min_sample']:.5f} -> {a['cosine_min_sample']:.5f}), SQNR "
+                             f"{_f(b['sqnr_db'], '{:.1f}')} -> {_f(a['sqnr_db'], '{:.1f}')} dB; cycles "
+                             f"{_f(rq['cycles_before'], '{:,.0f}')} -> {_f(rq['cycles_after'], '{:,.0f}')}; "
+                             f"bias.saturated findings after: {rq['bias_saturated_after']}")
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------------------------
