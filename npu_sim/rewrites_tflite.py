@@ -51,11 +51,44 @@ def move_integer_io_transposes(graph: Graph) -> int:
             replace[id(t)] = [new_dq, new_t]
             for u in users:
                 replace[id(u)] = [helper.make_node("Identity", [moved], [u.output[0]], name=u.name)]
-    if not replace:
-        return 0
     out = []
     for n in graph.nodes:
         out.extend(replace.get(id(n), [n]))
     graph.nodes[:] = out
-    return len(replace)
+    return len(replace) + _label_integer_inputs(graph)
+
+
+def _label_integer_inputs(graph: Graph) -> int:
+    """An integer graph input still read by a non-DequantizeLinear op (e.g. a Transpose feeding an integer Concat)
+    gets ``DQ -> QuantizeLinear`` with the quantization a DequantizeLinear reading it (directly or after one data
+    movement) uses; the walk aliases that pair to the input, and the op reads integers."""
+    consumers: dict[str, list] = {}
+    for n in graph.nodes:
+        for name in n.input:
+            consumers.setdefault(name, []).append(n)
+    head, count = [], 0
+    for name in graph.inputs:
+        users = consumers.get(name, [])
+        others = [u for u in users if u.op_type != "DequantizeLinear"]
+        if graph.elem_types.get(name) not in _INT_TYPES or not others:
+            continue
+        dqs = [u for u in users if u.op_type == "DequantizeLinear"]
+        dqs += [d for u in others if u.op_type in _MOVES for d in consumers.get(u.output[0], [])
+                if d.op_type == "DequantizeLinear"]
+        if not dqs or not _per_tensor(graph, dqs[0]):
+            continue
+        qp = list(dqs[0].input[1:])
+        f, q = f"{name}__float", f"{name}__int"
+        head += [helper.make_node("DequantizeLinear", [name] + qp, [f], name=f"{name}__dq"),
+                 helper.make_node("QuantizeLinear", [f] + qp, [q], name=f"{name}__q")]
+        graph.shapes[f] = graph.shapes[q] = graph.shapes.get(name)
+        graph.elem_types[f] = TensorProto.FLOAT
+        graph.elem_types[q] = graph.elem_types[name]
+        for u in others:
+            for i, v in enumerate(u.input):
+                if v == name:
+                    u.input[i] = q
+        count += 1
+    graph.nodes[:0] = head
+    return count
 

@@ -24,6 +24,15 @@ import npu_sim
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tflite"
 NAMES = sorted(p.stem for p in FIXTURES.glob("*.npz"))
+# fixtures whose ops the tflite arithmetic does not compute yet (lowering refuses them by node): expected failures
+NOT_YET = {
+    "activations_a16w8": "int16 Logistic/Tanh (TFLite's interpolated sigmoid table) not implemented",
+    "hardswish_int8": "TFLite's int8 HardSwish not implemented",
+    "resize_int8": "TFLite's integer ResizeBilinear/ResizeNearestNeighbor not implemented",
+    "resize_a16w8": "TFLite's integer ResizeBilinear/ResizeNearestNeighbor not implemented",
+    "softmax_int8": "TFLite's int8 Softmax not implemented",
+    "softmax_a16w8": "TFLite's int16 Softmax not implemented",
+}
 
 
 def compare(name: str) -> tuple[int, list[str]]:
@@ -59,7 +68,7 @@ def compare(name: str) -> tuple[int, list[str]]:
         if got is None:
             problems.append(f"{tname}: no npu-sim tensor of that name")
             continue
-        if got.ndim == 4 and tname not in io:
+        if got.ndim == 4 and tname not in io and got.transpose(0, 2, 3, 1).shape == want.shape:
             got = got.transpose(0, 2, 3, 1)  # NCHW inside the ONNX graph, NHWC in TFLite
         if got.shape != want.shape or got.dtype != want.dtype:
             problems.append(f"{tname}: npu-sim {got.dtype}{list(got.shape)} vs LiteRT {want.dtype}{list(want.shape)}")
@@ -75,11 +84,23 @@ def compare(name: str) -> tuple[int, list[str]]:
     return compared, problems
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=NOT_YET[n], strict=True,
+                                                                          raises=npu_sim.NpuSimError))
+                                  if n in NOT_YET else n for n in NAMES])
 def test_every_tensor_equals_litert(name):
     compared, problems = compare(name)
     assert not problems, f"{name}: " + "\n  ".join(problems)
     assert compared >= 2
+
+
+def test_litert_refusal_is_refused_by_node():
+    """LiteRT refuses refusal_depthwise_a16w8.tflite at prepare time (NAME.refusal.txt): ReLU6's bound 6 over the
+    depthwise convolution's tiny output scale does not fit int32. npu-sim refuses the same node, with the reason."""
+    assert "no_integer_overflow_from_quantization" in (FIXTURES / "refusal_depthwise_a16w8.refusal.txt").read_text()
+    with pytest.raises(npu_sim.UnsupportedModelError) as err:
+        npu_sim.load(FIXTURES / "refusal_depthwise_a16w8.onnx", board="ethos-u55-128")
+    assert "no_integer_overflow_from_quantization" in str(err.value)
+    assert "StatefulPartitionedCall:0_prequant" in str(err.value)
 
 
 def _live_interpreter():

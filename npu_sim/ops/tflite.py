@@ -68,7 +68,8 @@ def activation_range(q: QParams, act, node_name: str = "") -> tuple[int, int]:
         t = float(np.float32(np.float32(bound) / s))
         t = math.floor(abs(t) + 0.5) * (1 if t >= 0 else -1)
         if not -2.0 ** 31 <= t <= 2.0 ** 31 - 1:  # TFLite compares the rounded float with int32's limits
-            raise _problem(f"LiteRT refuses this model at prepare time (no_integer_overflow_from_quantization): the "
+            where = f"node {node_name!r}: " if node_name else ""
+            raise _problem(f"{where}LiteRT refuses this model at prepare time (no_integer_overflow_from_quantization): the "
                            f"activation bound {bound:g} / output scale {float(q.scale):.6g} = {t:.6g} does not fit "
                            f"int32; the output scale is too small for the fused activation (re-calibrate: the "
                            f"output range is almost empty)")
@@ -80,8 +81,8 @@ def activation_range(q: QParams, act, node_name: str = "") -> tuple[int, int]:
     return lo, hi
 
 
-def _out(lowering, out: Tensor, act) -> dict:
-    lo, hi = activation_range(out.q, act)
+def _out(lowering, out: Tensor, act, node_name: str = "") -> dict:
+    lo, hi = activation_range(out.q, act, node_name)
     return {"out_zp": int(out.q.zero_point), "qmin": lo, "qmax": hi, "_out_dtype": out.q.np_dtype}
 
 
@@ -108,13 +109,12 @@ def _mac_tflite(lowering, node, x_q, w_q, out, n_channels):
     if x_q.bits > 16 or w_q.bits != 8:
         raise _problem(f"TFLite computes {x_q.dtype} x {w_q.dtype}: only int8 x int8 and int16 x int8 (16x8) exist")
     wide = x_q.bits == 16
-    if wide and int(x_q.zero_point) != 0:
-        raise _problem("TFLite 16x8 ops need a zero input zero point")
+    # TFLite's 16x8 ops have zero zero points; a non-zero one (onnxruntime A16W8 models) is subtracted exactly
     sw = np.broadcast_to(np.asarray(w_q.scale, np.float32), (n_channels,)).astype(np.float64)
     real = np.float64(np.float32(x_q.scale)) * sw / np.float64(np.float32(out.q.scale))
     p["tfl_mult"], p["tfl_shift"] = multipliers(real)
     p["tfl_wide"] = wide
-    p.update(_out(lowering, out, node_act(node)))
+    p.update(_out(lowering, out, node_act(node), node.name))
     for key in ("scale", "mult", "shift", "_rq_prep"):
         p.pop(key, None)
     node.run = _RUN[node.op]
