@@ -417,6 +417,172 @@ def svg_histogram(lay: LayerResult, width: int = 520, height: int = 200) -> str:
     return "".join(parts)
 
 
+def svg_bars(labels: list[str], values: list[float], title: str, unit: str, color: str = "#2471a3",
+             width: int = 1100, bar_h: int = 14, notes: list[str] | None = None) -> str:
+    """Horizontal bar chart (one bar per label; negative values to the left of the axis)."""
+    left, right, top = 260, 120, 26
+    n = len(values)
+    height = top + n * (bar_h + 3) + 24
+    lo, hi = min([0.0] + values), max([0.0] + values)
+    span = (hi - lo) or 1.0
+    x0 = left + (0 - lo) / span * (width - left - right)
+    parts = [f'<svg class="bars" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             f'<text x="{left}" y="16" font-size="13">{html.escape(title)}</text>',
+             f'<line x1="{x0:.1f}" y1="{top - 2}" x2="{x0:.1f}" y2="{height - 20}" stroke="#999"/>']
+    for i, (lab, v) in enumerate(zip(labels, values)):
+        y = top + i * (bar_h + 3)
+        x1 = left + (min(v, 0) - lo) / span * (width - left - right)
+        w = abs(v) / span * (width - left - right)
+        note = (notes or [""] * n)[i]
+        parts.append(f'<text x="{left - 6}" y="{y + bar_h - 3}" font-size="11" text-anchor="end">'
+                     f'{html.escape(lab[:40])}</text><rect x="{x1:.1f}" y="{y}" width="{max(w, 0.5):.1f}" '
+                     f'height="{bar_h}" fill="{color}"><title>{html.escape(lab)}: {v:.6g} {unit}</title></rect>'
+                     f'<text x="{max(x1 + w, x0) + 4:.1f}" y="{y + bar_h - 3}" font-size="10">{v:.4g} {unit} '
+                     f'{html.escape(note)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def svg_pareto(curve: list[dict], budget: float | None, width: int = 700, height: int = 320) -> str:
+    """Accuracy-latency curve: measured points (cycles, SQNR), the chosen one ringed, the budget dashed."""
+    left, right, top, bottom = 70, 20, 26, 44
+    xs = [p["cycles"] for p in curve] + ([budget] if budget else [])
+    ys = [p["sqnr_db"] if p["sqnr_db"] is not None else 100.0 for p in curve]
+    xlo, xhi = min(xs), max(xs)
+    ylo, yhi = min(ys), max(ys)
+    xpad, ypad = (xhi - xlo) * 0.05 or max(1.0, xhi * 0.01), (yhi - ylo) * 0.1 or 0.5
+    xlo, xhi, ylo, yhi = xlo - xpad, xhi + xpad, ylo - ypad, yhi + ypad
+    X = lambda v: _scale(v, xlo, xhi, left, width - right)  # noqa: E731
+    Y = lambda v: _scale(v, ylo, yhi, height - bottom, top)  # noqa: E731
+    parts = [f'<svg class="pareto" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
+             f'<text x="{left}" y="16" font-size="13">accuracy-latency curve (every point measured)</text>']
+    for k in range(5):
+        yv = ylo + (yhi - ylo) * k / 4
+        xv = xlo + (xhi - xlo) * k / 4
+        parts.append(f'<line x1="{left}" y1="{Y(yv):.1f}" x2="{width - right}" y2="{Y(yv):.1f}" stroke="#eee"/>'
+                     f'<text x="{left - 4}" y="{Y(yv) + 4:.1f}" font-size="10" text-anchor="end">{yv:.2f}</text>'
+                     f'<text x="{X(xv):.1f}" y="{height - bottom + 14}" font-size="10" text-anchor="middle">'
+                     f'{xv:,.0f}</text>')
+    if budget:
+        parts.append(f'<line x1="{X(budget):.1f}" y1="{top}" x2="{X(budget):.1f}" y2="{height - bottom}" '
+                     f'stroke="#c0392b" stroke-dasharray="5 3"/><text x="{X(budget) + 3:.1f}" y="{top + 10}" '
+                     f'font-size="10" fill="#c0392b">budget</text>')
+    parts.append(_polyline([X(p["cycles"]) for p in curve], [Y(v) for v in ys], "#7f8c8d"))
+    for p, yv in zip(curve, ys):
+        color = _ACC if p.get("chosen") else (_ISO if p["pareto"] else _FLT)
+        parts.append(f'<circle cx="{X(p["cycles"]):.1f}" cy="{Y(yv):.1f}" r="{6 if p.get("chosen") else 4}" '
+                     f'fill="{color}"><title>{p["k"]} tensor(s) int16: {p["cycles"]:,.0f} cycles, SQNR {yv:.2f} dB, '
+                     f'cosine {p["cosine"]:.6f}</title></circle>')
+    parts.append(f'<text x="{(left + width) / 2:.0f}" y="{height - 8}" font-size="11" text-anchor="middle">'
+                 f'estimated cycles</text><text x="14" y="{(top + height) / 2:.0f}" font-size="11" '
+                 f'transform="rotate(-90 14 {(top + height) / 2:.0f})" text-anchor="middle">output SQNR (dB)</text>'
+                 f'<text x="{width - right - 250}" y="16" font-size="11" fill="{_ACC}">● chosen</text>'
+                 f'<text x="{width - right - 180}" y="16" font-size="11" fill="{_ISO}">● Pareto</text>'
+                 f'<text x="{width - right - 110}" y="16" font-size="11" fill="{_FLT}">● dominated</text></svg>')
+    return "".join(parts)
+
+
+def _html_advice(r: AccuracyReport) -> list[str]:
+    e = html.escape
+    out: list[str] = []
+    if r.checks is not None:
+        c = r.checks
+        out.append(f"<h2>Check findings (board {e(c['board'])})</h2><p>{c['errors']} error(s), {c['warnings']} "
+                   f"warning(s), {c['infos']} info: <b>{'deployable' if c['deployable'] else 'not deployable'}"
+                   f"</b>. Next to the layers they affect:</p>")
+        if c["layers"] or c["model_findings"]:
+            out.append("<table class='findings'><tr><th class='l'>node</th><th class='l'>tensor(s)</th>"
+                       "<th class='l'>severity</th><th class='l'>rule</th><th class='l'>message</th>"
+                       "<th class='l'>fix</th></tr>")
+            rows = [("(model)", [], f) for f in c["model_findings"]] + \
+                   [(l["node"], l["tensors"], f) for l in c["layers"] for f in l["findings"]]
+            order = {"error": 0, "warning": 1, "info": 2}
+            rows.sort(key=lambda t: (order.get(t[2]["severity"], 3), t[2]["rule"].startswith(("dtype.", "zero_point."))))
+            for node, tensors, f in rows[:200]:
+                cls = "bad" if f["severity"] == "error" else ""
+                out.append(f"<tr class='{cls}'><td class='l'>{e(node)}</td><td class='l'>{e(', '.join(tensors))}</td>"
+                           f"<td class='l'>{e(f['severity'])}</td><td class='l'>{e(f['rule'])}</td>"
+                           f"<td class='l'>{e(f['message'])}</td><td class='l'>{e(f['fix'])}</td></tr>")
+            out.append("</table>")
+            if len(rows) > 200:
+                out.append(f"<p class='note'>{len(rows) - 200} more in the JSON report.</p>")
+    if r.latency is not None:
+        L = r.latency
+        rows = [x for x in L["layers"] if x["cycles"] > 0]
+        out.append(f"<h2>Latency breakdown</h2><p>npu_sim.estimate on board {e(L['board'])}: "
+                   f"{L['total_cycles']:,.0f} cycles = {L['latency_ms']:.3f} ms.</p>")
+        top = sorted(rows, key=lambda x: -x["cycles"])[:40]
+        top.sort(key=lambda x: rows.index(x))
+        out.append(svg_bars([f"{x['node']} ({x['op']}, {x['precision']})" for x in top], [x["cycles"] for x in top],
+                            "cycles per layer" + (" (the 40 largest, in execution order)" if len(rows) > 40 else ""),
+                            "cycles", "#16a085", notes=[f"{x['share_pct']:.1f}%" for x in top]))
+    if r.sensitivity is not None:
+        S = r.sensitivity
+        b = S["baseline"]
+        rows = S["layers"][:30]
+        out.append(f"<h2>Sensitivity ranking</h2><p class='note'>Output SQNR gain when only that layer runs at higher "
+                   f"precision — int16 where the board allows it (rewritten in the QDQ model, reloaded and "
+                   f"simulated), else float — on {S['samples']} sample(s); baseline cosine {b['cosine']:.5f}, SQNR "
+                   f"{_f(b['sqnr_db'], '{:.2f}')} dB.</p>")
+        out.append(svg_bars([f"{x['layer']} → {x['tensor']}" for x in rows], [x["gain_sqnr_db"] or 0.0 for x in rows],
+                            "output SQNR gain per layer (dB)", "dB", "#8e44ad",
+                            notes=[x["mode"] for x in rows]))
+        out.append("<table><tr><th>rank</th><th class='l'>layer</th><th class='l'>op</th><th class='l'>tensor</th>"
+                   "<th class='l'>type</th><th class='l'>as</th><th>cosine</th><th>gain cosine</th><th>SQNR dB</th>"
+                   "<th>gain dB</th><th>+cycles</th><th class='l'>findings</th><th class='l'>why this mode</th></tr>")
+        for x in S["layers"]:
+            fl = ", ".join(sorted({f["rule"] for f in layer_findings(r, x["layer"]) if f["severity"] == "error"}))
+            out.append(f"<tr><td>{x['rank']}</td><td class='l'>{e(x['layer'])}</td><td class='l'>{e(x['op'])}</td>"
+                       f"<td class='l'>{e(x['tensor'])}</td><td class='l'>{e(x['dtype'])}</td>"
+                       f"<td class='l'>{e(x['mode'])}</td><td>{x['cosine']:.6f}</td><td>{x['gain_cosine']:+.2e}</td>"
+                       f"<td>{_f(x['sqnr_db'], '{:.2f}')}</td><td>{_f(x['gain_sqnr_db'], '{:+.3f}')}</td>"
+                       f"<td>{'-' if x['delta_cycles'] is None else format(x['delta_cycles'], '+,.0f')}</td>"
+                       f"<td class='l'>{e(fl)}</td><td class='l'>{e(x['reason'])}</td></tr>")
+        out.append("</table>")
+    A = r.advisor
+    if A is not None:
+        out.append("<h2>int16 advisor and fix</h2>")
+        if A.get("skipped"):
+            out.append(f"<p>{e(A['skipped'])}</p>")
+        if A.get("curve"):
+            bud = A["budget"]
+            out.append(f"<p>Budget: {bud['cycles']:,.0f} cycles"
+                       + (f" ({bud['max_slowdown']}× the estimate)" if bud.get("max_slowdown") else
+                          f" ({bud['budget_ms']} ms)") + f". {e(A['method'])}.</p>")
+            out.append(svg_pareto(A["curve"], bud["cycles"]))
+            out.append("<table><tr><th>k</th><th>cycles</th><th>slowdown</th><th>cosine</th><th>SQNR dB</th>"
+                       "<th class='l'>Pareto</th><th class='l'>chosen</th><th class='l'>last promoted</th></tr>")
+            for p in A["curve"]:
+                out.append(f"<tr><td>{p['k']}</td><td>{p['cycles']:,.0f}</td><td>{p['slowdown']:.3f}</td>"
+                           f"<td>{p['cosine']:.6f}</td><td>{_f(p['sqnr_db'], '{:.2f}')}</td>"
+                           f"<td class='l'>{'yes' if p['pareto'] else ''}</td>"
+                           f"<td class='l'>{'chosen' if p.get('chosen') else ''}</td>"
+                           f"<td class='l'>{e(p['tensors'][-1]) if p['tensors'] else '-'}</td></tr>")
+            out.append("</table>")
+            out.append(f"<p>Chosen: {len(A['chosen'])} tensor(s) to int16: {e(', '.join(A['chosen'])) or 'none'}.</p>")
+        rem = A.get("bias_remedy")
+        if rem:
+            out.append("<p><b>Bias remedy</b> (int32 biases clipped, onnxruntime #21000 — not a precision problem): "
+                       + e("; ".join(f"{l['node']} ({l['tensor']}) channels {l['channels'][:8]}" for l in rem["layers"]))
+                       + f". Fix: {e(rem['remedy'])}.</p>")
+        if A.get("fix"):
+            out.append("<p>The fix, as quantize_static <code>extra_options</code> "
+                       "(<code>npu_sim.requant.load_extra_options</code> reads it):</p><pre>"
+                       + e(json.dumps(A["fix"], indent=1)) + "</pre>")
+        rq = A.get("requantized")
+        if rq and not rq.get("error"):
+            b, a = rq["before"], rq["after"]
+            out.append(f"<p><b>Re-quantized and simulated</b> ({e(rq['model'])}, calibration {e(rq['calibration'])}), "
+                       f"on {rq['samples']} sample(s): cosine {b['cosine']:.5f} → <b>{a['cosine']:.5f}</b> (worst "
+                       f"sample {b['cosine_min_sample']:.5f} → {a['cosine_min_sample']:.5f}), SQNR "
+                       f"{_f(b['sqnr_db'], '{:.2f}')} → {_f(a['sqnr_db'], '{:.2f}')} dB, cycles "
+                       f"{_f(rq['cycles_before'], '{:,.0f}')} → {_f(rq['cycles_after'], '{:,.0f}')}; bias.saturated "
+                       f"findings after: {rq['bias_saturated_after']}.</p>")
+        elif rq:
+            out.append(f"<p>{e(rq['error'])}</p>")
+    return out
+
+
 def to_html(r: AccuracyReport, histograms: int = 4) -> str:
     e = html.escape
     c = r.collapse
@@ -445,7 +611,15 @@ def to_html(r: AccuracyReport, histograms: int = 4) -> str:
         d = r.largest_drop
         out.append(f" Largest drop: {e(d.tensor)} ({e(d.op)}), inputs {d.input_cosine:.5f} → "
                    f"{d.accumulated_cosine:.5f}.")
-    out.append("</p><h2>Per-layer similarity</h2><p class='note'>Accumulated: the full integer run against the "
+    if c:
+        hits = [f for f in layer_findings(r, c.node) if f["severity"] in ("error", "warning")
+                and not f["rule"].startswith(("dtype.", "zero_point."))]
+        if hits:
+            out.append(" Check findings on this layer: " + "; ".join(f"<b>{e(f['rule'])}</b>: {e(f['message'])}"
+                                                                     for f in hits[:3]))
+    out.append("</p>")
+    out.extend(_html_advice(r))
+    out.append("<h2>Per-layer similarity</h2><p class='note'>Accumulated: the full integer run against the "
                "float reference. Isolated: the op alone, fed the float reference of its inputs quantized with "
                "their quantization — its own error.</p>")
     ci = c.index if c else None
