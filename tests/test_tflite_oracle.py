@@ -123,8 +123,10 @@ def test_stored_tensors_are_litert_live(name):
     it.set_tensor(it.get_input_details()[0]["index"], ref["input"])
     it.invoke()
     by_name = {d["name"]: d["index"] for d in it.get_tensor_details()}
-    for key in ref.files:
-        if key.startswith("t:"):
+    model = onnx.load(str(FIXTURES / f"{name}.onnx"))
+    produced = {o for n in model.graph.node for o in n.output}
+    for key in ref.files:  # activations only: int32 temporaries (e.g. MEAN's running sums) hold no result
+        if key.startswith("t:") and (ref[key].dtype.itemsize < 4 or key[2:] in produced):
             np.testing.assert_array_equal(it.get_tensor(by_name[key[2:]]), ref[key], err_msg=key)
 
 
