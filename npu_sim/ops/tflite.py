@@ -67,7 +67,7 @@ def activation_range(q: QParams, act, node_name: str = "") -> tuple[int, int]:
             continue
         t = float(np.float32(np.float32(bound) / s))
         t = math.floor(abs(t) + 0.5) * (1 if t >= 0 else -1)
-        if not -2.0 ** 31 <= t <= 2.0 ** 31 - 1:  # TFLite compares the rounded float with int32's limits
+        if not -2.0 ** 31 <= t <= 2.0 ** 31:  # TFLite compares the rounded float with float(INT32_MIN/MAX) = -+2**31
             where = f"node {node_name!r}: " if node_name else ""
             raise _problem(f"{where}LiteRT refuses this model at prepare time (no_integer_overflow_from_quantization): the "
                            f"activation bound {bound:g} / output scale {float(q.scale):.6g} = {t:.6g} does not fit "
