@@ -9,6 +9,17 @@ MAX_LEFT_SHIFT = 32
 
 
 @njit
+def _add_row_direct(ra, a_zp, a_mult, a_shift, ra_, rb, b_zp, b_mult, b_shift, rb_, left_shift, sign_b, out_mult,
+                    out_shift, ro_, out_zp, qmin, qmax, dst):
+    """The ``direct`` loop of :func:`_add_rescaled` for one row without broadcasting (same arithmetic)."""
+    for i in range(dst.shape[0]):
+        va = (((np.int64(ra[i]) - a_zp) << left_shift) * a_mult + ra_) >> a_shift
+        vb = (((np.int64(rb[i]) - b_zp) << left_shift) * b_mult + rb_) >> b_shift
+        y = (((va + sign_b * vb) * out_mult + ro_) >> out_shift) + out_zp
+        dst[i] = min(max(y, qmin), qmax)
+
+
+@njit
 def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult,
                   out_shift, out_zp, qmin, qmax, direct, out):
     """out = clamp(mrs(va + sign_b*vb, out_mult, out_shift) + out_zp) on (outer, mid, inner) arrays, va/vb the
@@ -28,7 +39,10 @@ def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift
             ra = a[o * so, c * sc]
             rb = b[o * to, c * tc]
             dst = out[o, c]
-            if direct:
+            if direct and si == 1 and ti == 1:  # no broadcasting along the rows: unit-stride loop of its own
+                _add_row_direct(ra, a_zp, a_mult, a_shift, ra_, rb, b_zp, b_mult, b_shift, rb_, left_shift,
+                                sign_b, out_mult, out_shift, ro_, out_zp, qmin, qmax, dst)
+            elif direct:
                 for i in range(n_i):
                     va = (((np.int64(ra[i * si]) - a_zp) << left_shift) * a_mult + ra_) >> a_shift
                     vb = (((np.int64(rb[i * ti]) - b_zp) << left_shift) * b_mult + rb_) >> b_shift
