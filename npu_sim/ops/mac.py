@@ -147,8 +147,10 @@ def _run_conv(node, inputs, ctx):
     # GEMM path: requantize each block of columns while it is still in cache
     y = np.empty((n_img, cout, int(np.prod(out_shape[2:]))), p["_out_dtype"])
     cg = cout // p["groups"]
+    # column blocks as wide as the memory budget allows: a block spanning whole rows keeps acc and y contiguous
+    block = max(8192, POINTWISE_BLOCK // max(1, cg))
     for n, g, c0, c1, acc, off in conv2d_gemm_blocks(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"],
-                                                     p["groups"], w_cache=p["_w_cache"]):
+                                                     p["groups"], block_cols=block, w_cache=p["_w_cache"]):
         rows = slice(g * cg, (g + 1) * cg)
         requantize_acc(node, ctx, acc, 1, cg, c1 - c0, out=y[n:n + 1, rows, c0:c1], channel_slice=rows, offset=off)
     return [y.reshape(out_shape)]
