@@ -4,7 +4,8 @@
 
 For each model and thread count (1 and all cores) a fresh subprocess pins every thread pool before numpy is
 imported (OMP/OPENBLAS/MKL/NUMBA_NUM_THREADS; onnxruntime intra_op_num_threads, inter_op 1, sequential), warms
-both engines up, then reports the median latency of each and the ratio npu-sim / onnxruntime. The simulator
+both engines up, then times them alternately (so both see the same load on a shared machine) and reports the
+median latency of each and the ratio npu-sim / onnxruntime. The simulator
 runs the `default` board (fixed-point). Cold start = a new process doing import + load + first run with the
 Numba cache already on disk. Each configuration runs with OPENBLAS_CORETYPE unset and set to Haswell (an older
 OpenBLAS kernel some machines force), so the effect of that setting is visible.
@@ -46,15 +47,17 @@ def _child(model_name: str, threads: int, repeat: int) -> dict:
         sess.run(None, feeds)
         sim.run(feeds)
 
-    def median(fn):
-        times = []
-        for _ in range(repeat):
-            s = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - s)
-        return float(np.median(times))
-    t_ort = median(lambda: sess.run(None, feeds))
-    t_sim = median(lambda: sim.run(feeds))
+    # interleaved, so that both engines see the same load on a shared machine
+    ort_times, sim_times = [], []
+    for _ in range(repeat):
+        s = time.perf_counter()
+        sess.run(None, feeds)
+        ort_times.append(time.perf_counter() - s)
+        s = time.perf_counter()
+        sim.run(feeds)
+        sim_times.append(time.perf_counter() - s)
+    t_ort = float(np.median(ort_times))
+    t_sim = float(np.median(sim_times))
     return {"model": model_name, "threads": threads, "ort_ms": t_ort * 1e3, "sim_ms": t_sim * 1e3,
             "ratio": t_sim / t_ort, "cold_s": cold, "coretype": os.environ.get("OPENBLAS_CORETYPE", "")}
 
@@ -63,6 +66,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["mobilenetv2_a8w8"])
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--threads", type=int, nargs="+", help="thread counts to run (default: 1 and all cores)")
+    ap.add_argument("--coretypes", nargs="+", default=["", "Haswell"],
+                    help="OPENBLAS_CORETYPE values ('' = unset; default: unset and Haswell)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -71,8 +77,8 @@ def main() -> None:
     cores = os.cpu_count() or 1
     rows = []
     for model in args.models:
-        for coretype in ("", "Haswell"):
-            for threads in sorted({1, cores}):
+        for coretype in args.coretypes:
+            for threads in args.threads or sorted({1, cores}):
                 env = dict(os.environ, **{v: str(threads) for v in THREAD_VARS})
                 env.pop("OPENBLAS_CORETYPE", None)
                 if coretype:
