@@ -46,7 +46,7 @@ import numpy as np
 
 from .errors import FloatReferenceError, InputError, ModelLoadError
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 HIST_BINS = 2048
 
 # ---------------------------------------------------------------------------------------------------------------

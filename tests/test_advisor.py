@@ -212,3 +212,14 @@ def test_seed_case_bias_overflow_named_and_fixed(tmp_path):
     assert rq["before"]["cosine"] < 0.9
     assert rq["after"]["cosine"] >= 0.999 and rq["after"]["cosine_min_sample"] >= 0.999
     assert rq["bias_saturated_after"] == 0
+
+
+def test_schema_doc_covers_the_new_sections(demo_advice):
+    r, _ = demo_advice
+    d = r.to_dict()
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "REPORT_SCHEMA.md").read_text()
+    keys = set(d["latency"]) | set(d["latency"]["layers"][0]) | set(d["checks"]) | set(d["sensitivity"]) \
+        | set(d["sensitivity"]["layers"][0]) | set(d["advisor"]) | set(d["advisor"]["curve"][0]) \
+        | set(d["advisor"]["requantized"])
+    missing = [k for k in keys if f"`{k}`" not in doc]
+    assert not missing, f"docs/REPORT_SCHEMA.md does not document {missing}"
