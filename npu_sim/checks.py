@@ -1002,6 +1002,30 @@ def check_program(program: Program, overflows: dict | None = None) -> CheckResul
             "Quantize it (QDQ around the op, op_types_to_quantize including it) or replace it with supported ops; "
             "docs/SUPPORTED_OPS.md lists them.", {"op": op}))
         reports.append(rep)
+    by_source = {src: rep for rep, node in zip(reports, program.nodes) for src in [node.name] + list(node.sources)}
+    # nodes the board's own toolchain refuses (e.g. LiteRT's prepare checks under the tflite arithmetic)
+    for name, op, why in program.refusals:
+        rep = by_source.get(name)
+        if rep is None:
+            rep = NodeReport(name, op, "NPU", "-", simulated=False)
+            reports.append(rep)
+        rep.simulated = False
+        rep.findings.append(Finding("board.refusal", "error", f"the board's toolchain refuses this node: {why}.",
+                                    "Fix the quantization of this layer (see the message), or run it on another "
+                                    "board.", {"op": op}))
+    # nodes the board's arithmetic cannot compute yet: checked on their structure, not simulated
+    for name, op, why in program.arith_gaps:
+        rep = by_source.get(name)
+        finding = Finding(
+            "npu.arithmetic", "info",
+            f"npu-sim cannot yet compute {op} in this board's {program.board.arithmetic.requantize} arithmetic "
+            f"({why}); the rules and the estimate use its structure, but `npu-sim run` refuses the model on this "
+            f"board.", "Simulate on another board (e.g. --board default) until this op is covered.", {"op": op})
+        if rep is None:
+            rep = NodeReport(name, op, "NPU", "-", simulated=False)
+            reports.append(rep)
+        rep.simulated = False
+        rep.findings.append(finding)
     model_findings = []
     for r in RULES:
         if r.scope == "model":
@@ -1042,8 +1066,7 @@ def check(model, board=None, input_shapes: dict | None = None, feeds: dict | Non
     accumulator overflow. Nodes npu-sim cannot lower are reported (placement CPU), not raised.
     """
     from .board import load_board
-    from .lowering import lower_graph
-    from .onnx_reader import read_model
+    from .lowering import lower_for_analysis
     from .simulator import Simulator
     if isinstance(model, Simulator) and (board is None or load_board(board) == model.board):
         program = model.program
@@ -1053,11 +1076,10 @@ def check(model, board=None, input_shapes: dict | None = None, feeds: dict | Non
             path = model.program.model_path
             input_shapes = {n: model.program.tensors[t].shape for n, t in model.program.inputs.items()}
         feed_shapes = {n: np.shape(v) for n, v in feeds.items()} if isinstance(feeds, dict) else None
-        program = lower_graph(read_model(path, input_shapes, feed_shapes), load_board(board or "default"),
-                              tolerant=True)
+        program = lower_for_analysis(path, load_board(board or "default"), input_shapes, feed_shapes)
     overflows = None
     if feeds is not None:
-        if program.problems:
+        if program.problems or program.arith_gaps:
             raise BoardError("cannot run the model for --run: npu-sim cannot lower "
                              f"{len(program.problems)} node(s) (see the check without --run)")
         sim = Simulator(program)
@@ -1191,6 +1213,11 @@ def supported_ops_markdown() -> str:
     for r in RULES:
         msg, fix = r.text
         out.append(f"| `{r.id}` | {r.severity} | {r.group} | {msg.replace('|', '/')} | {fix.replace('|', '/')} |")
+    out.append("| `board.refusal` | error | board | the board's own toolchain refuses the node (e.g. LiteRT's "
+               "no_integer_overflow_from_quantization under the tflite arithmetic) | fix the layer's quantization |")
+    out.append("| `npu.arithmetic` | info | board | npu-sim cannot yet compute this op in the board's arithmetic "
+               "(checked and estimated on its structure; `run` refuses the model on this board) | simulate on "
+               "another board until it is covered |")
     out.append("| `npu.lowering` | warning (error without CPU fallback) | board | an op npu-sim cannot lower "
                "(unknown op, float island): it runs on the CPU in float and cannot be simulated | quantize it or "
                "replace it |")

@@ -650,6 +650,8 @@ def estimate_program(program, board=None) -> Estimate:
         "bytes": {m: sum(r.bytes.get(m, 0) for r in rows) for m in {m for r in rows for m in r.bytes}},
         "cycles_by_class": dict(sorted(by_class.items(), key=lambda kv: -kv[1])),
         "hotspots": [{"node": r.node, "op": r.op, "cycles": r.cycles, "share_pct": r.share} for r in hot],
+        # ONNX nodes npu-sim could not lower at all (unknown ops, float islands): not in the total
+        "uncosted_nodes": [{"node": n, "op": op, "reason": why} for n, op, why in program.problems],
     }
     return Estimate(program.model_path, board.name, cfg.clock_hz, cfg.macs_per_cycle, rows, summary)
 
@@ -660,19 +662,20 @@ def estimate(model, board=None, input_shapes=None) -> Estimate:
     ``board`` defaults to the simulator's board (for a path: ``default``). Returns an ``Estimate``: per-layer
     ``layers`` rows and a ``summary``; ``.to_json()`` / ``.to_csv()`` serialize it."""
     from .board import load_board
-    from .simulator import Simulator, load
+    from .lowering import lower_for_analysis
+    from .simulator import Simulator
     if isinstance(model, Simulator):
         program = model.program
         brd = load_board(board) if board is not None else program.board
         if brd != program.board:  # placement follows the board's rules: lower the model for that board
             shapes = {n: program.tensors[t].shape for n, t in program.inputs.items()}
-            program = load(program.model_path, board=brd, input_shapes=shapes).program
+            program = lower_for_analysis(program.model_path, brd, shapes)
     else:
         brd = load_board(board if board is not None else "default")
         if brd.cost is None:  # refuse before the (slower) load
             raise BoardError(f"board {brd.name!r} ({brd.source}) has no [cost] section, so it has no latency model: "
                              f"use --board ethos-u55-128 or default, or add a [cost] section")
-        program = load(str(model), board=brd, input_shapes=input_shapes or {}).program
+        program = lower_for_analysis(str(model), brd, input_shapes or {})
     return estimate_program(program, brd)
 
 
@@ -722,6 +725,10 @@ def format_table(est: Estimate, top: int = 5) -> str:
     if hot:
         lines.append("hotspots:")
         lines += [f"  {r.share:5.1f}%  {r.cycles:>12,.0f} cycles  {r.node[:80]} ({r.op}, {r.bound})" for r in hot if r.cycles]
+    missing = est.summary.get("uncosted_nodes") or []
+    if missing:
+        lines.append(f"not costed ({len(missing)} node(s) npu-sim cannot lower; see `npu-sim check`): "
+                     + ", ".join(f"{m['node']} ({m['op']})" for m in missing[:8]) + (" ..." if len(missing) > 8 else ""))
     return "\n".join(lines)
 
 

@@ -146,6 +146,8 @@ class Program:
     model_path: str = ""
     opset: int = 0
     problems: list = field(default_factory=list)  # (onnx node, op, reason) left out by a tolerant lowering
+    arith_gaps: list = field(default_factory=list)  # (onnx node, op, reason) the board's arithmetic cannot compute
+    refusals: list = field(default_factory=list)    # (onnx node, op, reason) the board's own toolchain refuses
 
     def format(self) -> str:
         """One line per op: name, op, dtypes, shapes, scales, requantization parameters."""

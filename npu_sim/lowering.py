@@ -53,6 +53,7 @@ class Lowering:
         self.tensors: dict[str, Tensor] = {}
         self.nodes: list[Node] = []
         self.problems: list[tuple[str, str, str]] = []
+        self.refusals: list[tuple[str, str, str]] = []  # the subset of problems that are the board's refusals
         self.deq: dict[str, str] = {}
         self.ints: dict[str, str] = {}
         self.pending: dict[str, Pending] = {}
@@ -123,6 +124,8 @@ class Lowering:
                 self.visit(onode)
             except _Problem as p:
                 self.problems.append((onode.name or onode.output[0], onode.op_type, str(p)))
+                if isinstance(p, Refusal):
+                    self.refusals.append(self.problems[-1])
                 self.failed.update(onode.output)
         self._outputs()
         if self.problems and not self.tolerant:
@@ -132,6 +135,7 @@ class Lowering:
                 f"'{self.board}':\n{lines}", self.problems)
         program = Program(self.tensors, self.nodes, self.inputs, self.outputs, self.board, self.g.path, self.g.opset)
         program.problems = list(self.problems)
+        program.refusals = list(self.refusals)
         return program
 
     def visit(self, onode) -> None:
@@ -388,10 +392,40 @@ class _Problem(Exception):
     """A node that cannot be lowered; collected and reported with all the others."""
 
 
+class Refusal(_Problem):
+    """A node the board's own toolchain refuses (not a gap of npu-sim): the check reports it as an error."""
+
+
 def _merge_act(a, b):
     if a is None:
         return b
     return (max(a[0], b[0]), min(a[1], b[1]))
+
+
+def lower_for_analysis(path, board: Board, input_shapes=None, feed_shapes=None) -> Program:
+    """The program that the deployability check and the latency estimate read: lowered tolerantly (nodes that
+    cannot be lowered at all are listed in ``problems``), and where the board's own arithmetic cannot compute an
+    op yet (e.g. an op the tflite arithmetic does not cover) the op's structure comes from the fixed-point
+    lowering instead and the node is listed in ``arith_gaps`` (shapes, dtypes and quantization do not depend on
+    the arithmetic; such a program must not be run)."""
+    import dataclasses
+
+    from .onnx_reader import read_model
+    program = lower_graph(read_model(str(path), input_shapes, feed_shapes), board, tolerant=True)
+    if not program.problems or board.arithmetic.requantize == "fixedpoint":
+        return program
+    fixed = dataclasses.replace(board, arithmetic=dataclasses.replace(
+        board.arithmetic, requantize="fixedpoint", rounding="half_up"))
+    alt = lower_graph(read_model(str(path), input_shapes, feed_shapes), fixed, tolerant=True)
+    structural = {name for name, _, _ in alt.problems}
+    refused = {name for name, _, _ in program.refusals}
+    gaps = [pr for pr in program.problems if pr[0] not in structural and pr[0] not in refused]
+    if not gaps and not program.refusals:
+        return program
+    alt.board = board
+    alt.arith_gaps = gaps
+    alt.refusals = list(program.refusals)  # still refused by the board, whatever the fixed-point lowering did
+    return alt
 
 
 def lower_graph(graph: Graph, board: Board, tolerant: bool = False) -> Program:

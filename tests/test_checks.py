@@ -521,3 +521,33 @@ def test_u55_runs_off_npu_ops_on_the_cpu():
     r = check(get("ppocr_det_a8w8"), board=U55)
     cpu = {n.op for n in r.nodes if n.placement == "CPU"}
     assert cpu == {"Div", "HardSigmoid", "BatchNormalization"} and r.deployable
+
+
+TFL = ROOT / "tests" / "fixtures" / "tflite"
+
+
+def test_u55_refuses_what_litert_refuses():
+    """LiteRT refuses refusal_depthwise_a16w8.tflite at prepare time (no_integer_overflow_from_quantization, its
+    message is stored beside it); the check names the same depthwise convolution as not deployable."""
+    assert "no_integer_overflow_from_quantization" in (TFL / "refusal_depthwise_a16w8.refusal.txt").read_text()
+    r = check(TFL / "refusal_depthwise_a16w8.onnx", board=U55)
+    refused = [(n.node, f) for n in r.nodes for f in n.findings if f.rule == "board.refusal"]
+    assert len(refused) == 1 and not r.deployable
+    node, finding = refused[0]
+    assert node == "StatefulPartitionedCall:0_prequant" and finding.severity == "error"
+    assert "no_integer_overflow_from_quantization" in finding.message
+    # the same network with a sane output scale is deployable
+    assert check(TFL / "depthwise_a16w8.onnx", board=U55).deployable
+
+
+def test_ops_the_board_arithmetic_lacks_are_checked_and_estimated_on_their_structure():
+    path = TFL / "hardswish_int8.onnx"  # the tflite arithmetic has no HardSwish yet
+    with pytest.raises(npu_sim.UnsupportedModelError):
+        npu_sim.load(path, board=U55)
+    r = check(path, board=U55)
+    gap = rules_of(r)["npu.arithmetic"][0]
+    assert gap.severity == "info" and "HardSwish" in gap.message and r.deployable
+    est = npu_sim.estimate(path, board=U55)
+    assert est.summary["total_cycles"] > 0 and any(row.op == "HardSwish" for row in est.layers)
+    with pytest.raises(npu_sim.NpuSimError):
+        check(path, board=U55, feeds="random")

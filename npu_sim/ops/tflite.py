@@ -69,7 +69,8 @@ def activation_range(q: QParams, act, node_name: str = "") -> tuple[int, int]:
         t = math.floor(abs(t) + 0.5) * (1 if t >= 0 else -1)
         if not -2.0 ** 31 <= t <= 2.0 ** 31:  # TFLite compares the rounded float with float(INT32_MIN/MAX) = -+2**31
             where = f"node {node_name!r}: " if node_name else ""
-            raise _problem(f"{where}LiteRT refuses this model at prepare time (no_integer_overflow_from_quantization): the "
+            from ..lowering import Refusal
+            raise Refusal(f"{where}LiteRT refuses this model at prepare time (no_integer_overflow_from_quantization): the "
                            f"activation bound {bound:g} / output scale {float(q.scale):.6g} = {t:.6g} does not fit "
                            f"int32; the output scale is too small for the fused activation (re-calibrate: the "
                            f"output range is almost empty)")
