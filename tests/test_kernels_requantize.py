@@ -250,3 +250,21 @@ def test_saturation_bounds_small_multiplier_large_shift():
     out = np.empty(acc.shape, np.int8)
     assert requantize(acc, bias, mult, shift, zp, qmin, qmax, 64, True, out, bound=bound) == 0
     np.testing.assert_array_equal(out, expected)
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.integers(2, 40), st.integers(1, 3), st.data())
+def test_requantize_by_columns_matches_twin(n_c, outer, data):
+    """Inner size 1 (a Gemm's columns as channels) runs along the channels; same integers as the twin."""
+    from kernels.requantize import by_columns
+    mult, shift = data.draw(naive.multiplier_arrays(n_c))
+    dtype, zp, qmin, qmax = data.draw(naive.out_params())
+    acc = data.draw(acc_arrays((outer, n_c, 1)))
+    bias = np.array([data.draw(st.integers(-2 ** 31, 2 ** 31 - 1)) for _ in range(n_c)], np.int64)
+    expected, _ = naive.requantize(acc, bias, mult, shift, zp, qmin, qmax, 64, True, dtype)
+    out = np.empty(acc.shape, dtype)
+    requantize(acc, bias, mult, shift, zp, qmin, qmax, 64, True, out)
+    np.testing.assert_array_equal(out, expected)
+    bound = saturation_bounds(np.asarray(mult, np.int64), np.asarray(shift, np.int64), zp, qmin, qmax)
+    if int(bound.min()) > 0:
+        assert by_columns(acc, out, False, bound)

@@ -12,7 +12,8 @@ import numpy as np
 import onnx
 
 from kernels.fixedpoint import quantize_multiplier
-from kernels.requantize import _requantize, requantize, requantize_float, saturation_bounds
+from kernels.requantize import (_requantize, _requantize_cols, by_columns, requantize, requantize_float,
+                                saturation_bounds)
 
 from ..ir import Node, QParams, Tensor
 
@@ -119,7 +120,12 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
             # validated on this slice's first call (below): run the kernel directly
             _, bias_c, mult_c, shift_c, bound_c, args = prep
             bias = bias_c if offset is None else bias_c + offset
-            n = int(_requantize(acc3, bias, mult_c, shift_c, bound_c, *args, out))
+            if by_columns(acc3, out, args[3], bound_c):  # same dispatch as kernels.requantize.requantize
+                _requantize_cols(acc3.reshape(outer, channels), bias, mult_c, shift_c, bound_c, args[0], args[1],
+                                 args[2], out.reshape(outer, channels))
+                n = 0
+            else:
+                n = int(_requantize(acc3, bias, mult_c, shift_c, bound_c, *args, out))
         else:
             n = _requantize_validated(p, acc3, channel_slice, offset, out)
     elif p["acc_bits"] <= 32:
