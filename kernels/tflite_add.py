@@ -30,6 +30,7 @@ def tfl_add(a, b, zp1, zp2, m1, s1, m2, s2, mo, so, left_shift, subtract, out_zp
 
 @njit
 def _kernel(a, b, zp1, zp2, m1, s1, m2, s2, mo, so, ls, subtract, out_zp, qmin, qmax, out):
+    """Elementwise ADD/SUB over flat arrays: both operands left-shifted, rescaled, summed, rescaled (module docstring)."""
     for i in range(a.size):
         v1 = mbqm32(wrap32((np.int64(a[i]) - zp1) << ls), m1, s1)
         v2 = mbqm32(wrap32((np.int64(b[i]) - zp2) << ls), m2, s2)

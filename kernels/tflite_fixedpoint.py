@@ -58,6 +58,7 @@ def wrap32(x):
 
 @njit
 def srdhm(a, b):
+    """SaturatingRoundingDoublingHighMul: floor((a*b + 2^30) / 2^31); INT32_MIN * INT32_MIN saturates."""
     if a == INT32_MIN and b == INT32_MIN:
         return INT32_MAX
     return (a * b + (1 << 30)) >> 31
@@ -65,6 +66,7 @@ def srdhm(a, b):
 
 @njit
 def rdbpot(x, e):
+    """RoundingDivideByPOT: x / 2^e rounded to nearest, ties away from zero."""
     if e == 0:
         return x
     mask = (1 << e) - 1

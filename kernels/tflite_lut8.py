@@ -48,5 +48,6 @@ def lut8_lookup(x, table):
 
 @njit
 def _lookup(x, table, out):
+    """out[i] = table[x[i] as an unsigned byte] (the table is ordered 0..127, -128..-1)."""
     for i in range(x.size):
         out[i] = table[np.int64(x[i]) & 0xFF]

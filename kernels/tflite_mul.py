@@ -20,6 +20,7 @@ def tfl_mul(a, b, zp1, zp2, m, s, out_zp, qmin, qmax, out_dtype):
 
 @njit
 def _kernel(a, b, zp1, zp2, m, s, out_zp, qmin, qmax, out):
+    """Elementwise MUL over flat arrays: mbqm32 of the product of the centred operands, plus zp_out, clamped."""
     for i in range(a.size):
         p = wrap32((np.int64(a[i]) - zp1) * (np.int64(b[i]) - zp2))
         y = mbqm32(p, m, s) + out_zp

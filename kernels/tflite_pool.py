@@ -35,6 +35,7 @@ def tfl_avgpool(x, kernel, stride, pads, qmin, qmax):
 
 @njit
 def _avg(x, kh, kw, sh, sw, top, left, qmin, qmax, out):
+    """Average pool: in-bounds window sum divided by the cell count, rounding half away from zero."""
     n, c, h, w = x.shape
     ho, wo = out.shape[2], out.shape[3]
     for b in range(n):
@@ -81,6 +82,7 @@ def tfl_mean(x2, in_zp, mult, shift, out_zp, qmin, qmax, out_dtype):
 
 @njit
 def _mean(x, in_zp, m, s, out_zp, qmin, qmax, out):
+    """Mean of each row of a (rows, n) view with the count folded into the multiplier (module docstring)."""
     rows, n = x.shape
     for r in range(rows):
         acc = 0

@@ -39,6 +39,7 @@ def tfl_requantize(acc, bias, mult, shift, wide: bool, out_zp: int, qmin: int, q
 
 @njit
 def _kernel(acc, bias, mult, shift, wide, out_zp, qmin, qmax, out):
+    """Per-channel requantization of (outer, channels, inner) accumulators plus bias: mbqm32, or mbqm64 when wide."""
     n0, n1, n2 = acc.shape
     for c in range(n1):
         b, m, s = bias[c], mult[c], shift[c]

@@ -20,6 +20,7 @@ def tfl_rescale(x, in_zp: int, mult: int, shift: int, out_zp: int, qmin: int, qm
 
 @njit
 def _kernel(x, in_zp, m, s, out_zp, qmin, qmax, out):
+    """y = clamp(mbqm32(x - in_zp, M, s) + out_zp, qmin, qmax) over a flat array."""
     for i in range(x.size):
         r = mbqm32(np.int64(x[i]) - in_zp, m, s) + out_zp
         out[i] = min(max(r, qmin), qmax)
