@@ -77,6 +77,7 @@ def rdbpot(x, e):
 
 @njit
 def mbqm32(x, m, s):
+    """MultiplyByQuantizedMultiplier (int32, double rounding): rdbpot(srdhm(x << left, M), right)."""
     left = s if s > 0 else 0
     right = -s if s < 0 else 0
     return rdbpot(srdhm(wrap32(x << left), m), right)
@@ -84,6 +85,7 @@ def mbqm32(x, m, s):
 
 @njit
 def mbqm64(x, m, s):
+    """The int64 (16x8) overload: 16-bit reduced multiplier, one rounding, truncated to int32."""
     rm = (m + (1 << 15)) >> 16 if m < 0x7FFF0000 else 0x7FFF
     total = 15 - s
     return wrap32((x * rm + (1 << (total - 1))) >> total)
