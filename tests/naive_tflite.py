@@ -130,3 +130,108 @@ def lut8(fn, s_in, zp_in, s_out, zp_out, qmin, qmax):
         r = math.floor(abs(t) + 0.5) * (1 if t >= 0 else -1)
         table[v & 0xFF] = clampi(r + zp_out, qmin, qmax)
     return table
+
+
+# ---- resize ---------------------------------------------------------------------------------------------------
+def _round_away(v: float) -> int:
+    return int(math.copysign(math.floor(abs(v) + 0.5), v))
+
+
+def nearest_index(o, n_in, n_out, align_corners, half_pixel):
+    f32 = np.float32
+    scale = f32(n_in - 1) / f32(n_out - 1) if (align_corners and n_out > 1) else f32(n_in) / f32(n_out)
+    v = float(f32(f32(o) + f32(0.5 if half_pixel else 0.0)) * f32(scale))
+    src = min(_round_away(v) if align_corners else math.floor(v), n_in - 1)
+    return max(0, src) if half_pixel else src
+
+
+def resize_nearest(x, hw, align_corners, half_pixel):
+    n, c, h, w = x.shape
+    out = np.empty((n, c) + tuple(hw), x.dtype)
+    for oy in range(hw[0]):
+        for ox in range(hw[1]):
+            out[:, :, oy, ox] = x[:, :, nearest_index(oy, h, hw[0], align_corners, half_pixel),
+                                  nearest_index(ox, w, hw[1], align_corners, half_pixel)]
+    return out
+
+
+def _interp(o, n_in, n_out, align_corners, half_pixel):
+    if align_corners and n_out > 1:
+        scale = c_div(1024 * (n_in - 1) + (n_out - 1) // 2, n_out - 1)
+    else:
+        scale = c_div(1024 * n_in + n_out // 2, n_out)
+    p = o * scale + (c_div(scale, 2) - 512 if half_pixel else 0)
+    return p, max(c_div(p, 1024), 0), min(c_div(p + 1023, 1024), n_in - 1)
+
+
+def resize_bilinear(x, hw, align_corners, half_pixel):
+    n, c, h, w = x.shape
+    out = np.empty((n, c) + tuple(hw), x.dtype)
+    for b in range(n):
+        for ch in range(c):
+            for oy in range(hw[0]):
+                py, y0, y1 = _interp(oy, h, hw[0], align_corners, half_pixel)
+                for ox in range(hw[1]):
+                    px, x0, x1 = _interp(ox, w, hw[1], align_corners, half_pixel)
+                    dy, dx = py - 1024 * y0, px - 1024 * x0
+                    s = (int(x[b, ch, y0, x0]) * (1024 - dy) * (1024 - dx) + int(x[b, ch, y1, x0]) * dy * (1024 - dx)
+                         + int(x[b, ch, y0, x1]) * (1024 - dy) * dx + int(x[b, ch, y1, x1]) * dy * dx)
+                    out[b, ch, oy, ox] = c_div(s + (2 ** 19 if s > 0 else -2 ** 19), 2 ** 20)
+    return out
+
+
+# ---- hard swish (int16 fixed point as gemmlowp writes it) ---------------------------------------------------------
+def srdhm16(a, b):
+    if a == b == -32768:
+        return 32767
+    ab = a * b
+    return c_div(ab + (2 ** 14 if ab >= 0 else 1 - 2 ** 14), 2 ** 15)
+
+
+def sdhm16(a, b):
+    return 32767 if a == b == -32768 else c_div(a * b, 2 ** 15)
+
+
+def sat16(v):
+    return min(max(v, -32768), 32767)
+
+
+def hardswish(x, in_zp, out_zp, m_out, e_out, m_relu, e_relu):
+    out = []
+    for q in x:
+        h = (int(q) - in_zp) * 128
+        pre = srdhm16(h, m_out)
+        r = h
+        if e_relu > 0:
+            r = sat16(r * 2 ** (e_relu - 1))
+        r = srdhm16(r, m_relu)
+        if e_relu > 0:
+            r = sat16(r * 2)
+        elif e_relu < 0:
+            r = rdbpot(r, -e_relu)
+        r = (r + 32768) // 2
+        out.append(clampi(rdbpot(sdhm16(r, pre), -e_out) + out_zp, -128, 127))
+    return out
+
+
+# ---- int16 logistic / tanh --------------------------------------------------------------------------------------
+def sigmoid_table(plus_one):
+    return [min(math.floor(65536 / (1 + math.exp(-i / 24)) + 0.5), 65535) + (i in plus_one) for i in range(256)]
+
+
+def sigmoid16(x, fn, mult, ls, table):
+    out = []
+    for q in x:
+        v = (int(q) * mult + (2 ** (ls - 1) if ls else 0)) // 2 ** ls
+        a = abs(v)
+        if fn == "Sigmoid":
+            u, frac = a // 512, a % 512
+            r = 0x7FFF * 1024 if u >= 255 else table[u] * 512 + frac * (table[u + 1] - table[u])
+            r = r + 512 if v >= 0 else 2 ** 25 - r + 511
+            out.append(r // 1024)
+        else:
+            u, frac = a // 256, a % 256
+            r = 0xFFFF * 256 if u >= 255 else table[u] * 256 + frac * (table[u + 1] - table[u])
+            r = r - 2 ** 23 + 128 if v >= 0 else 2 ** 23 - r + 127
+            out.append(r // 256)
+    return out

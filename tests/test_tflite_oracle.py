@@ -26,10 +26,6 @@ FIXTURES = Path(__file__).parent / "fixtures" / "tflite"
 NAMES = sorted(p.stem for p in FIXTURES.glob("*.npz"))
 # fixtures whose ops the tflite arithmetic does not compute yet (lowering refuses them by node): expected failures
 NOT_YET = {
-    "activations_a16w8": "int16 Logistic/Tanh (TFLite's interpolated sigmoid table) not implemented",
-    "hardswish_int8": "TFLite's int8 HardSwish not implemented",
-    "resize_int8": "TFLite's integer ResizeBilinear/ResizeNearestNeighbor not implemented",
-    "resize_a16w8": "TFLite's integer ResizeBilinear/ResizeNearestNeighbor not implemented",
     "softmax_int8": "TFLite's int8 Softmax not implemented",
     "softmax_a16w8": "TFLite's int16 Softmax not implemented",
 }

@@ -23,11 +23,14 @@ from kernels.conv2d import conv2d_acc
 from kernels.gemm import int_matmul
 from kernels.tflite_add import tfl_add
 from kernels.tflite_fixedpoint import tfl_quantize_multiplier
+from kernels.tflite_hardswish import reduce_multiplier16, tfl_hardswish
 from kernels.tflite_lut8 import build_lut8, lut8_lookup
 from kernels.tflite_mul import tfl_mul
 from kernels.tflite_pool import tfl_avgpool, tfl_mean
 from kernels.tflite_requantize import tfl_requantize
 from kernels.tflite_rescale import tfl_rescale
+from kernels.tflite_resize import tfl_resize_bilinear, tfl_resize_nearest
+from kernels.tflite_sigmoid16 import input_rescale, tfl_sigmoid16
 
 from ..ir import Node, QParams, Tensor
 from . import OpInfo, mac, movement, pool
@@ -347,12 +350,60 @@ def _run_mean(node, inputs, ctx):
     return [y.reshape(ctx.shape_of(node.outputs[0]))]
 
 
+# ---- resize -------------------------------------------------------------------------------------------------------
+# (ONNX mode, coordinate_transformation_mode, nearest_mode) -> TFLite (align_corners, half_pixel_centers)
+_RESIZE_MODES = {
+    ("linear", "half_pixel", None): (False, True),
+    ("linear", "align_corners", None): (True, False),
+    ("linear", "asymmetric", None): (False, False),
+    ("nearest", "tf_half_pixel_for_nn", "floor"): (False, True),
+    ("nearest", "asymmetric", "floor"): (False, False),
+    ("nearest", "align_corners", "round_prefer_ceil"): (True, False),
+}
+
+
+def _attr_str(a, key, default):
+    v = a.get(key, default)
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def lower_resize(lowering, onode, args, out, act):
+    """TFLite RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR: integers interpolated or picked as they are
+    (input and output share their quantization); tf2onnx's ONNX attributes name TFLite's two flags."""
+    x = _act_tensor(args[0], "Resize input")
+    a = attrs(onode)
+    mode = _attr_str(a, "mode", "nearest")
+    cmode = _attr_str(a, "coordinate_transformation_mode", "half_pixel")
+    nmode = _attr_str(a, "nearest_mode", "round_prefer_floor") if mode == "nearest" else None
+    flags = _RESIZE_MODES.get((mode, cmode, nmode))
+    if flags is None:
+        known = ", ".join(f"{m}/{c}" + (f"/{n}" if n else "") for m, c, n in _RESIZE_MODES)
+        raise _problem(f"Resize {mode}/{cmode}" + (f"/{nmode}" if nmode else "") + " has no TFLite equivalent "
+                       f"(TFLite's resize ops compute {known})")
+    if len(x.shape) != 4 or tuple(out.shape[:2]) != tuple(x.shape[:2]):
+        raise _problem("TFLite resizes the two spatial axes of a 4-D tensor only")
+    if x.q.bits > 16 or not x.q.same_as(out.q) or act is not None:
+        raise _problem("TFLite's integer resize keeps the quantization: input and output must share it (int8/int16)")
+    p = {"hw": (int(out.shape[2]), int(out.shape[3])), "align_corners": flags[0], "half_pixel": flags[1],
+         "bilinear": mode == "linear"}
+    return Node(lowering.node_name(onode), "Resize", [x.name], [out.name], _run_resize, p,
+                {"mode": mode, "coordinate_transformation_mode": cmode})
+
+
+def _run_resize(node, inputs, ctx):
+    p = node.params
+    fn = tfl_resize_bilinear if p["bilinear"] else tfl_resize_nearest
+    return [fn(inputs[0], p["hw"], p["align_corners"], p["half_pixel"])]
+
+
 # ---- lookup tables ----------------------------------------------------------------------------------------------
 def lower_lut(lowering, onode, args, out, act):
     x = _act_tensor(args[0], f"{onode.op_type} input")
+    if x.q.dtype == "int16" and out.q.dtype == "int16":
+        return _lower_sigmoid16(lowering, onode, x, out, act)
     if x.q.dtype != "int8" or out.q.dtype != "int8":
-        raise _problem(f"the tflite arithmetic computes {onode.op_type} for int8 only so far (TFLite's int16 "
-                       f"LOGISTIC/TANH kernel is not implemented in npu-sim yet)")
+        raise _problem(f"TFLite computes {onode.op_type} int8 -> int8 or int16 -> int16, not {x.q.dtype} -> "
+                       f"{out.q.dtype}")
     lo, hi = activation_range(out.q, act)
     table = build_lut8(onode.op_type, x.q.scale, int(x.q.zero_point), out.q.scale, int(out.q.zero_point), lo, hi)
     return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_lut, {"_table": table})
@@ -360,6 +411,56 @@ def lower_lut(lowering, onode, args, out, act):
 
 def _run_lut(node, inputs, ctx):
     return [lut8_lookup(inputs[0], node.params["_table"])]
+
+
+def _lower_sigmoid16(lowering, onode, x, out, act):
+    """TFLite's int16 LOGISTIC/TANH reference kernels (``kernels/tflite_sigmoid16.py``); LiteRT's prepare
+    requires zero points 0 and the output scale 2**-15."""
+    if int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0 or np.float32(out.q.scale) != np.float32(2.0 ** -15):
+        raise _problem(f"TFLite's int16 {onode.op_type} needs zero points 0 and output scale 2**-15 (LiteRT refuses "
+                       f"others at prepare time); got input zp {int(x.q.zero_point)}, output scale "
+                       f"{float(out.q.scale):g} zp {int(out.q.zero_point)}")
+    if act is not None:
+        raise _problem(f"TFLite's int16 {onode.op_type} has no fused activation")
+    mult, ls = input_rescale(onode.op_type, float(x.q.scale))
+    if not 0 < mult <= 32767:
+        raise _problem(f"input scale {float(x.q.scale):g} is too large for TFLite's int16 {onode.op_type}")
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_sigmoid16,
+                {"fn": onode.op_type, "mult": mult, "ls": ls})
+
+
+def _run_sigmoid16(node, inputs, ctx):
+    p = node.params
+    return [tfl_sigmoid16(inputs[0], p["fn"], p["mult"], p["ls"])]
+
+
+def _hardswish_params(s_in, s_out):
+    """TFLite HardSwishPrepare (float32): (M_out16, e_out, M_relu16, e_relu)."""
+    f32 = np.float32
+    hires = f32(f32(1.0 / 128.0) * f32(s_in))
+    m_out, e_out = tfl_quantize_multiplier(float(f32(hires / f32(s_out))))
+    m_relu, e_relu = tfl_quantize_multiplier(float(f32(hires / f32(f32(3.0) / f32(32768.0)))))
+    return reduce_multiplier16(m_out), e_out, reduce_multiplier16(m_relu), e_relu
+
+
+def lower_hardswish(lowering, onode, args, out, act):
+    """TFLite's int8 HARD_SWISH (``kernels/tflite_hardswish.py``); TFLite has no int16 HARD_SWISH."""
+    x = _act_tensor(args[0], "HardSwish input")
+    if x.q.dtype != "int8" or out.q.dtype != "int8" or act is not None:
+        raise _problem("TFLite computes HardSwish int8 -> int8 only (no 16x8 HARD_SWISH, no fused activation)")
+    m_out, e_out, m_relu, e_relu = _hardswish_params(x.q.scale, out.q.scale)
+    if e_out > 0:  # LiteRT: TF_LITE_ENSURE(output_multiplier_exponent <= 0)
+        raise _problem("LiteRT refuses this HardSwish at prepare time: output scale below input scale / 128")
+    if e_out < -15 or not -15 <= e_relu <= 15:
+        raise _problem("HardSwish scales outside the range TFLite's 16-bit arithmetic handles")
+    p = {"in_zp": int(x.q.zero_point), "out_zp": int(out.q.zero_point), "m_out": m_out, "e_out": e_out,
+         "m_relu": m_relu, "e_relu": e_relu}
+    return Node(lowering.node_name(onode), "HardSwish", [x.name], [out.name], _run_hardswish, p)
+
+
+def _run_hardswish(node, inputs, ctx):
+    p = node.params
+    return [tfl_hardswish(inputs[0], p["in_zp"], p["out_zp"], p["m_out"], p["e_out"], p["m_relu"], p["e_relu"])]
 
 
 # ---- the op table -----------------------------------------------------------------------------------------------
@@ -376,8 +477,10 @@ OPS: dict[str, OpInfo] = {
     "AveragePool": OpInfo("pool", lower_avgpool),
     "GlobalAveragePool": OpInfo("pool", lower_mean),
     "ReduceMean": OpInfo("pool", lower_mean),
+    "Resize": OpInfo("resize", lower_resize),
     "Sigmoid": OpInfo("lut", lower_lut),
     "Tanh": OpInfo("lut", lower_lut),
+    "HardSwish": OpInfo("lut", lower_hardswish),
     "MaxPool": _BASE["MaxPool"],  # exact (a max of integers) on every board
     "GlobalMaxPool": _BASE["GlobalMaxPool"],
     **{op: _BASE[op] for op in movement.MOVEMENT_OPS},

@@ -1,0 +1,83 @@
+"""Resize, HardSwish and int16 Logistic/Tanh kernels of the tflite arithmetic == their golden twins
+(tests/naive_tflite.py), bit for bit, including saturated inputs and extreme scales. (LiteRT itself is the oracle
+of the twins' formulas: tests/test_tflite_oracle.py and models/tflite_op_sweep.py.)"""
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels.tflite_fixedpoint import tfl_quantize_multiplier
+from kernels.tflite_hardswish import reduce_multiplier16, tfl_hardswish
+from kernels.tflite_resize import tfl_resize_bilinear, tfl_resize_nearest
+from kernels.tflite_sigmoid16 import TABLE, TABLE_PLUS_ONE, input_rescale, tfl_sigmoid16
+from tests import naive_tflite as nt
+
+DTYPES = st.sampled_from([np.int8, np.int16])
+
+
+def _ints(rng, dtype, n, extreme=False):
+    info = np.iinfo(dtype)
+    v = rng.integers(info.min, info.max + 1, size=n)
+    if extreme:  # saturated inputs: the type's ends
+        v[rng.random(n) < 0.3] = info.min
+        v[rng.random(n) < 0.3] = info.max
+    return v.astype(dtype)
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.integers(0, 2 ** 32 - 1), DTYPES, st.integers(1, 5), st.integers(1, 5), st.integers(1, 11),
+       st.integers(1, 11), st.sampled_from([(False, False), (True, False), (False, True)]), st.booleans())
+def test_resize(seed, dtype, h, w, ho, wo, flags, extreme):
+    x = _ints(np.random.default_rng(seed), dtype, 2 * 3 * h * w, extreme).reshape(2, 3, h, w)
+    ac, hp = flags
+    np.testing.assert_array_equal(tfl_resize_bilinear(x, (ho, wo), ac, hp), nt.resize_bilinear(x, (ho, wo), ac, hp))
+    np.testing.assert_array_equal(tfl_resize_nearest(x, (ho, wo), ac, hp), nt.resize_nearest(x, (ho, wo), ac, hp))
+
+
+def _hardswish_params(s_in, s_out):
+    f32 = np.float32
+    hires = f32(f32(1 / 128) * f32(s_in))
+    m_out, e_out = tfl_quantize_multiplier(float(f32(hires / f32(s_out))))
+    m_relu, e_relu = tfl_quantize_multiplier(float(f32(hires / f32(f32(3) / f32(32768)))))
+    return reduce_multiplier16(m_out), e_out, reduce_multiplier16(m_relu), e_relu
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.floats(1e-4, 2.0), st.floats(0.05, 40.0), st.integers(-128, 127), st.integers(-128, 127))
+def test_hardswish(s_in, ratio, zi, zo):
+    s_out = s_in / ratio  # output scale between ~s_in/40 and 20*s_in: exponents from about -15 up to +9
+    m_out, e_out, m_relu, e_relu = _hardswish_params(s_in, s_out)
+    if e_out > 0 or e_out < -15 or not -15 <= e_relu <= 15:
+        return  # LiteRT refuses these at prepare time (e_out > 0); the lowering refuses the others
+    x = np.arange(-128, 128, dtype=np.int8)
+    got = tfl_hardswish(x, zi, zo, m_out, e_out, m_relu, e_relu)
+    assert got.tolist() == nt.hardswish(x, zi, zo, m_out, e_out, m_relu, e_relu)
+
+
+def test_hardswish_extreme_multipliers():
+    x = np.arange(-128, 128, dtype=np.int8)
+    for m_out, e_out, m_relu, e_relu in ((32767, 0, 32767, 15), (16384, -15, 16384, -15), (0, 0, 0, 0),
+                                         (32767, -7, 32767, 7), (16384, 0, 32767, 1)):
+        got = tfl_hardswish(x, -128, 127, m_out, e_out, m_relu, e_relu)
+        assert got.tolist() == nt.hardswish(x, -128, 127, m_out, e_out, m_relu, e_relu)
+
+
+def test_sigmoid_table():
+    assert TABLE.tolist() == nt.sigmoid_table(TABLE_PLUS_ONE)
+    assert TABLE[0] == 32768 and TABLE[255] == 65535 and np.all(np.diff(TABLE) >= 0)
+
+
+@settings(deadline=None, max_examples=80)
+@given(st.sampled_from(["Sigmoid", "Tanh"]), st.floats(-23.0, 1.4), st.integers(0, 2 ** 32 - 1))
+def test_sigmoid16(fn, log2_scale, seed):
+    mult, ls = input_rescale(fn, 2.0 ** log2_scale)
+    x = _ints(np.random.default_rng(seed), np.int16, 400, extreme=True)
+    assert tfl_sigmoid16(x, fn, mult, ls).tolist() == nt.sigmoid16(x, fn, mult, ls, nt.sigmoid_table(TABLE_PLUS_ONE))
+
+
+def test_sigmoid16_every_input_power_of_two_scales():
+    x = np.arange(-32768, 32768, dtype=np.int16)
+    table = nt.sigmoid_table(TABLE_PLUS_ONE)
+    for fn, scale in (("Sigmoid", 2.0 ** -12), ("Tanh", 2.0 ** -12), ("Tanh", 2.0 ** -11), ("Sigmoid", 2.0 ** -9)):
+        mult, ls = input_rescale(fn, scale)
+        assert tfl_sigmoid16(x, fn, mult, ls).tolist() == nt.sigmoid16(x, fn, mult, ls, table)
+    assert input_rescale("Sigmoid", 2.0 ** -12) == (3, 0) and input_rescale("Tanh", 2.0 ** -11) == (6, 0)
