@@ -122,7 +122,31 @@ def sweep_resize() -> bool:
     return ok
 
 
-SWEEPS = {"sigmoid16": sweep_sigmoid16, "hardswish": sweep_hardswish, "resize": sweep_resize}
+def sweep_softmax() -> bool:
+    from kernels.tflite_softmax import (softmax8_params, softmax16_params, softmax16_tables, tfl_softmax8,
+                                        tfl_softmax16)
+    rng = np.random.default_rng(5)
+    exp_lut, recip_lut = softmax16_tables()
+    ok = True
+    for s_in in (0.031331055, 1e-3, 0.004, 0.1, 0.5, 2.0, 1e-6):
+        for depth in (10, 1, 37, 300):
+            x = rng.integers(-128, 128, size=(64, depth)).astype(np.int8)
+            x[:8] = rng.integers(120, 128, size=(8, depth))  # near-ties at the top
+            x[8:10] = -128
+            want = run(single_op("softmax_int8", "SOFTMAX", in_q=(s_in, 12)), x)
+            ok &= _report(f"int8 SOFTMAX scale {s_in:g} depth {depth}", tfl_softmax8(x, *softmax8_params(s_in)), want)
+    for s_in in (0.00013372568, 1e-5, 3e-4, 1e-3, 0.01, 1e-7):
+        for depth in (10, 1, 37, 300):
+            x = rng.integers(-32768, 32768, size=(64, depth)).astype(np.int16)
+            x[:8] = rng.integers(32000, 32768, size=(8, depth))
+            x[8:10] = -32768
+            want = run(single_op("softmax_a16w8", "SOFTMAX", in_q=(s_in, 0)), x)
+            got = tfl_softmax16(x, *softmax16_params(s_in), exp_lut, recip_lut)
+            ok &= _report(f"int16 SOFTMAX scale {s_in:g} depth {depth}", got, want)
+    return ok
+
+
+SWEEPS = {"sigmoid16": sweep_sigmoid16, "softmax": sweep_softmax, "hardswish": sweep_hardswish, "resize": sweep_resize}
 
 
 def main(argv=None) -> int:

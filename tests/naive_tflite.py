@@ -235,3 +235,70 @@ def sigmoid16(x, fn, mult, ls, table):
             r = r - 2 ** 23 + 128 if v >= 0 else 2 ** 23 - r + 127
             out.append(r // 256)
     return out
+
+
+# ---- softmax ----------------------------------------------------------------------------------------------------
+def _sat_left(x, e):
+    thr = 2 ** (31 - e) - 1
+    return I32_MAX if x > thr else (I32_MIN if x < -thr else x * 2 ** e)
+
+
+def exp_on_negative_values(a):
+    """gemmlowp exp for a Q5.26 input a <= 0, Q0.31 result, as written there."""
+    c = lambda v: math.floor(v * 2 ** 31 + 0.5)  # noqa: E731  (a Q0.31 constant)
+    quarter = 2 ** 24
+    amq = (a & (quarter - 1)) - quarter
+    x = to_i32(_sat_left(amq, 5) + 2 ** 28)
+    x2 = srdhm(x, x)
+    x3 = srdhm(x2, x)
+    x4 = srdhm(x2, x2)
+    t = rdbpot(to_i32(srdhm(to_i32(rdbpot(x4, 2) + x3), c(1 / 3)) + x2), 1)
+    result = to_i32(c(math.exp(-1 / 8)) + srdhm(c(math.exp(-1 / 8)), to_i32(x + t)))
+    rem = to_i32(amq - a)
+    for k in range(-2, 5):
+        if rem & 2 ** (26 + k):
+            result = srdhm(result, c(math.exp(-2.0 ** k)))
+    return I32_MAX if a == 0 else result
+
+
+def one_over_one_plus_x(a):
+    s = a + I32_MAX
+    half = c_div(s + (1 if s >= 0 else -1), 2)
+    x = to_i32(math.floor(48 / 17 * 2 ** 29 + 0.5) + srdhm(half, -math.floor(32 / 17 * 2 ** 29 + 0.5)))
+    for _ in range(3):
+        x = to_i32(x + _sat_left(srdhm(x, to_i32(2 ** 29 - srdhm(half, x))), 2))
+    return _sat_left(x, 1)
+
+
+def softmax8(rows, m, ls, diff_min):
+    out = []
+    for row in rows:
+        row = [int(v) for v in row]
+        mx = max(row)
+        exps = [exp_on_negative_values(srdhm(to_i32((v - mx) * 2 ** ls), m)) if v - mx >= diff_min else None
+                for v in row]
+        total = sum(rdbpot(e, 12) for e in exps if e is not None)
+        h = 32 - total.bit_length()
+        recip = one_over_one_plus_x(to_i32((total * 2 ** h) % 2 ** 32 - 2 ** 31))
+        out.append([-128 if e is None else clampi(rdbpot(srdhm(recip, e), 12 - h + 23) - 128, -128, 127)
+                    for e in exps])
+    return out
+
+
+def lut16(v, lut):
+    i = 256 + (v >> 7)
+    return int(lut[i]) + (((int(lut[i + 1]) - int(lut[i])) * (v & 127) + 64) >> 7)
+
+
+def softmax16(rows, m, s, exp_lut, recip_lut):
+    out = []
+    for row in rows:
+        row = [int(v) for v in row]
+        mx = max(row)
+        exps = [lut16(clampi(mbqm32(v - mx, m, s) + 32767, -32768, 32767), exp_lut) for v in row]
+        total = sum(exps)
+        h = 32 - total.bit_length()
+        t = clampi(((total * 2 ** (h - 1)) + 2 ** 13) // 2 ** 14 - 98304, -32768, 32767)
+        r = lut16(t, recip_lut)
+        out.append([clampi((e * r + 2 ** (30 - h)) // 2 ** (31 - h), 0, 32767) for e in exps])
+    return out

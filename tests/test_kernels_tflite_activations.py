@@ -1,4 +1,4 @@
-"""Resize, HardSwish and int16 Logistic/Tanh kernels of the tflite arithmetic == their golden twins
+"""Resize, HardSwish, int16 Logistic/Tanh and Softmax kernels of the tflite arithmetic == their golden twins
 (tests/naive_tflite.py), bit for bit, including saturated inputs and extreme scales. (LiteRT itself is the oracle
 of the twins' formulas: tests/test_tflite_oracle.py and models/tflite_op_sweep.py.)"""
 import numpy as np
@@ -9,6 +9,8 @@ from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 from kernels.tflite_hardswish import reduce_multiplier16, tfl_hardswish
 from kernels.tflite_resize import tfl_resize_bilinear, tfl_resize_nearest
 from kernels.tflite_sigmoid16 import TABLE, TABLE_PLUS_ONE, input_rescale, tfl_sigmoid16
+from kernels.tflite_softmax import (C48_17, CM32_17, EXP_BARREL, EXP_M1_8, ONE_THIRD, softmax8_params, softmax16_params,
+                                    softmax16_tables, tfl_softmax8, tfl_softmax16)
 from tests import naive_tflite as nt
 
 DTYPES = st.sampled_from([np.int8, np.int16])
@@ -81,3 +83,30 @@ def test_sigmoid16_every_input_power_of_two_scales():
         mult, ls = input_rescale(fn, scale)
         assert tfl_sigmoid16(x, fn, mult, ls).tolist() == nt.sigmoid16(x, fn, mult, ls, table)
     assert input_rescale("Sigmoid", 2.0 ** -12) == (3, 0) and input_rescale("Tanh", 2.0 ** -11) == (6, 0)
+
+
+@settings(deadline=None, max_examples=80)
+@given(st.integers(0, 2 ** 32 - 1), st.floats(-25.0, 6.0), st.integers(1, 40), st.booleans())
+def test_softmax8(seed, log2_scale, depth, extreme):
+    s_in = 2.0 ** log2_scale  # from 3e-8 (just above TFLite's limit) to 64 (the multiplier saturates)
+    m, ls, diff_min = softmax8_params(s_in)
+    rows = _ints(np.random.default_rng(seed), np.int8, 6 * depth, extreme).reshape(6, depth)
+    assert tfl_softmax8(rows, m, ls, diff_min).tolist() == nt.softmax8(rows, m, ls, diff_min)
+
+
+@settings(deadline=None, max_examples=80)
+@given(st.integers(0, 2 ** 32 - 1), st.floats(-25.0, 2.0), st.integers(1, 40), st.booleans())
+def test_softmax16(seed, log2_scale, depth, extreme):
+    m, s = softmax16_params(2.0 ** log2_scale)
+    exp_lut, recip_lut = softmax16_tables()
+    rows = _ints(np.random.default_rng(seed), np.int16, 6 * depth, extreme).reshape(6, depth)
+    assert tfl_softmax16(rows, m, s, exp_lut, recip_lut).tolist() == nt.softmax16(rows, m, s, exp_lut, recip_lut)
+
+
+def test_softmax_constants_and_tables():
+    # the gemmlowp constants, derived from their real values, are the published ones
+    assert (EXP_M1_8, ONE_THIRD, C48_17, CM32_17) == (1895147668, 715827883, 1515870810, -1010580540)
+    assert EXP_BARREL.tolist() == [1672461947, 1302514674, 790015084, 290630308, 39332535, 720401, 242]
+    exp_lut, recip_lut = softmax16_tables()
+    assert exp_lut[512] == 32767 and recip_lut[0] == 32767 and recip_lut[512] == 16384
+    assert np.all(np.diff(exp_lut.astype(int)) >= 0) and np.all(np.diff(recip_lut.astype(int)) <= 0)

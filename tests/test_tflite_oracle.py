@@ -26,8 +26,6 @@ FIXTURES = Path(__file__).parent / "fixtures" / "tflite"
 NAMES = sorted(p.stem for p in FIXTURES.glob("*.npz"))
 # fixtures whose ops the tflite arithmetic does not compute yet (lowering refuses them by node): expected failures
 NOT_YET = {
-    "softmax_int8": "TFLite's int8 Softmax not implemented",
-    "softmax_a16w8": "TFLite's int16 Softmax not implemented",
 }
 
 

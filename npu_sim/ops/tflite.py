@@ -31,6 +31,8 @@ from kernels.tflite_requantize import tfl_requantize
 from kernels.tflite_rescale import tfl_rescale
 from kernels.tflite_resize import tfl_resize_bilinear, tfl_resize_nearest
 from kernels.tflite_sigmoid16 import input_rescale, tfl_sigmoid16
+from kernels.tflite_softmax import (softmax8_params, softmax16_params, softmax16_tables, tfl_softmax8,
+                                    tfl_softmax16)
 
 from ..ir import Node, QParams, Tensor
 from . import OpInfo, mac, movement, pool
@@ -463,6 +465,49 @@ def _run_hardswish(node, inputs, ctx):
     return [tfl_hardswish(inputs[0], p["in_zp"], p["out_zp"], p["m_out"], p["e_out"], p["m_relu"], p["e_relu"])]
 
 
+# ---- softmax ------------------------------------------------------------------------------------------------------
+def lower_softmax(lowering, onode, args, out, act):
+    """TFLite SOFTMAX (beta 1) over the last axis: int8 -> int8 (gemmlowp fixed point) or int16 -> int16 (exp and
+    reciprocal tables), ``kernels/tflite_softmax.py``. LiteRT's prepare fixes the output quantization."""
+    x = _act_tensor(args[0], "Softmax input")
+    rank = len(x.shape)
+    if int(attrs(onode).get("axis", -1)) % rank != rank - 1:
+        raise _problem("TFLite's SOFTMAX normalizes the last axis only")
+    if act is not None:
+        raise _problem("TFLite's SOFTMAX has no fused activation")
+    f32 = np.float32
+    if x.q.dtype == "int8" and out.q.dtype == "int8":
+        if int(out.q.zero_point) != -128 or f32(out.q.scale) != f32(1 / 256):
+            raise _problem("TFLite's int8 SOFTMAX needs output scale 1/256 and zero point -128 (LiteRT refuses "
+                           "others at prepare time)")
+        if not float(f32(x.q.scale)) * 2.0 ** 26 > 1.0:
+            raise _problem("input scale too small for TFLite's int8 SOFTMAX (beta * scale * 2**26 must exceed 1)")
+        m, ls, diff_min = softmax8_params(float(x.q.scale))
+        p = {"wide": False, "m": m, "ls": ls, "diff_min": diff_min}
+    elif x.q.dtype == "int16" and out.q.dtype == "int16":
+        if int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0 or abs(float(out.q.scale) * 32768 - 1) > 1e-3:
+            raise _problem("TFLite's int16 SOFTMAX needs zero points 0 and output scale 1/32768 (LiteRT refuses "
+                           "others at prepare time)")
+        m, sh = softmax16_params(float(x.q.scale))
+        exp_lut, recip_lut = softmax16_tables()
+        p = {"wide": True, "m": m, "s": sh, "_exp": exp_lut, "_recip": recip_lut}
+    else:
+        raise _problem(f"TFLite computes SOFTMAX int8 -> int8 or int16 -> int16 here, not {x.q.dtype} -> "
+                       f"{out.q.dtype}")
+    return Node(lowering.node_name(onode), "Softmax", [x.name], [out.name], _run_softmax, p, {"axis": rank - 1})
+
+
+def _run_softmax(node, inputs, ctx):
+    p = node.params
+    x = inputs[0]
+    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    if p["wide"]:
+        y = tfl_softmax16(rows, p["m"], p["s"], p["_exp"], p["_recip"])
+    else:
+        y = tfl_softmax8(rows, p["m"], p["ls"], p["diff_min"])
+    return [y.reshape(x.shape)]
+
+
 # ---- the op table -----------------------------------------------------------------------------------------------
 OPS: dict[str, OpInfo] = {
     "Conv": OpInfo("mac", lower_conv),
@@ -481,6 +526,7 @@ OPS: dict[str, OpInfo] = {
     "Sigmoid": OpInfo("lut", lower_lut),
     "Tanh": OpInfo("lut", lower_lut),
     "HardSwish": OpInfo("lut", lower_hardswish),
+    "Softmax": OpInfo("normalization", lower_softmax),
     "MaxPool": _BASE["MaxPool"],  # exact (a max of integers) on every board
     "GlobalMaxPool": _BASE["GlobalMaxPool"],
     **{op: _BASE[op] for op in movement.MOVEMENT_OPS},
