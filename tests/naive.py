@@ -238,6 +238,17 @@ def leaky_relu(x, x_zp, pos_mult, pos_shift, neg_mult, neg_shift, out_zp, qmin, 
     return out
 
 
+def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out_dtype):
+    """Per-channel affine with one rounding, in Python ints: floor(((x - zx) w[c] + b[c]) / 2^F + 1/2)."""
+    outer, n_c, inner = x.shape
+    out = np.zeros(x.shape, dtype=out_dtype)
+    for o, c, i in itertools.product(range(outer), range(n_c), range(inner)):
+        acc = (int(x[o, c, i]) - x_zp) * int(w[c]) + int(b[c])
+        y = (acc + (1 << (f_bits - 1))) // (1 << f_bits)  # floor division: ties toward +infinity
+        out[o, c, i] = clamp(y + out_zp, qmin, qmax)
+    return out
+
+
 def resize_linear_acc(x, x_zp, y0, y1, wy, x0, x1, wx, frac_bits):
     n_img, n_c = x.shape[:2]
     one = 2 ** frac_bits

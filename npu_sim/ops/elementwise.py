@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.add import add_rescaled
+from kernels.affine import affine
 from kernels.leaky_relu import leaky_relu
 from kernels.mul import mul
 from kernels.ort_qladd import ort_qladd
@@ -423,10 +424,9 @@ def lower_batchnorm(lowering, onode, args, out: Tensor, act) -> Node:
     w = np.rint(a_c * sx / sy * one).astype(np.int64)
     if np.any(np.abs(w) >= 2**31):
         raise _problem("BatchNormalization scale is too large relative to the output scale (factor >= 2^15)")
-    p = {"x_zp": int(x.q.zero_point), "_w": w, "bias": np.rint(b_c / sy * one).astype(np.int64), "acc_bits": 64}
-    p["mult"], p["shift"] = fixed_multipliers(np.full(w.size, 1.0 / one), lowering.arith.multiplier_bits)
+    p = _affine_params(x, w, np.rint(b_c / sy * one), BN_FRACTION_BITS, "BatchNormalization offset")
     p.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), "BatchNormalization", [x.name], [out.name], _run_batchnorm, p)
+    return Node(lowering.node_name(onode), "BatchNormalization", [x.name], [out.name], _run_affine, p)
 
 
 def _lower_batchnorm_float(lowering, onode, args, out: Tensor, act) -> Node:
@@ -494,17 +494,28 @@ def _lower_add_constant(lowering, onode, args, out: Tensor, act) -> Node | None:
     one = 2.0 ** f_bits
     w = np.full(channels, int(np.rint(sign_x * ratio * one)), np.int64)
     offset = np.rint(sign_c * per / sy * (1 << CONST_FRACTION_BITS)).astype(np.int64)  # Q.16 output units
-    p = {"x_zp": int(x.q.zero_point), "_w": w, "bias": offset << (f_bits - CONST_FRACTION_BITS),
-         "acc_bits": 64, "mult": np.ones(channels, np.int64), "shift": np.full(channels, f_bits, np.int64)}
+    p = _affine_params(x, w, offset.astype(np.float64) * 2.0 ** (f_bits - CONST_FRACTION_BITS), f_bits,
+                       f"{onode.op_type} constant")
     p.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_batchnorm, p,
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_affine, p,
                 {"constant": "per channel" if c.size > 1 else float(per[0]), "fraction_bits": f_bits})
 
 
-def _run_batchnorm(node, inputs, ctx):
+def _affine_params(x: Tensor, w: np.ndarray, b, f_bits: int, what: str) -> dict:
+    """Params of ``kernels.affine``: ``(x - zx) w[c] + b[c]`` rounded once at ``f_bits`` fraction bits."""
+    b = np.asarray(b, np.float64)
+    dev = max(abs(x.q.qmin - int(x.q.zero_point)), abs(x.q.qmax - int(x.q.zero_point)))
+    if not np.all(np.isfinite(b)) or dev * float(np.abs(w).max()) + float(np.abs(b).max()) >= 2.0 ** 61:
+        raise _problem(f"{what} is too large relative to the output scale for the board's 64-bit affine unit")
+    return {"x_zp": int(x.q.zero_point), "w": np.ascontiguousarray(w, np.int64),
+            "b": np.ascontiguousarray(b.astype(np.int64)), "f_bits": int(f_bits)}
+
+
+def _run_affine(node, inputs, ctx):
     p = node.params
     x = inputs[0]
-    c = p["_w"].size
-    x3 = x.reshape(x.shape[0], c, -1).astype(np.int64) - p["x_zp"]
-    acc = x3 * p["_w"].reshape(1, c, 1)
-    return [requantize_acc(node, ctx, acc, x3.shape[0], c, x3.shape[2]).reshape(x.shape)]
+    c = p["w"].size
+    x3 = np.ascontiguousarray(x).reshape(x.shape[0] if x.ndim > 1 else 1, c, -1)
+    out = np.empty(x3.shape, p["_out_dtype"])
+    affine(x3, p["x_zp"], p["w"], p["b"], p["f_bits"], p["out_zp"], p["qmin"], p["qmax"], out)
+    return [out.reshape(x.shape)]

@@ -1,0 +1,55 @@
+"""affine (BatchNormalization, Add/Sub of a constant) == golden twin, bit for bit."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels.affine import affine
+from tests import naive
+
+
+@st.composite
+def affine_case(draw):
+    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 5)), draw(st.integers(1, 9)))
+    xd, lo, hi = draw(naive.value_ranges())
+    x = draw(naive.int_arrays(shape, xd, lo, hi))
+    x_zp = draw(naive.zero_points(lo, hi))
+    f_bits = draw(st.integers(1, 46))
+    dev = max(abs(lo - x_zp), abs(hi - x_zp))
+    # factors up to the exactness limit: |x - zx| * |w| + |b| < 2^62
+    w_lim = min((1 << 61) // max(dev, 1), 1 << 47)
+    w = np.array([draw(st.one_of(st.integers(-w_lim, w_lim), st.sampled_from([0, 1, -1, w_lim, -w_lim])))
+                  for _ in range(shape[1])], np.int64)
+    b_lim = (1 << 60) - dev * int(np.abs(w).max()) - (1 << f_bits)
+    b = np.array([draw(st.integers(-max(b_lim, 0), max(b_lim, 0))) for _ in range(shape[1])], np.int64)
+    dtype, out_zp, qmin, qmax = draw(naive.out_params())
+    return x, x_zp, w, b, f_bits, out_zp, qmin, qmax, dtype
+
+
+@settings(deadline=None, max_examples=200)
+@given(affine_case())
+def test_affine_matches_twin(case):
+    *args, dtype = case
+    expected = naive.affine(*args, dtype)
+    out = np.empty(args[0].shape, dtype=dtype)
+    affine(*args, out)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_affine_ties_round_up_and_saturate():
+    x = np.array([-3, -1, 0, 1, 3, 127], np.int8).reshape(1, 1, 6)
+    out = np.empty(x.shape, np.int8)
+    # y = x / 2 (w = 1, F = 1): -1.5 -> -1, -0.5 -> 0, 0.5 -> 1, 1.5 -> 2
+    affine(x, 0, np.array([1]), np.array([0]), 1, 0, -128, 127, out)
+    assert out.ravel().tolist() == [-1, 0, 0, 1, 2, 64]
+    affine(x, 0, np.array([1 << 20]), np.array([0]), 1, 0, -128, 127, out)  # huge factor: saturates
+    assert out.ravel().tolist() == [-128, -128, 0, 127, 127, 127]
+
+
+def test_affine_refuses_inexact_sums():
+    x = np.zeros((1, 1, 4), np.int16)
+    out = np.empty(x.shape, np.int16)
+    with pytest.raises(ValueError, match="2\\*\\*62"):
+        affine(x, 0, np.array([1 << 47]), np.array([0]), 8, 0, -32768, 32767, out)
+    with pytest.raises(ValueError, match="f_bits"):
+        affine(x, 0, np.array([1]), np.array([0]), 0, 0, -32768, 32767, out)
