@@ -2,7 +2,7 @@
 
 int8 (``reference_ops::Softmax``, gemmlowp fixed point; output scale 1/256, zero point -128). Prepare, float64::
 
-    (M, ls) = QuantizeMultiplier(min(beta * s_in * 2**26, 2**31 - 1))       (ls >= 0)
+    (M, ls) = QuantizeMultiplier(min(beta * s_in * 2**26, 2**31 - 1))       (0 <= ls <= 31; at 31 diff_min is 0)
     diff_min = -floor(31 * 2**26 / 2**ls)
 
 Per row, with d = q - max(row): entries with d < diff_min give -128; the others
@@ -55,8 +55,8 @@ def softmax8_params(s_in: float, beta: float = 1.0) -> tuple[int, int, int]:
 
 
 def tfl_softmax8(rows, m: int, ls: int, diff_min: int):
-    if rows.ndim != 2 or rows.dtype != np.int8 or not 0 <= ls <= 30:
-        raise ValueError("tfl_softmax8: (rows, depth) int8 input and a left shift in [0, 30] are required")
+    if rows.ndim != 2 or rows.dtype != np.int8 or not 0 <= ls <= 31:
+        raise ValueError("tfl_softmax8: (rows, depth) int8 input and a left shift in [0, 31] are required")
     out = np.empty(rows.shape, np.int8)
     _softmax8(np.ascontiguousarray(rows), int(m), int(ls), int(diff_min), EXP_BARREL, out)
     return out
