@@ -43,6 +43,7 @@ def tfl_hardswish(x, in_zp: int, out_zp: int, m_out: int, e_out: int, m_relu: in
 
 @njit
 def _trunc_div_pot(v, e):
+    """v / 2^e truncated toward zero (C integer division by a power of two)."""
     if v >= 0:
         return v >> e
     return -((-v) >> e)
@@ -50,6 +51,7 @@ def _trunc_div_pot(v, e):
 
 @njit
 def srdhm16(a, b):
+    """16-bit SaturatingRoundingDoublingHighMul: (a*b + nudge) / 2^15 truncated, nudge = +-2^14."""
     if a == I16_MIN and b == I16_MIN:
         return I16_MAX
     ab = a * b
@@ -59,6 +61,7 @@ def srdhm16(a, b):
 
 @njit
 def sdhm16(a, b):
+    """16-bit saturating doubling high multiply without rounding: a*b / 2^15 truncated."""
     if a == I16_MIN and b == I16_MIN:
         return I16_MAX
     return _trunc_div_pot(a * b, 15)
@@ -66,12 +69,14 @@ def sdhm16(a, b):
 
 @njit
 def sat_shl16(v, amount):
+    """v * 2^amount saturated to int16."""
     r = v * (1 << amount)
     return min(max(r, I16_MIN), I16_MAX)
 
 
 @njit
 def rdbpot16(x, e):
+    """RoundingDivideByPOT: x / 2^e rounded to nearest, ties away from zero."""
     mask = (1 << e) - 1
     rem = x & mask
     thr = (mask >> 1) + (1 if x < 0 else 0)
@@ -80,6 +85,7 @@ def rdbpot16(x, e):
 
 @njit
 def _kernel(x, in_zp, out_zp, m_out, e_out, m_relu, e_relu, out):
+    """TFLite int8 HARD_SWISH per element, 16-bit fixed point: the rescaled input times the gate relu6(x+3)/6."""
     for i in range(x.size):
         h = (np.int64(x[i]) - in_zp) * 128
         pre = srdhm16(h, m_out)

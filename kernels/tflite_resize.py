@@ -89,6 +89,7 @@ def tfl_resize_bilinear(x, out_hw, align_corners: bool, half_pixel: bool):
 
 @njit
 def _bilinear(x, py, y0, y1, px, x0, x1, out):
+    """TFLite integer bilinear resize: 10-bit fixed-point weights, sum of the 4 neighbours, rounded at 2^20."""
     n, c = x.shape[0], x.shape[1]
     ho, wo = out.shape[2], out.shape[3]
     half = np.int64(1) << 19

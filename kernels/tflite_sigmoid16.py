@@ -89,6 +89,7 @@ def tfl_sigmoid16(x, fn: str, mult: int, ls: int):
 
 @njit
 def _logistic(x, mult, ls, table, out):
+    """int16 LOGISTIC: rescaled input, 256-entry sigmoid table with 9-bit interpolation, mirrored for v < 0."""
     rnd = (1 << (ls - 1)) if ls > 0 else 0
     for i in range(x.size):
         v = (np.int64(x[i]) * mult + rnd) >> ls
@@ -108,6 +109,7 @@ def _logistic(x, mult, ls, table, out):
 
 @njit
 def _tanh(x, mult, ls, table, out):
+    """int16 TANH: rescaled input, 256-entry table with 8-bit interpolation, mirrored for v < 0."""
     rnd = (1 << (ls - 1)) if ls > 0 else 0
     for i in range(x.size):
         v = (np.int64(x[i]) * mult + rnd) >> ls

@@ -64,6 +64,7 @@ def tfl_softmax8(rows, m: int, ls: int, diff_min: int):
 
 @njit
 def _sat_shl(x, e):
+    """x << e saturated to int32."""
     thr = (1 << (31 - e)) - 1
     if x > thr:
         return INT32_MAX
@@ -115,6 +116,7 @@ def one_over_one_plus_x(a):
 
 @njit
 def _clz32(v):
+    """Count of leading zero bits of a 32-bit value."""
     n = 0
     while n < 32 and not (v >> (31 - n)) & 1:
         n += 1
@@ -123,6 +125,7 @@ def _clz32(v):
 
 @njit
 def _softmax8(x, m, ls, diff_min, barrel, out):
+    """TFLite int8 SOFTMAX per row: max-subtract, fixed-point exp, sum, reciprocal, rescale to the output."""
     rows, depth = x.shape
     for i in range(rows):
         mx = -128
@@ -189,6 +192,7 @@ def tfl_softmax16(rows, m: int, s: int, exp_lut, recip_lut):
 
 @njit
 def lut16_lookup(v, lut):
+    """TFLite's 513-entry int16 LUT with 7-bit linear interpolation, index 256 + (v >> 7)."""
     idx = 256 + (v >> 7)
     base = lut[idx]
     return base + (((lut[idx + 1] - base) * (v & 0x7F) + 64) >> 7)
@@ -196,6 +200,7 @@ def lut16_lookup(v, lut):
 
 @njit
 def _softmax16(x, m, s, exp_lut, recip_lut, out):
+    """TFLite int16 SOFTMAX per row: exp table on the rescaled difference, sum, 1/(1+x) table, scale."""
     rows, depth = x.shape
     e = np.empty(depth, np.int64)
     for i in range(rows):

@@ -789,7 +789,8 @@ def _lut(ctx, node):
     if _kind(node.op) != "lut" and not (node.op == "Div" and "reciprocal" in str(node.attrs.get("divisor", ""))):
         return None
     bits = ctx.t(node.inputs[0]).q.bits
-    entries = "256 entries" if bits <= 8 else f"{ctx.arith.lut_entries_16} entries, interpolated"
+    entries = node.attrs.get("table") or (  # an arithmetic with its own tables says which (tflite)
+        "256 entries" if bits <= 8 else f"{ctx.arith.lut_entries_16} entries, interpolated")
     return {"op": node.op, "entries": entries}
 
 

@@ -540,14 +540,19 @@ def test_u55_refuses_what_litert_refuses():
     assert check(TFL / "depthwise_a16w8.onnx", board=U55).deployable
 
 
-def test_ops_the_board_arithmetic_lacks_are_checked_and_estimated_on_their_structure():
-    path = TFL / "hardswish_int8.onnx"  # the tflite arithmetic has no HardSwish yet
-    with pytest.raises(npu_sim.UnsupportedModelError):
+def test_ops_the_board_arithmetic_lacks_are_checked_and_estimated_on_their_structure(tmp_path):
+    path = q(tmp_path, unary_model("Exp"), "exp", sym=False)  # an NPU op on the U55 (EXP)...
+    with pytest.raises(npu_sim.UnsupportedModelError):  # ...that the tflite arithmetic does not compute yet
         npu_sim.load(path, board=U55)
     r = check(path, board=U55)
     gap = rules_of(r)["npu.arithmetic"][0]
-    assert gap.severity == "info" and "HardSwish" in gap.message and r.deployable
+    assert gap.severity == "info" and "Exp" in gap.message and r.deployable
     est = npu_sim.estimate(path, board=U55)
-    assert est.summary["total_cycles"] > 0 and any(row.op == "HardSwish" for row in est.layers)
+    assert est.summary["total_cycles"] > 0 and any(row.op == "Exp" for row in est.layers)
     with pytest.raises(npu_sim.NpuSimError):
         check(path, board=U55, feeds="random")
+
+
+def test_u55_lut_message_names_the_tflite_table():
+    found = rules_of(check(TFL / "activations_a16w8.onnx", board=U55))["lint.lut"]
+    assert {f.message.split("(")[1].split(")")[0] for f in found} == {"256-entry sigmoid table, interpolated"}

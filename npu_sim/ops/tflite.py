@@ -408,7 +408,8 @@ def lower_lut(lowering, onode, args, out, act):
                        f"{out.q.dtype}")
     lo, hi = activation_range(out.q, act)
     table = build_lut8(onode.op_type, x.q.scale, int(x.q.zero_point), out.q.scale, int(out.q.zero_point), lo, hi)
-    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_lut, {"_table": table})
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_lut, {"_table": table},
+                {"table": "256 entries"})
 
 
 def _run_lut(node, inputs, ctx):
@@ -428,7 +429,7 @@ def _lower_sigmoid16(lowering, onode, x, out, act):
     if not 0 < mult <= 32767:
         raise _problem(f"input scale {float(x.q.scale):g} is too large for TFLite's int16 {onode.op_type}")
     return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_sigmoid16,
-                {"fn": onode.op_type, "mult": mult, "ls": ls})
+                {"fn": onode.op_type, "mult": mult, "ls": ls}, {"table": "256-entry sigmoid table, interpolated"})
 
 
 def _run_sigmoid16(node, inputs, ctx):
