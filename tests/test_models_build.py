@@ -74,11 +74,12 @@ def _ppocr(name: str) -> Path:
 
 
 def test_names():
-    assert len(build.NAMES) == len(set(build.NAMES)) == 16
+    assert len(build.NAMES) == len(set(build.NAMES)) == 18
     for fam in ("ppocr_det", "ppocr_rec", "ppocr_cls"):
         for v in ("float", "a8w8", "a8w8u", "a16w8"):
             assert f"{fam}_{v}" in build.NAMES
-    assert {"ppocr_cls_a16w8_contrib", "mobilenetv2_float", "mobilenetv2_a8w8", "mobilenetv2_a8w8u"} <= set(build.NAMES)
+    assert {"ppocr_cls_a16w8_contrib", "mobilenetv2_float", "mobilenetv2_a8w8", "mobilenetv2_a8w8u",
+            "ppocr_cls_a16w16_noadjust", "ppocr_rec_a16w16_noadjust"} <= set(build.NAMES)
     with pytest.raises(KeyError):
         build.get("no_such_model")
 
