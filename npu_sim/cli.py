@@ -158,33 +158,13 @@ def _read_npy(path: Path, name: str) -> np.ndarray:
 
 
 def _read_image(path: Path, name: str, sim, mean: str, std: str) -> np.ndarray:
+    from .dataset import read_image
     if name not in sim.inputs:
         raise InputError(f"--input {name}: the model has no input {name!r}; its inputs are {sorted(sim.inputs)}")
     shape, dtype = sim.inputs[name]
-    if len(shape) != 4 or shape[1] not in (1, 3):
-        raise InputError(f"--input {name}: an image can feed an NCHW input with 1 or 3 channels; {name!r} has "
-                         f"shape {list(shape)}. Convert it to .npy yourself")
-    try:
-        from PIL import Image
-    except ImportError:
-        raise InputError("reading images needs Pillow: pip install pillow (or pass a .npy file)") from None
-    try:
-        img = Image.open(path).convert("RGB" if shape[1] == 3 else "L").resize((shape[3], shape[2]))
-    except Exception as exc:
-        raise InputError(f"--input {name}: cannot read image {str(path)!r} ({exc})") from None
-    x = np.asarray(img, dtype=np.float32) / 255.0
-    x = x[None, None] if x.ndim == 2 else x.transpose(2, 0, 1)[None]
-    try:
-        m = np.array([float(v) for v in mean.split(",")], np.float32).reshape(-1, 1, 1)
-        s = np.array([float(v) for v in std.split(",")], np.float32).reshape(-1, 1, 1)
-    except ValueError:
-        raise InputError(f"--mean/--std must be comma-separated numbers, got {mean!r} / {std!r}") from None
-    if np.any(s == 0):
-        raise InputError("--std must not contain zero")
-    x = np.broadcast_to((x - m) / s, shape).astype(np.float32)
     if dtype != "float32":
         raise InputError(f"--input {name}: the input is already quantized ({dtype}); pass a .npy of that type")
-    return x
+    return np.broadcast_to(read_image(path, shape, mean, std, label=f"--input {name}"), shape).astype(np.float32)
 
 
 def _safe(name: str) -> str:

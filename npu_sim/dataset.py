@@ -170,10 +170,12 @@ def _split(arr: np.ndarray, shape: tuple[int, ...], dtype: str, path: Path, name
     return [np.ascontiguousarray(arr[i:i + batch]) for i in range(0, arr.shape[0], batch)]
 
 
-def read_image(path: Path, shape: tuple[int, ...], mean: str = "0", std: str = "1") -> np.ndarray:
-    """One image as a float32 [1, C, H, W] feed: resized, scaled to [0, 1], then (x - mean) / std."""
+def read_image(path: Path, shape: tuple[int, ...], mean: str = "0", std: str = "1", label: str = "--data"
+               ) -> np.ndarray:
+    """One image as a float32 [1, C, H, W] feed: resized, scaled to [0, 1], then (x - mean) / std.
+    ``label`` names the option in error messages (``--data``, ``--input x``)."""
     if len(shape) != 4 or shape[1] not in (1, 3):
-        raise InputError(f"--data {str(path)!r}: an image can feed an NCHW input with 1 or 3 channels; the input "
+        raise InputError(f"{label} {str(path)!r}: an image can feed an NCHW input with 1 or 3 channels; the input "
                          f"has shape {list(shape)}. Convert the data to .npy yourself")
     try:
         from PIL import Image
@@ -182,7 +184,7 @@ def read_image(path: Path, shape: tuple[int, ...], mean: str = "0", std: str = "
     try:
         img = Image.open(path).convert("RGB" if shape[1] == 3 else "L").resize((shape[3], shape[2]))
     except Exception as exc:
-        raise InputError(f"--data: cannot read image {str(path)!r} ({exc})") from None
+        raise InputError(f"{label}: cannot read image {str(path)!r} ({exc})") from None
     x = np.asarray(img, dtype=np.float32) / 255.0
     x = x[None, None] if x.ndim == 2 else x.transpose(2, 0, 1)[None]
     try:

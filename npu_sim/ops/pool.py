@@ -153,21 +153,25 @@ def _run_avgpool(node, inputs, ctx):
     return [out.reshape(out_shape)]
 
 
+def mean_axes(lowering, onode, args, rank: int) -> tuple[int, ...]:
+    """The sorted axes a GlobalAveragePool (all spatial axes) or ReduceMean (attribute or input) averages."""
+    if onode.op_type == "GlobalAveragePool":
+        return tuple(range(2, rank))
+    a = attrs(onode)
+    if len(args) > 1 and args[1] is not None:
+        axes = tuple(int(v) for v in int_const(lowering, args[1], "ReduceMean axes"))
+    else:
+        axes = tuple(a.get("axes", range(rank)))
+    if not axes and a.get("noop_with_empty_axes", 0):
+        raise _problem("ReduceMean with noop_with_empty_axes is not supported")
+    return tuple(sorted(ax % rank for ax in axes)) or tuple(range(rank))
+
+
 def lower_mean(lowering, onode, args, out: Tensor, act) -> Node:
     x = args[0]
     check_per_tensor(x, f"{onode.op_type} input")
     rank = len(x.shape)
-    if onode.op_type == "GlobalAveragePool":
-        axes = tuple(range(2, rank))
-    else:
-        a = attrs(onode)
-        if len(args) > 1 and args[1] is not None:
-            axes = tuple(int(v) for v in int_const(lowering, args[1], "ReduceMean axes"))
-        else:
-            axes = tuple(a.get("axes", range(rank)))
-        if not axes and a.get("noop_with_empty_axes", 0):
-            raise _problem("ReduceMean with noop_with_empty_axes is not supported")
-        axes = tuple(sorted(ax % rank for ax in axes)) or tuple(range(rank))
+    axes = mean_axes(lowering, onode, args, rank)
     n = int(np.prod([x.shape[ax] for ax in axes]))
     if not lowering.arith.fixedpoint:
         if onode.op_type == "GlobalAveragePool" and rank >= 3 and ort_fuses_qdq_group(lowering, onode, args, out):

@@ -37,7 +37,7 @@ from kernels.tflite_softmax import (softmax8_params, softmax16_params, softmax16
 from ..ir import Node, QParams, Tensor
 from . import OpInfo, mac, movement, pool
 from . import OPS as _BASE
-from .common import activation_bounds, attrs, int_const
+from .common import activation_bounds, attrs
 
 
 def _problem(msg):
@@ -328,15 +328,7 @@ def _run_avgpool(node, inputs, ctx):
 def lower_mean(lowering, onode, args, out, act):
     x = _act_tensor(args[0], f"{onode.op_type} input")
     rank = len(x.shape)
-    if onode.op_type == "GlobalAveragePool":
-        axes = tuple(range(2, rank))
-    else:
-        a = attrs(onode)
-        if len(args) > 1 and args[1] is not None:
-            axes = tuple(int(v) for v in int_const(lowering, args[1], "ReduceMean axes"))
-        else:
-            axes = tuple(a.get("axes", range(rank)))
-        axes = tuple(sorted(ax % rank for ax in axes)) or tuple(range(rank))
+    axes = pool.mean_axes(lowering, onode, args, rank)
     keep = [ax for ax in range(rank) if ax not in axes]
     m, s = tfl_quantize_multiplier(_f32(x.q.scale) / _f32(out.q.scale))
     p = {"x_zp": int(x.q.zero_point), "perm": tuple(keep) + axes, "n": int(np.prod([x.shape[i] for i in axes])),
