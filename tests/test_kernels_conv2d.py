@@ -93,6 +93,29 @@ def test_conv2d_uint16_float32_chunking():
         _check((x, 0, w, (1, 1), (1, 1, 1, 1), (1, 1), 1))
 
 
+def test_conv2d_16bit_byte_split_edges():
+    # 16-bit activations x 8-bit weights run as two float32 GEMMs on the bytes of x - center (hilo_ok): the
+    # exactness limit is K * 128 * max|w| <= 2**24 - 1, i.e. K <= 1023 at |w| = 128; K = 1024 takes float64.
+    from kernels.conv2d import hilo_ok
+    assert hilo_ok(np.int16, None, 128, 1023) and not hilo_ok(np.int16, None, 128, 1024)
+    assert hilo_ok(np.uint16, -32768, 128, 9) and not hilo_ok(np.uint16, 32768, 128, 9)
+    assert not hilo_ok(np.int8, None, 128, 9) and not hilo_ok(np.int16, None, 0, 9)
+    rng = np.random.default_rng(3)
+    for dtype, lo, hi, zps in ((np.int16, -32768, 32767, (-32768, 0, 32767, -65536, 65536)),
+                               (np.uint16, 0, 65535, (0, 32768, 65535, -1, 65536))):
+        for cin in (341, 342):  # kernel 1x3: K = 1023 (byte split at its limit) and 1026 (float64)
+            x = np.full((1, cin, 2, 4), lo, dtype)  # every byte part at -128: all products at the bound
+            w = np.full((2, cin, 1, 3), -128, np.int16)
+            w[1] = 127
+            for zp in zps:
+                _check((x, zp, w, (1, 1), (0, 1, 0, 1), (1, 1), 1))
+        vals = np.array([lo, hi, lo + 1, hi - 1, (lo + hi) // 2, (lo + hi) // 2 + 1, lo + 255, lo + 256], dtype)
+        x = rng.choice(vals, size=(2, 6, 5, 7))
+        w = rng.choice(np.array([-128, 127, -1, 0, 1], np.int16), size=(4, 3, 3, 2))
+        for zp in zps:
+            _check((x, zp, w, (1, 1), (1, 2, 0, 1), (1, 2), 2))
+
+
 def test_conv2d_zero_inputs():
     x = np.full((1, 4, 3, 3), 7, np.uint8)
     w = np.ones((2, 4, 3, 3), np.int16)
