@@ -8,12 +8,30 @@ IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 
 
 @njit
+def _scaled_row(src, zp, k, rnd, shift, out_zp, qmin, qmax, dst, step):
+    """dst[i] = clamp((((src[i*step] - zp) * k + rnd) >> shift) + out_zp): the direct path of :func:`_mul` for a
+    row whose other operand is constant (``k`` = that operand times the multiplier)."""
+    if step == 1:  # unit stride, spelled out so that the loop vectorizes
+        for i in range(dst.shape[0]):
+            y = (((np.int64(src[i]) - zp) * k + rnd) >> shift) + out_zp
+            dst[i] = min(max(y, qmin), qmax)
+        return
+    y = (((np.int64(src[0]) - zp) * k + rnd) >> shift) + out_zp
+    y = min(max(y, qmin), qmax)
+    for i in range(dst.shape[0]):
+        dst[i] = y
+
+
+@njit
 def _mul(a, a_zp, b, b_zp, mult, shift, direct, out_zp, qmin, qmax, out):
     """out = clamp(mrs((a - a_zp) * (b - b_zp), mult, shift) + out_zp) on (outer, mid, inner) arrays; a and b
     may have size 1 along any of the three axes (numpy broadcasting: index times 0), out has the full shape.
-    ``direct``: the wrapper proved |product| < 2**31 and shift >= 1 (branch-free, vectorizes)."""
+    ``direct``: the wrapper proved ``|product| * |mult| + 2**(shift-1) + 2**32 < 2**63``, so
+    ``((p*mult + 2**(shift-1)) >> shift) + out_zp`` is exact in int64 (branch-free, vectorizes); a row whose
+    operand is constant along the inner axis folds it into the multiplier (same product, one multiply less)."""
     n_o, n_c, n_i = out.shape
     rnd = np.int64(0) if shift == 0 else np.int64(1) << (shift - 1)
+    m = np.int64(mult)
     so, sc, si = int(a.shape[0] > 1), int(a.shape[1] > 1), int(a.shape[2] > 1)
     to, tc, ti = int(b.shape[0] > 1), int(b.shape[1] > 1), int(b.shape[2] > 1)
     for o in range(n_o):
@@ -21,11 +39,15 @@ def _mul(a, a_zp, b, b_zp, mult, shift, direct, out_zp, qmin, qmax, out):
             ra = a[o * so, c * sc]
             rb = b[o * to, c * tc]
             dst = out[o, c]
-            if direct:
+            if direct and si == 1 and ti == 1:
                 for i in range(n_i):
-                    p = (np.int64(ra[i * si]) - a_zp) * (np.int64(rb[i * ti]) - b_zp)
-                    y = ((p * mult + rnd) >> shift) + out_zp
+                    p = (np.int64(ra[i]) - a_zp) * (np.int64(rb[i]) - b_zp)
+                    y = ((p * m + rnd) >> shift) + out_zp
                     dst[i] = min(max(y, qmin), qmax)
+            elif direct and si == 1:
+                _scaled_row(ra, a_zp, (np.int64(rb[0]) - b_zp) * m, rnd, shift, out_zp, qmin, qmax, dst, 1)
+            elif direct:
+                _scaled_row(rb, b_zp, (np.int64(ra[0]) - a_zp) * m, rnd, shift, out_zp, qmin, qmax, dst, ti)
             else:
                 for i in range(n_i):
                     p = (np.int64(ra[i * si]) - a_zp) * (np.int64(rb[i * ti]) - b_zp)
@@ -55,8 +77,9 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out) -> None:
         out = clamp(mul_round_shift((a - a_zp) * (b - b_zp), mult, shift) + out_zp, qmin, qmax)
 
     (the product is below 2**34 in magnitude, well inside the exact domain of mul_round_shift). When the
-    dtypes bound the product below 2**31 and shift >= 1, ``mul_round_shift`` is the plain
-    ``(p*mult + 2**(shift-1)) >> shift`` (no branches), which is what the loop then uses.
+    dtypes bound ``|p*mult| + 2**(shift-1) + 2**32`` below 2**63 (every 16-bit product with a normalized
+    multiplier and |zp| <= 2**15), ``mul_round_shift`` followed by the clamp is the plain
+    ``clamp(((p*mult + 2**(shift-1)) >> shift) + out_zp)`` in int64 (no branches), which the loop then uses.
     """
     check_int_array(a, "a", dtypes=IN_DTYPES)
     check_int_array(b, "b", dtypes=IN_DTYPES)
@@ -72,5 +95,7 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out) -> None:
     check_multiplier(mult, shift, "mul")
     ia, ib = np.iinfo(a.dtype), np.iinfo(b.dtype)
     pmax = max(abs(ia.min - a_zp), abs(ia.max - a_zp)) * max(abs(ib.min - b_zp), abs(ib.max - b_zp))
-    direct = shift >= 1 and pmax < 2**31
+    # |p*mult| + rounding term (+ out_zp) stays inside int64: the plain formula is mul_round_shift exactly (its
+    # saturation at 2**62 only ever changes values that the final clamp saturates anyway)
+    direct = pmax * abs(mult) + (1 << max(shift - 1, 0)) + (1 << 32) < 1 << 63
     _mul(a3, a_zp, b3, b_zp, mult, shift, direct, out_zp, qmin, qmax, out3)

@@ -50,6 +50,33 @@ def test_mul_extremes():
     assert out8.tolist() == [11, 12, 255, 10]  # ties 0.5 -> 1, 1.5 -> 2; 65025/2 saturates
 
 
+def test_mul_direct_path_bound():
+    # the branch-free loop runs where pmax*|mult| + 2**(shift-1) + 2**32 < 2**63; at and just past that edge,
+    # with every product at its extreme, it equals the twin (past it, the checked path)
+    a = np.array([0, 65535, 0, 65535, 1, 32768], np.uint16)
+    b = np.array([0, 65535, 65535, 0, 65534, 32767], np.uint16)
+    for a_zp, b_zp in ((-65536, -65536), (65536, -65536), (0, 0), (32768, 32768)):
+        pmax = max(abs(0 - a_zp), abs(65535 - a_zp)) * max(abs(0 - b_zp), abs(65535 - b_zp))
+        for shift in (0, 1, 31, 45, 62):
+            edge = ((1 << 63) - (1 << 32) - (1 << max(shift - 1, 0)) - 1) // pmax
+            for mult in {min(edge, (1 << 31) - 1), min(edge + 1, (1 << 31) - 1), -min(edge, (1 << 31) - 1)}:
+                for dtype, out_zp, qmin, qmax in ((np.int16, -7, -32768, 32767), (np.int32, 0, -2 ** 31, 2 ** 31 - 1)):
+                    expected = naive.mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, dtype)
+                    out = np.empty(a.shape, dtype)
+                    mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out)
+                    np.testing.assert_array_equal(out, expected)
+                    # one operand broadcast along the inner axis (its value folded into the multiplier)
+                    for i in (0, 1, 5):
+                        bb = b[i:i + 1].reshape(1, 1, 1)
+                        exp_b = naive.mul(a, a_zp, np.repeat(b[i:i + 1], a.size), b_zp, mult, shift, out_zp, qmin,
+                                          qmax, dtype)
+                        out = np.empty((1, 1, a.size), dtype)
+                        mul(a.reshape(1, 1, -1), a_zp, bb, b_zp, mult, shift, out_zp, qmin, qmax, out)
+                        np.testing.assert_array_equal(out.reshape(-1), exp_b)
+                        mul(bb, b_zp, a.reshape(1, 1, -1), a_zp, mult, shift, out_zp, qmin, qmax, out)
+                        np.testing.assert_array_equal(out.reshape(-1), exp_b)
+
+
 def test_mul_validation():
     out = np.empty(3, np.int8)
     with pytest.raises(ValueError, match="dtype"):
