@@ -360,13 +360,16 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
     offset = (center - x_zp) * cache["wsum"]
     dt = w2.dtype
     pointwise = kh == 1 and kw == 1 and sh == 1 and sw == 1 and not padded
-    if sh == 1 and sw == 1 and not pointwise:
+    if sh == 1 and sw == 1:
         single = method in ("f32", "f64") and kc >= k
         split = not (method == "f32" and single) and hilo_ok(x.dtype, pad if padded else None, cache["wmax"], k)
-        if split or single:
-            if split:
-                dt = np.dtype(np.float32)
-                offset = offset + 128 * cache["wsum"]
+        if split:
+            dt = np.dtype(np.float32)
+            offset = offset + 128 * cache["wsum"]
+            if pointwise:
+                yield from _pointwise_split(x, center, w, cache, offset, groups, block_cols)
+                return
+        if (split or single) and not pointwise:
             yield from _stacked_taps(x, center, pad, w, cache, dt, offset, split, groups, top, left, bottom, right,
                                      dh, dw, ho, wo, block_cols)
             return
@@ -526,6 +529,32 @@ def _tap_sum(yh, yl, cout, offs, wp, wo, n_rows, out):
                 for j in range(wo):
                     dst[j] = th[j]
     return out
+
+
+def _pointwise_split(x, center, w, cache, offset, groups, block_cols):
+    """1x1 / stride 1 / unpadded convolution of 16-bit activations as exact float32 GEMMs on the bytes of the
+    centred activations (:func:`hilo_ok`), combined in float64 (the blocks of conv2d_gemm_blocks; ``offset``
+    includes the ``128 * sum(w)`` of the split)."""
+    n_img, cin, h, wd = x.shape
+    cout, cin_g = w.shape[:2]
+    cout_g = cout // groups
+    p = h * wd
+    key = ("w", "f32")
+    if key not in cache:
+        cache[key] = np.ascontiguousarray(w.reshape(cout, cin_g).astype(np.float32))
+    w2 = cache[key]
+    xs = np.empty((cin, 2 * p), np.float32)
+    for n in range(n_img):
+        split_hilo(x[n].reshape(cin, p), center, xs[:, :p], xs[:, p:])
+        for g in range(groups):
+            rows = slice(g * cin_g, (g + 1) * cin_g)
+            wg = w2[g * cout_g:(g + 1) * cout_g]
+            off = offset[g * cout_g:(g + 1) * cout_g]
+            for c0 in range(0, p, block_cols):
+                c1 = min(p, c0 + block_cols)
+                acc = combine_hilo(wg @ xs[rows, c0:c1], wg @ xs[rows, p + c0:p + c1],
+                                   np.empty((cout_g, c1 - c0), np.float64))
+                yield n, g, c0, c1, acc, off
 
 
 def _stacked_taps(x, center, pad, w, cache, dt, offset, split, groups, top, left, bottom, right, dh, dw, ho, wo,

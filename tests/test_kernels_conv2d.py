@@ -109,6 +109,13 @@ def test_conv2d_16bit_byte_split_edges():
             w[1] = 127
             for zp in zps:
                 _check((x, zp, w, (1, 1), (0, 1, 0, 1), (1, 1), 1))
+        for cin in (1023, 1024):  # the same limit for 1x1 convolutions (no padding)
+            x = np.full((1, cin, 2, 3), lo, dtype)
+            x[0, ::2, 1] = hi
+            w = np.full((2, cin, 1, 1), -128, np.int16)
+            w[1] = 127
+            for zp in zps:
+                _check((x, zp, w, (1, 1), (0, 0, 0, 0), (1, 1), 1))
         vals = np.array([lo, hi, lo + 1, hi - 1, (lo + hi) // 2, (lo + hi) // 2 + 1, lo + 255, lo + 256], dtype)
         x = rng.choice(vals, size=(2, 6, 5, 7))
         w = rng.choice(np.array([-128, 127, -1, 0, 1], np.int16), size=(4, 3, 3, 2))

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.conv2d import _center, _sub_zp, conv2d_acc, conv2d_direct_requantized, conv2d_gemm_blocks
+from kernels.conv2d import (_center, _sub_zp, combine_hilo, conv2d_acc, conv2d_direct_requantized, conv2d_gemm_blocks,
+                            hilo_ok, split_hilo)
 from kernels.gemm import abs_max, float_dtype, plan
 from kernels.conv_transpose2d import conv_transpose2d_acc
 from kernels.gemm import int_matmul
@@ -174,19 +175,25 @@ def _prepare_pointwise(p, x) -> dict | None:
     center = _center(x.dtype)
     info = np.iinfo(x.dtype)
     x_dev = max(abs(int(info.min) - center), abs(int(info.max) - center))
-    method, kc = plan(x_dev * abs_max(w), k)
-    if method not in ("f32", "f64") or kc < k:
+    wmax = abs_max(w)
+    method, kc = plan(x_dev * wmax, k)
+    single = method in ("f32", "f64") and kc >= k
+    split = not (method == "f32" and single) and hilo_ok(x.dtype, None, wmax, k)
+    if not (single or split):
         return None
-    dt = float_dtype(method)
+    dt = np.float32 if split else float_dtype(method)
     wsum = w.reshape(cout, k).astype(np.int64).sum(axis=1)
     params = dict(p)
-    params["bias"] = p["bias"] + (center - p["x_zp"]) * wsum  # sum((x - zx) w) = sum((x - c) w) + (c - zx) sum(w)
+    # sum((x - zx) w) = sum((x - c) w) + (c - zx) sum(w); the byte split adds 128 sum(w) (v = 256 hi + lo + 128)
+    params["bias"] = p["bias"] + (center - p["x_zp"] + (128 if split else 0)) * wsum
     params.pop("_rq_prep", None)
     params.pop("_pw", None)
     hw = int(np.prod(x.shape[2:]))
     rows = max(1, min(cout, POINTWISE_BLOCK // max(1, hw)))
+    if split:  # the GEMM result holds both halves: twice the columns per row
+        rows = max(1, min(cout, POINTWISE_BLOCK // max(1, 2 * hw)))
     return {"key": (x.dtype, x.shape[1:]), "w": np.ascontiguousarray(w.reshape(cout, k).astype(dt)), "dt": dt,
-            "center": center, "params": params, "rows": rows}
+            "center": center, "params": params, "rows": rows, "split": split}
 
 
 def _run_pointwise(node, ctx, x, pw):
@@ -194,13 +201,20 @@ def _run_pointwise(node, ctx, x, pw):
     hw = x.size // (n_img * cin)
     cout = pw["w"].shape[0]
     y = np.empty((n_img, cout, hw), node.params["_out_dtype"])
-    xf = np.empty((cin, hw), pw["dt"])
+    split = pw["split"]
+    # byte split (16-bit activations): the bytes side by side, [hi | lo], one GEMM for both
+    xf = np.empty((cin, 2 * hw) if split else (cin, hw), pw["dt"])
     rows = pw["rows"]
     for n in range(n_img):
-        _sub_zp(x[n].reshape(cin, hw), pw["center"], xf)
+        if split:
+            split_hilo(x[n].reshape(cin, hw), pw["center"], xf[:, :hw], xf[:, hw:])
+        else:
+            _sub_zp(x[n].reshape(cin, hw), pw["center"], xf)
         for r0 in range(0, cout, rows):
             r1 = min(cout, r0 + rows)
             acc = pw["w"][r0:r1] @ xf
+            if split:  # 256*hi + lo, exact in float64
+                acc = combine_hilo(acc[:, :hw], acc[:, hw:], np.empty((r1 - r0, hw), np.float64))
             requantize_acc(node, ctx, acc, 1, r1 - r0, hw, params=pw["params"], out=y[n:n + 1, r0:r1],
                            channel_slice=slice(r0, r1))
     return y
