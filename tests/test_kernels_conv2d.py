@@ -72,6 +72,17 @@ def test_conv2d_pointwise_matches_twin(case):
     _check(case)
 
 
+@settings(deadline=None, max_examples=80)
+@given(conv_case(), conv_case(pointwise=True))
+def test_conv2d_byte_split_matches_twin(case, pw_case):
+    # the byte split at every K (production uses it from HILO_MIN_K reduction terms on)
+    from unittest import mock
+    import kernels.conv2d as c2
+    with mock.patch.object(c2, "HILO_MIN_K", 0):
+        _check(case)
+        _check(pw_case)
+
+
 def test_conv2d_depthwise_3x3_edges():
     rng = np.random.default_rng(0)
     x = rng.choice(np.array([-128, 127], np.int8), size=(1, 5, 6, 6))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.conv2d import (_center, _sub_zp, combine_hilo, conv2d_acc, conv2d_direct_requantized, conv2d_gemm_blocks,
-                            hilo_ok, split_hilo)
+                            HILO_MIN_K, hilo_ok, split_hilo)
 from kernels.gemm import abs_max, float_dtype, plan
 from kernels.conv_transpose2d import conv_transpose2d_acc
 from kernels.gemm import int_matmul
@@ -178,7 +178,7 @@ def _prepare_pointwise(p, x) -> dict | None:
     wmax = abs_max(w)
     method, kc = plan(x_dev * wmax, k)
     single = method in ("f32", "f64") and kc >= k
-    split = not (method == "f32" and single) and hilo_ok(x.dtype, None, wmax, k)
+    split = not (method == "f32" and single) and (k >= HILO_MIN_K or not single) and hilo_ok(x.dtype, None, wmax, k)
     if not (single or split):
         return None
     dt = np.float32 if split else float_dtype(method)
