@@ -155,6 +155,91 @@ def conv_transpose2d_gemm(x, x_zp, w, stride, pads, dilation, groups, out_hw) ->
     return out
 
 
+def tiled(x_shape, w_shape, stride, pads, dilation, out_hw) -> bool:
+    """True when every output pixel receives exactly one kernel tap: kernel == stride, no dilation, no padding
+    and ``out_hw == (stride * H, stride * W)`` (the common 2x2 / stride 2 upsampling). The accumulator is then
+    a plain GEMM result rearranged (:func:`conv_transpose2d_tiles`, :func:`untile`)."""
+    kh, kw = int(w_shape[2]), int(w_shape[3])
+    return (tuple(int(v) for v in dilation) == (1, 1) and tuple(int(v) for v in stride) == (kh, kw)
+            and not any(int(v) for v in pads)
+            and tuple(int(v) for v in out_hw) == (int(x_shape[2]) * kh, int(x_shape[3]) * kw))
+
+
+def conv_transpose2d_tiles(x, x_zp, w, stride, pads, dilation, groups, out_hw, w_cache=None) -> np.ndarray:
+    """The accumulator of a :func:`tiled` transposed convolution, in tap-major layout.
+
+    Returns ``acc`` of shape [N, Cout, kh*kw*H*W] with ``acc[n, co, (ky*kw + kx)*H*W + ih*W + iw]`` =
+    ``conv_transpose2d_acc(...)[n, co, ih*kh + ky, iw*kw + kx]`` (:func:`untile` rearranges it): the GEMM
+    ``w_g^T @ (x_g - x_zp)`` per (image, group) without the col2im scatter, since no two taps meet. Exact
+    float32/float64 (one chunk of the plan of :mod:`kernels.gemm`, a float array holding the integers) or int64.
+    ``w_cache`` (a dict owned by the caller for a constant ``w``) keeps the float weights between calls.
+    """
+    x_zp, sh, sw, top, left, dh, dw, groups, shape, bound = _validate(x, x_zp, w, stride, pads, dilation,
+                                                                      groups, out_hw)
+    if not tiled(x.shape, w.shape, stride, pads, dilation, out_hw):
+        raise ValueError("conv_transpose2d_tiles needs kernel == stride, no dilation, no padding and "
+                         "out_hw == stride * input size")
+    n_img, cin, h, wd = x.shape
+    _, cout_g, kh, kw = w.shape
+    cin_g = cin // groups
+    taps = kh * kw
+    cout = cout_g * groups
+    method, kc = plan(bound, cin_g)
+    if method == "zero":
+        return np.zeros((n_img, cout, taps * h * wd), np.int64)
+    dt = np.int64 if method == "loops" else float_dtype(method)
+    single = method != "loops" and kc >= cin_g
+    cache = w_cache if w_cache is not None else {}
+    key = ("tiles", np.dtype(dt).str)
+    if key not in cache:
+        w3 = w.reshape(groups, cin_g, cout_g * taps).astype(dt)
+        cache[key] = [np.ascontiguousarray(w3[g].T) for g in range(groups)]
+    w_t = cache[key]
+    acc = np.empty((n_img, cout, taps * h * wd), dtype=dt if single else np.int64)
+    for n in range(n_img):
+        xf = _sub_zp(x[n].reshape(cin, h * wd), x_zp, np.empty((cin, h * wd), dtype=dt))
+        if cin_g == 1 and single:  # one input channel per group: outer products, all groups at once
+            wd3 = cache.setdefault(("tiles_dw", np.dtype(dt).str),
+                                   np.ascontiguousarray(w.reshape(cin, cout_g * taps, 1).astype(dt)))
+            np.multiply(wd3, xf[:, None, :], out=acc[n].reshape(cin, cout_g * taps, h * wd))
+            continue
+        for g in range(groups):
+            xg = xf[g * cin_g:(g + 1) * cin_g]
+            dst = acc[n, g * cout_g:(g + 1) * cout_g].reshape(cout_g * taps, h * wd)
+            if method == "loops":
+                _matmul_loops(w_t[g], xg, dst)
+            elif single:
+                np.matmul(w_t[g], xg, out=dst)
+            else:
+                matmul_float_chunked(w_t[g], xg, kc, out=dst)
+    return acc
+
+
+@njit
+def _untile(y, kh, kw, h, wd, out):
+    """out[n, c, ih*kh + ky, iw*kw + kx] = y[n, c, (ky*kw + kx)*h*wd + ih*wd + iw]."""
+    n_img, n_c = y.shape[0], y.shape[1]
+    for n in range(n_img):
+        for c in range(n_c):
+            src = y[n, c]
+            for ih in range(h):
+                for ky in range(kh):
+                    row = out[n, c, ih * kh + ky]
+                    for kx in range(kw):
+                        base = (ky * kw + kx) * h * wd + ih * wd
+                        for iw in range(wd):
+                            row[iw * kw + kx] = src[base + iw]
+    return out
+
+
+def untile(y, kh: int, kw: int, h: int, wd: int) -> np.ndarray:
+    """Rearrange a tap-major array [N, C, kh*kw*H*W] (:func:`conv_transpose2d_tiles`' layout, any dtype) into
+    the image [N, C, H*kh, W*kw]."""
+    if y.ndim != 3 or y.shape[2] != kh * kw * h * wd or not y.flags.c_contiguous:
+        raise ValueError(f"untile: expected a C-contiguous [N, C, {kh * kw * h * wd}] array, got {y.shape}")
+    return _untile(y, kh, kw, h, wd, np.empty((y.shape[0], y.shape[1], h * kh, wd * kw), y.dtype))
+
+
 def conv_transpose2d_acc(x, x_zp, w, stride, pads, dilation, groups, out_hw) -> np.ndarray:
     """Integer 2-D transposed convolution accumulator (ONNX ConvTranspose geometry, NCHW).
 

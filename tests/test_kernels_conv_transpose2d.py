@@ -68,6 +68,46 @@ def test_conv_transpose2d_gemm_blocks(monkeypatch):
     np.testing.assert_array_equal(conv_transpose2d_gemm(*case), naive.conv_transpose2d_acc(*case))
 
 
+@st.composite
+def tiled_case(draw):
+    groups = draw(st.integers(1, 3))
+    cin_g = draw(st.sampled_from([1, 1, 2, 5]))
+    cout_g = draw(st.integers(1, 3))
+    n = draw(st.integers(1, 2))
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    h, w = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    xd, xlo, xhi = draw(naive.value_ranges())
+    x = draw(naive.int_arrays((n, cin_g * groups, h, w), xd, xlo, xhi))
+    x_zp = draw(naive.zero_points(xlo, xhi))
+    wd, wlo, whi = draw(st.sampled_from(W_RANGES))
+    wt = draw(naive.int_arrays((cin_g * groups, cout_g, kh, kw), wd, wlo, whi))
+    return x, x_zp, wt, (kh, kw), (0, 0, 0, 0), (1, 1), groups, (h * kh, w * kw)
+
+
+@settings(deadline=None, max_examples=120)
+@given(tiled_case())
+def test_conv_transpose2d_tiles_match_twin(case):
+    x, _, w, stride, pads, dilation, _, out_hw = case
+    assert ct.tiled(x.shape, w.shape, stride, pads, dilation, out_hw)
+    expected = naive.conv_transpose2d_acc(*case)
+    acc = ct.conv_transpose2d_tiles(*case, w_cache={})
+    if acc.dtype.kind == "f":
+        np.testing.assert_array_equal(acc, np.rint(acc))
+    got = ct.untile(np.ascontiguousarray(acc.astype(np.int64)), w.shape[2], w.shape[3], x.shape[2], x.shape[3])
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_conv_transpose2d_tiles_geometry():
+    x = np.zeros((1, 2, 3, 4), np.int16)
+    w = np.ones((2, 3, 2, 2), np.int8)
+    assert ct.tiled(x.shape, w.shape, (2, 2), (0, 0, 0, 0), (1, 1), (6, 8))
+    for stride, pads, dil, out_hw in (((2, 1), (0,) * 4, (1, 1), (6, 4)), ((2, 2), (0, 1, 0, 1), (1, 1), (6, 6)),
+                                      ((2, 2), (0,) * 4, (2, 1), (6, 8)), ((2, 2), (0,) * 4, (1, 1), (7, 8))):
+        assert not ct.tiled(x.shape, w.shape, stride, pads, dil, out_hw)
+        with pytest.raises(ValueError, match="kernel == stride"):
+            ct.conv_transpose2d_tiles(x, 0, w, stride, pads, dil, 1, out_hw)
+
+
 def test_conv_transpose2d_validation():
     x = np.zeros((1, 4, 3, 3), np.int8)
     w = np.zeros((4, 2, 3, 3), np.int16)

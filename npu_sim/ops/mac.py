@@ -17,7 +17,7 @@ import numpy as np
 from kernels.conv2d import (_center, _sub_zp, combine_hilo, conv2d_acc, conv2d_direct_requantized, conv2d_gemm_blocks,
                             HILO_MIN_K, hilo_ok, split_hilo)
 from kernels.gemm import abs_max, float_dtype, plan
-from kernels.conv_transpose2d import conv_transpose2d_acc
+from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tiles, tiled, untile
 from kernels.gemm import int_matmul
 
 from ..ir import Node, Tensor
@@ -263,6 +263,16 @@ def lower_conv_transpose(lowering, onode, args, out: Tensor, act) -> Node:
 
 def _run_conv_transpose(node, inputs, ctx):
     p = node.params
+    x = np.ascontiguousarray(inputs[0])
+    w = p["_w"]
+    if p.setdefault("_tiled", tiled(x.shape, w.shape, p["stride"], p["pads"], p["dilation"], p["out_hw"])):
+        # every output pixel gets exactly one tap: the GEMM result is the accumulator, requantized in its
+        # tap-major layout (per channel, element by element: the same results and overflow count) and rearranged
+        acc = conv_transpose2d_tiles(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"],
+                                     p["out_hw"], w_cache=p.setdefault("_w_cache", {}))
+        n, c, cols = acc.shape
+        y = requantize_acc(node, ctx, acc, n, c, cols).reshape(n, c, cols)
+        return [untile(y, w.shape[2], w.shape[3], x.shape[2], x.shape[3])]
     acc = conv_transpose2d_acc(np.ascontiguousarray(inputs[0]), p["x_zp"], p["_w"], p["stride"], p["pads"],
                                p["dilation"], p["groups"], p["out_hw"])
     n, c, h, w = acc.shape
