@@ -70,7 +70,7 @@ def _direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, o
 
 
 def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
-                 out_zp, qmin, qmax, out) -> None:
+                 out_zp, qmin, qmax, out, cache=None) -> None:
     """Quantized ``a + b`` (or ``a - b``) with broadcasting over (outer, mid, inner).
 
     Parameters
@@ -91,6 +91,9 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
     out_zp, qmin, qmax : int
     out : 1-D or 3-D ndarray (the full shape), int8/uint8/int16/uint16/int32
         Preallocated, written in place.
+    cache : dict, optional
+        Owned by the caller for constant zero points, factors and output parameters (one per graph node):
+        keeps the validated arguments, so a later call with the same shapes and dtypes goes straight to the loop.
 
     Notes
     -----
@@ -102,6 +105,14 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
 
     ValueError if a value reaching ``mrs`` leaves its exact domain [-2**48, 2**48).
     """
+    key = None
+    if cache is not None:
+        key = (a.shape, a.dtype, b.shape, b.dtype, out.shape, out.dtype)
+        if (cache.get("key") == key and a.flags.c_contiguous and b.flags.c_contiguous
+                and out.flags.c_contiguous):
+            s3, args = cache["shapes"], cache["args"]
+            _add_rescaled(a.reshape(s3[0]), *args[:3], b.reshape(s3[1]), *args[3:], out.reshape(s3[2]))
+            return
     check_int_array(a, "a", dtypes=IN_DTYPES)
     check_int_array(b, "b", dtypes=IN_DTYPES)
     out3 = out.reshape(1, 1, -1) if out.ndim == 1 else out
@@ -127,3 +138,7 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
     direct = _direct_ok(a, int(a_zp), a_mult, a_shift, b, int(b_zp), b_mult, b_shift, left_shift, out_shift)
     _add_rescaled(a3, a_zp, a_mult, a_shift, b3, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
                   out_zp, qmin, qmax, direct, out3)
+    if key is not None:
+        cache["key"], cache["shapes"] = key, (a3.shape, b3.shape, out3.shape)
+        cache["args"] = (a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
+                         out_zp, qmin, qmax, direct)

@@ -55,7 +55,7 @@ def _mul(a, a_zp, b, b_zp, mult, shift, direct, out_zp, qmin, qmax, out):
     return out
 
 
-def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out) -> None:
+def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> None:
     """Quantized ``a * b`` with broadcasting over (outer, mid, inner).
 
     Parameters
@@ -70,6 +70,10 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out) -> None:
     out : 1-D or 3-D ndarray (the full shape), int8/uint8/int16/uint16/int32
         Preallocated, written in place.
 
+    cache : dict, optional
+        Owned by the caller for constant ``a_zp, b_zp, mult, shift, out_zp, qmin, qmax`` (one per graph node):
+        keeps the validated arguments, so a later call with the same shapes and dtypes goes straight to the loop.
+
     Notes
     -----
     Exact integer semantics per element::
@@ -81,6 +85,14 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out) -> None:
     multiplier and |zp| <= 2**15), ``mul_round_shift`` followed by the clamp is the plain
     ``clamp(((p*mult + 2**(shift-1)) >> shift) + out_zp)`` in int64 (no branches), which the loop then uses.
     """
+    key = None
+    if cache is not None:
+        key = (a.shape, a.dtype, b.shape, b.dtype, out.shape, out.dtype)
+        hit = cache.get("key") == key
+        if hit and a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous:
+            s3, args = cache["shapes"], cache["args"]
+            _mul(a.reshape(s3[0]), args[0], b.reshape(s3[1]), *args[1:], out.reshape(s3[2]))
+            return
     check_int_array(a, "a", dtypes=IN_DTYPES)
     check_int_array(b, "b", dtypes=IN_DTYPES)
     out3 = out.reshape(1, 1, -1) if out.ndim == 1 else out
@@ -99,3 +111,6 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out) -> None:
     # saturation at 2**62 only ever changes values that the final clamp saturates anyway)
     direct = pmax * abs(mult) + (1 << max(shift - 1, 0)) + (1 << 32) < 1 << 63
     _mul(a3, a_zp, b3, b_zp, mult, shift, direct, out_zp, qmin, qmax, out3)
+    if key is not None:
+        cache["key"], cache["shapes"] = key, (a3.shape, b3.shape, out3.shape)
+        cache["args"] = (a_zp, b_zp, mult, shift, direct, out_zp, qmin, qmax)

@@ -137,3 +137,11 @@ def test_add_broadcast_matches_twin(data):
     out = np.empty(shape, dtype)
     add_rescaled(a, *args, b, b_zp, b_m, b_r, left, sign, o_m, o_r, out_zp, qmin, qmax, out)
     np.testing.assert_array_equal(out, expected)
+    # a node's cache: the first call validates, later calls with the same shapes run the loop directly; a call
+    # with other shapes (here the operands as flat full arrays) validates again
+    cache = {}
+    full_a, full_b = np.broadcast_to(a, shape).reshape(-1).copy(), np.broadcast_to(b, shape).reshape(-1).copy()
+    for x, y, o in ((a, b, shape), (a, b, shape), (full_a, full_b, (full_a.size,)), (a, b, shape)):
+        out = np.empty(o, dtype)
+        add_rescaled(x, *args, y, b_zp, b_m, b_r, left, sign, o_m, o_r, out_zp, qmin, qmax, out, cache=cache)
+        np.testing.assert_array_equal(out.reshape(shape), expected)

@@ -97,3 +97,9 @@ def test_mul_broadcast_matches_twin(case, data):
     out = np.empty(shape, dtype)
     mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out)
     np.testing.assert_array_equal(out, expected)
+    # a node's cache: validated once per shapes and dtypes, then the loop directly; other shapes validate again
+    cache = {}
+    for x, y, o in ((a, b, shape), (a, b, shape), (full_a.copy(), full_b.copy(), (full_a.size,)), (a, b, shape)):
+        out = np.empty(o, dtype)
+        mul(x, a_zp, y, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=cache)
+        np.testing.assert_array_equal(out.reshape(shape), expected)

@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.add import add_rescaled
-from kernels.affine import affine
+from kernels.affine import _affine, affine
 from kernels.leaky_relu import leaky_relu
 from kernels.mul import mul
 from kernels.ort_qladd import ort_qladd
@@ -115,15 +115,6 @@ def broadcast_3d(out_shape, *shapes):
     return out3, [tuple(r[0] if r[1][i] else 1 for r in runs) for i in range(len(shapes))]
 
 
-def _operands_3d(a, b, shape):
-    """a, b and the output viewed as (outer, mid, inner) for the broadcasting kernels."""
-    plan = broadcast_3d(shape, a.shape, b.shape)
-    if plan is None:  # unusual broadcasting: materialize it
-        return _flat(a, shape), _flat(b, shape), (int(np.prod(shape)),)
-    out3, (a3, b3) = plan
-    return np.ascontiguousarray(a).reshape(a3), np.ascontiguousarray(b).reshape(b3), out3
-
-
 def _flat(arr, shape):
     return np.ascontiguousarray(np.broadcast_to(arr, shape)).reshape(-1)
 
@@ -160,8 +151,18 @@ def _binary_operands(node, inputs, ctx):
     p = node.params
     a, i = _value(p["_a"], inputs, 0)
     b, _ = _value(p["_b"], inputs, i)
+    prep = p.get("_bcast")
+    if prep is not None and prep[0] == (a.shape, b.shape) and a.flags.c_contiguous and b.flags.c_contiguous:
+        _, a3s, b3s, out3, shape = prep  # the same operand shapes as the last call: the same plan
+        return a.reshape(a3s), b.reshape(b3s), np.empty(out3, p["_out_dtype"]), shape
     shape = ctx.shape_of(node.outputs[0])
-    a3, b3, out3 = _operands_3d(a, b, shape)
+    plan = broadcast_3d(shape, a.shape, b.shape)
+    if plan is None:  # unusual broadcasting: materialize it
+        a3, b3, out3 = _flat(a, shape), _flat(b, shape), (int(np.prod(shape)),)
+    else:
+        out3, (a3s, b3s) = plan
+        a3, b3 = np.ascontiguousarray(a).reshape(a3s), np.ascontiguousarray(b).reshape(b3s)
+        p["_bcast"] = ((a.shape, b.shape), a3s, b3s, out3, shape)
     return a3, b3, np.empty(out3, p["_out_dtype"]), shape
 
 
@@ -169,7 +170,8 @@ def _run_add(node, inputs, ctx):
     p = node.params
     a3, b3, out, shape = _binary_operands(node, inputs, ctx)
     add_rescaled(a3, p["a_zp"], p["a_mult"], p["a_shift"], b3, p["b_zp"], p["b_mult"], p["b_shift"],
-                 p["left_shift"], p["sign_b"], p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], out)
+                 p["left_shift"], p["sign_b"], p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], out,
+                 cache=p.setdefault("_k_cache", {}))
     return [out.reshape(shape)]
 
 
@@ -190,7 +192,8 @@ def lower_mul(lowering, onode, args, out: Tensor, act) -> Node:
 def _run_mul(node, inputs, ctx):
     p = node.params
     a3, b3, out, shape = _binary_operands(node, inputs, ctx)
-    mul(a3, p["a_zp"], b3, p["b_zp"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"], out)
+    mul(a3, p["a_zp"], b3, p["b_zp"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"], out,
+        cache=p.setdefault("_k_cache", {}))
     return [out.reshape(shape)]
 
 
@@ -517,5 +520,9 @@ def _run_affine(node, inputs, ctx):
     c = p["w"].size
     x3 = np.ascontiguousarray(x).reshape(x.shape[0] if x.ndim > 1 else 1, c, -1)
     out = np.empty(x3.shape, p["_out_dtype"])
-    affine(x3, p["x_zp"], p["w"], p["b"], p["f_bits"], p["out_zp"], p["qmin"], p["qmax"], out)
+    if p.get("_affine_key") == (x3.shape, x3.dtype):  # validated on an earlier call with this shape and dtype
+        _affine(x3, p["x_zp"], p["w"], p["b"], p["f_bits"], p["out_zp"], p["qmin"], p["qmax"], out)
+    else:
+        affine(x3, p["x_zp"], p["w"], p["b"], p["f_bits"], p["out_zp"], p["qmin"], p["qmax"], out)
+        p["_affine_key"] = (x3.shape, x3.dtype)
     return [out.reshape(x.shape)]
