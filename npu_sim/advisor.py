@@ -273,11 +273,21 @@ def _same_tensor(a, b) -> bool:
     return a.data is None or _same(a.data, b.data)
 
 
+def _same_params(ran: dict, fresh: dict) -> bool:
+    """The prepared parameters of a node that has run (``ran``) equal those of a freshly lowered one (``fresh``),
+    run-time memos aside: private keys a node adds on its first run (``_bound``, ``_rq_prep``: saturation bounds
+    and requantization set-ups computed from the other parameters) and memo dicts (keys ending in ``_cache``)."""
+    extra = set(ran) - set(fresh)
+    if any(not k.startswith("_") for k in extra):
+        return False
+    return all(k in ran and (k.endswith("_cache") or _same(ran[k], fresh[k])) for k in fresh)
+
+
 def same_nodes(base, prog) -> set[int]:
     """Indices of the nodes of ``prog`` that provably compute what ``base`` computes: a node of ``base`` with the
     same name and outputs, the same run function, the same prepared parameters and attributes (``_same``), the
     same quantization and shape on every input and output (constants: the same data), and every activation input
-    made by such a node or a graph input both programs take alike. A node is a pure function of exactly these
+    made by such a node or a graph input both programs take alike (run-time memos aside, ``_same_params``). A node is a pure function of exactly these
     (its run function reads its parameters and its tensors), so on the same feeds it gives the same integers;
     everything downstream of a difference is left out."""
     bnodes = {(n.name, tuple(n.outputs)): n for n in base.nodes}
@@ -290,7 +300,7 @@ def same_nodes(base, prog) -> set[int]:
         if (b is None or b.op != n.op or b.run is not n.run or list(b.inputs) != list(n.inputs)
                 or any(not pt[x].is_const and x not in clean_t for x in n.inputs)
                 or any(x not in bt or not _same_tensor(bt[x], pt[x]) for x in list(n.inputs) + list(n.outputs))
-                or not _same(b.params, n.params) or not _same(b.attrs, n.attrs)):
+                or not _same_params(b.params, n.params) or not _same(b.attrs, n.attrs)):
             continue
         clean.add(i)
         clean_t.update(n.outputs)
@@ -385,6 +395,31 @@ def _cycles(sim) -> float | None:
         return None
 
 
+def shortlist(layers: list[Layer], report, k: int | None) -> tuple[list[Layer], list[Layer]]:
+    """The layers whose sensitivity is measured (``--candidates K``) and the rest. All of them without ``k``;
+    else the ``k`` with the lowest isolated SQNR in the report (the op's own error: its arithmetic and the rounding
+    and clipping of its output), clipping rate breaking ties. A cheap proxy, not the measurement: on PP-OCRv4 rec
+    A8W8 the 40 layers it ranks first held 3 of the 10 measured best (README), so it is for models too large to
+    measure every layer; the advisor's segments cover every int16-allowed layer either way."""
+    if k is None or k >= len(layers):
+        return list(layers), []
+    by_tensor = {}
+    for lr in getattr(report, "layers", []) or []:
+        by_tensor[lr.tensor] = lr
+        by_tensor.setdefault(lr.ir_tensor, lr)
+
+    def proxy(lay: Layer):
+        rows = [by_tensor[t] for t in [lay.tensor, lay.ir_tensor] + lay.group if t in by_tensor]
+        if not rows:
+            return (math.inf, 0.0)
+        sq = min(_sqnr_key(r.isolated.sqnr_db) for r in rows)
+        return (sq, -max(r.stats.clip_rate for r in rows))
+
+    order = sorted(range(len(layers)), key=lambda i: proxy(layers[i]))
+    keep = set(order[:max(0, k)])
+    return [l for i, l in enumerate(layers) if i in keep], [l for i, l in enumerate(layers) if i not in keep]
+
+
 def sensitivity(ev: Evaluator, layers: list[Layer], base_cycles: float | None, progress=None) -> list[dict]:
     rows = []
     for k, lay in enumerate(layers):
@@ -448,13 +483,23 @@ def bias_remedy(check_result, settings: requant.QuantSettings, sim) -> dict | No
     return {"layers": layers, "extra_options": fix, "remedy": how}
 
 
+def _label(p: dict) -> str:
+    if p.get("kind") == "segment":
+        a, b, n = p["range"][0], p["range"][1], p["of"]
+        if b - a == 1:
+            return f"segment {a + 1} of {n} int16-allowed layers ({p['tensors'][0]})"
+        return f"segment {a + 1}-{b} of {n} int16-allowed layers ({p['tensors'][0]} .. {p['tensors'][-1]})"
+    return p["tensors"][-1] if p["tensors"] else "-"
+
+
 def advise(ev: Evaluator, layers: list[Layer], sens: list[dict], base_cycles: float | None,
            max_slowdown: float | None = 1.2, budget_ms: float | None = None, clock_hz: float | None = None,
-           max_points: int = 10) -> dict:
+           max_points: int = 10, segment_levels: int = 3) -> dict:
     res = {"budget": None, "baseline": {"cosine": ev.base_score.cosine, "sqnr_db": _num(ev.base_score.sqnr_db),
                                         "cycles": base_cycles},
-           "order": [], "curve": [], "chosen": [], "chosen_point": None, "method": "greedy by SQNR gain per added "
-           "cycle; every curve point promoted, re-simulated and re-estimated"}
+           "order": [], "curve": [], "chosen": [], "chosen_point": None,
+           "method": "greedy by SQNR gain per added cycle, plus contiguous segments of the int16-allowed layers "
+                     "(halves, quarters, ...); every point promoted, re-simulated and re-estimated"}
     if base_cycles is None:
         res["skipped"] = "the board has no latency model ([cost] section): no budget, no int16 advice"
         return res
@@ -474,27 +519,48 @@ def advise(ev: Evaluator, layers: list[Layer], sens: list[dict], base_cycles: fl
             fit = i + 1
     n = len(cands)
     ks = {0, n, fit} | ({round(n * j / (max_points - 1)) for j in range(max_points)} if n > max_points else set(range(n + 1)))
-    points = []
-    for k in sorted(ks):
-        if k == 0:
+    points, seen = [], set()
+
+    def point(tensors, tag, **extra):
+        key = frozenset(tensors)
+        if key in seen:
+            return
+        seen.add(key)
+        if not tensors:
             sc, cyc = ev.base_score, base_cycles
         else:
-            sc, cyc = ev.measure([r["tensor"] for r in cands[:k]], f"curve_{k}")
-        points.append({"k": k, "tensors": [r["tensor"] for r in cands[:k]], "cycles": cyc,
+            sc, cyc = ev.measure(tensors, tag)
+        points.append({"k": len(tensors), "tensors": list(tensors), "cycles": cyc,
                        "slowdown": cyc / base_cycles if base_cycles else None, "cosine": sc.cosine,
-                       "sqnr_db": _num(sc.sqnr_db), "within_budget": cyc <= budget * (1 + 1e-12)})
+                       "sqnr_db": _num(sc.sqnr_db), "within_budget": cyc <= budget * (1 + 1e-12), **extra})
+
+    for k in sorted(ks):
+        point([r["tensor"] for r in cands[:k]], f"curve_{k}", kind="greedy")
+    # one layer at a time misses error spread over many layers (each alone gains little): contiguous segments of
+    # every int16-allowed layer, in graph order, whatever their single gain
+    allowed = [lay.tensor for lay in layers if lay.mode == "int16"]
+    m = len(allowed)
+    for level in range(segment_levels + 1 if m else 0):
+        parts = 2 ** level
+        if parts > m:
+            break
+        bounds = [round(m * j / parts) for j in range(parts + 1)]
+        for j in range(parts):
+            a, b = bounds[j], bounds[j + 1]
+            point(allowed[a:b], f"seg_{level}_{j}", kind="segment", range=[a, b], of=m)
     for p in points:
         p["pareto"] = not any(q is not p and q["cycles"] <= p["cycles"] and
                               _sqnr_key(q["sqnr_db"] if q["sqnr_db"] is not None else math.inf) >=
                               _sqnr_key(p["sqnr_db"] if p["sqnr_db"] is not None else math.inf) and
                               (q["cycles"] < p["cycles"] or (q["sqnr_db"] or 0) > (p["sqnr_db"] or 0))
                               for q in points)
+        p["label"] = _label(p)
     ok = [p for p in points if p["within_budget"]]
     best = max(ok, key=lambda p: (_sqnr_key(p["sqnr_db"] if p["sqnr_db"] is not None else math.inf), -p["cycles"]))
     best["chosen"] = True
     res["curve"] = points
     res["chosen"] = best["tensors"]
-    res["chosen_point"] = {k: best[k] for k in ("k", "cycles", "slowdown", "cosine", "sqnr_db")}
+    res["chosen_point"] = {k: best[k] for k in ("k", "cycles", "slowdown", "cosine", "sqnr_db", "kind", "label")}
     return res
 
 
@@ -552,6 +618,7 @@ class AdviceOptions:
     max_slowdown: float | None = 1.2
     budget_ms: float | None = None
     max_points: int = 10
+    candidates: int | None = None    # measure the sensitivity of only this many layers (``shortlist``)
     overrides: str | None = None     # write the fix JSON here
     calibration: list | None = None  # feeds for --requantize
     calibration_source: str = ""
@@ -582,10 +649,12 @@ def annotate(report, samples: list[dict], board, float_model=None, input_shapes=
         remedy = bias_remedy(chk, settings, ev.base)
         if opt.sensitivity:
             layers = layers_of(ev.base, ev.proto)
-            sens = sensitivity(ev, layers, base_cycles, progress)
+            measured, skipped = shortlist(layers, report, opt.candidates)
+            sens = sensitivity(ev, measured, base_cycles, progress)
             report.sensitivity = {"samples": len(ev.samples), "baseline": ev.base_score.to_dict(),
                                   "metric": "output cosine / SQNR vs the float reference (lowest over outputs)",
-                                  "layers": sens}
+                                  "layers": sens, "candidates": opt.candidates,
+                                  "not_measured": [lay.tensor for lay in skipped]}
             adv = advise(ev, layers, sens, base_cycles, opt.max_slowdown, opt.budget_ms, clock, opt.max_points)
         else:
             adv = {"skipped": "sensitivity not measured (--no-sensitivity): no int16 advice", "chosen": [],
@@ -623,7 +692,7 @@ def _requantize_and_measure(ev, report, float_model, settings, fix, opt, base_cy
     c = _cycles(sim)
     chk = check(sim)
     return {"model": out, "calibration": opt.calibration_source, "calibration_samples": len(opt.calibration),
-            "extra_options": used, "samples": len(samples),
+            "extra_options": used, "fix_empty": not fix, "samples": len(samples),
             "before": before.to_dict(), "after": after.to_dict(),
             "cycles_before": base_cycles, "cycles_after": c,
             "bias_saturated_after": sum(1 for _, f in chk.findings if f.rule == "bias.saturated"),

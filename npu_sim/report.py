@@ -48,6 +48,9 @@ def add_cli_arguments(p) -> None:
                         "bias remedy still run)")
     a.add_argument("--samples", type=int, default=8, metavar="N",
                    help="samples the sensitivity ranking and the advisor measure on (the first N; default 8)")
+    a.add_argument("--candidates", type=int, default=None, metavar="K",
+                   help="measure the sensitivity of only the K layers with the lowest isolated SQNR (a cheap proxy; "
+                        "default: every layer). The advisor's segments still cover every int16-allowed layer")
     a.add_argument("--max-slowdown", type=float, default=None, metavar="X",
                    help="latency budget of the int16 advisor: at most X times the estimated cycles (default 1.2)")
     a.add_argument("--budget-ms", type=float, default=None, metavar="MS",
@@ -98,6 +101,8 @@ def cli_main(args, shapes) -> int:
     for opt, path in (("--html", args.html), ("--json", args.json)):
         if path and not Path(path).resolve().parent.is_dir():
             raise InputError(f"{opt} {path!r}: folder {str(Path(path).parent)!r} does not exist")
+    if args.candidates is not None and args.candidates < 0:
+        raise InputError("--candidates must be at least 0")
     if args.samples < 1:
         raise InputError("--samples must be at least 1")
     if args.max_slowdown is not None and args.max_slowdown < 1.0:
@@ -120,6 +125,7 @@ def cli_main(args, shapes) -> int:
     opts = AdviceOptions(samples=args.samples, sensitivity=not args.no_sensitivity,
                          max_slowdown=args.max_slowdown if args.max_slowdown is not None or args.budget_ms is None
                          else None, budget_ms=args.budget_ms, max_points=max(2, args.points),
+                         candidates=args.candidates,
                          overrides=args.overrides, calibration=calib.samples if calib else None,
                          calibration_source=calib.description if calib else "", fixed_model=args.fixed_model,
                          eval_samples=dset.samples if calib else None)
@@ -203,6 +209,12 @@ def format_summary(r: AccuracyReport, top: int = 5) -> str:
     return "\n".join(lines)
 
 
+def _point_label(p: dict) -> str:
+    if p.get("label"):
+        return p["label"]
+    return p["tensors"][-1] if p["tensors"] else "-"
+
+
 def _rule_groups(checks: dict) -> list[tuple[str, str, list[tuple[str, list[str], dict]]]]:
     """(severity, rule, [(node, tensors, finding)]) for the check findings, errors first."""
     groups: dict[tuple[str, str], list] = {}
@@ -252,7 +264,9 @@ def format_advice(r: AccuracyReport, top: int = 5) -> list[str]:
         S = r.sensitivity
         b = S["baseline"]
         lines += ["", f"sensitivity: output similarity with only that layer at higher precision ({S['samples']} "
-                      f"sample(s); baseline cosine {b['cosine']:.5f}, SQNR {_f(b['sqnr_db'], '{:.1f}')} dB)",
+                      f"sample(s); baseline cosine {b['cosine']:.5f}, SQNR {_f(b['sqnr_db'], '{:.1f}')} dB)"
+                      + (f"; {len(S['layers'])} layer(s) measured, {len(S['not_measured'])} left out by "
+                         f"--candidates {S['candidates']} (lowest isolated SQNR first)" if S.get("not_measured") else ""),
                   f"  {'rank':>4} {'layer':24s} {'tensor':28s} {'as':6s} {'cosine':>8s} {'gain dB':>8s} "
                   f"{'+cycles':>9s}  findings"]
         for row in S["layers"][:top]:
@@ -274,18 +288,29 @@ def format_advice(r: AccuracyReport, top: int = 5) -> list[str]:
             bud = A["budget"]
             what = (f"{bud['max_slowdown']}x the estimated cycles" if bud.get("max_slowdown") else
                     f"{bud['budget_ms']} ms")
+            nseg = sum(1 for pnt in A["curve"] if pnt.get("kind") == "segment")
             lines.append(f"int16 advisor: budget {what} = {bud['cycles']:,.0f} cycles; {len(A['order'])} candidate(s) "
-                         f"(int16 allowed, positive gain), greedy by gain per added cycle; every point measured")
-            lines.append(f"  {'k':>3} {'cycles':>12s} {'slowdown':>8s} {'cosine':>8s} {'SQNR dB':>8s}  last promoted")
+                         f"(int16 allowed, positive gain), greedy by gain per added cycle"
+                         + (f", and {nseg} contiguous segment(s) of all int16-allowed layers" if nseg else "")
+                         + "; every point measured")
+            lines.append(f"  {'k':>3} {'cycles':>12s} {'slowdown':>8s} {'cosine':>8s} {'SQNR dB':>8s}  last promoted / segment")
+            hidden = 0
             for pnt in A["curve"]:
+                if pnt.get("kind") == "segment" and not pnt.get("chosen") and not pnt["pareto"]:
+                    hidden += 1
+                    continue
                 mark = "*" if pnt.get("chosen") else ("p" if pnt["pareto"] else " ")
                 over = "" if pnt["within_budget"] else "  over budget"
                 lines.append(f"  {pnt['k']:>3} {pnt['cycles']:>12,.0f} {pnt['slowdown']:8.3f} {pnt['cosine']:.5f} "
-                             f"{_f(pnt['sqnr_db'], '{:8.2f}')} {mark} {pnt['tensors'][-1] if pnt['tensors'] else '-'}"
+                             f"{_f(pnt['sqnr_db'], '{:8.2f}')} {mark} {_point_label(pnt)}"
                              f"{over}")
-            lines.append("  (* chosen, p Pareto-optimal)")
+            lines.append("  (* chosen, p Pareto-optimal" + (f"; {hidden} dominated segment point(s) not shown: JSON, HTML"
+                                                                 if hidden else "") + ")")
             ch = A["chosen"]
-            lines.append(f"  chosen: {len(ch)} tensor(s) to int16" + (": " + ", ".join(ch) if ch else ""))
+            shown = ", ".join(ch[:12]) + (f", ... ({len(ch) - 12} more)" if len(ch) > 12 else "")
+            seg = A.get("chosen_point") or {}
+            lines.append(f"  chosen: {len(ch)} tensor(s) to int16" + (f" ({seg['label']})" if seg.get("kind") ==
+                                                                       "segment" else "") + (": " + shown if ch else ""))
         rem = A.get("bias_remedy")
         if rem:
             lines.append("bias remedy (not a precision problem: int16 cannot fix a clipped bias): "
@@ -299,7 +324,9 @@ def format_advice(r: AccuracyReport, top: int = 5) -> list[str]:
                 lines.append(f"re-quantized: {rq['error']}")
             else:
                 b, a = rq["before"], rq["after"]
-                lines.append(f"re-quantized with the fix ({rq['calibration']}) -> {rq['model']}")
+                lines.append(f"re-quantized with the fix ({rq['calibration']}) -> {rq['model']}"
+                             + ("\n  (the fix is empty: the model re-quantized with its own settings, a check that "
+                                "re-quantization reproduces it)" if rq.get("fix_empty") else ""))
                 lines.append(f"  measured on {rq['samples']} sample(s): cosine {b['cosine']:.5f} -> {a['cosine']:.5f} "
                              f"(worst sample {b['cosine_min_sample']:.5f} -> {a['cosine_min_sample']:.5f}), SQNR "
                              f"{_f(b['sqnr_db'], '{:.1f}')} -> {_f(a['sqnr_db'], '{:.1f}')} dB; cycles "
@@ -467,11 +494,12 @@ def svg_pareto(curve: list[dict], budget: float | None, width: int = 700, height
         parts.append(f'<line x1="{X(budget):.1f}" y1="{top}" x2="{X(budget):.1f}" y2="{height - bottom}" '
                      f'stroke="#c0392b" stroke-dasharray="5 3"/><text x="{X(budget) + 3:.1f}" y="{top + 10}" '
                      f'font-size="10" fill="#c0392b">budget</text>')
-    parts.append(_polyline([X(p["cycles"]) for p in curve], [Y(v) for v in ys], "#7f8c8d"))
+    line = [(p, v) for p, v in zip(curve, ys) if p.get("kind", "greedy") == "greedy"]
+    parts.append(_polyline([X(p["cycles"]) for p, _ in line], [Y(v) for _, v in line], "#7f8c8d"))
     for p, yv in zip(curve, ys):
         color = _ACC if p.get("chosen") else (_ISO if p["pareto"] else _FLT)
         parts.append(f'<circle cx="{X(p["cycles"]):.1f}" cy="{Y(yv):.1f}" r="{6 if p.get("chosen") else 4}" '
-                     f'fill="{color}"><title>{p["k"]} tensor(s) int16: {p["cycles"]:,.0f} cycles, SQNR {yv:.2f} dB, '
+                     f'fill="{color}"><title>{html.escape(_point_label(p))}: {p["k"]} tensor(s) int16, {p["cycles"]:,.0f} cycles, SQNR {yv:.2f} dB, '
                      f'cosine {p["cosine"]:.6f}</title></circle>')
     parts.append(f'<text x="{(left + width) / 2:.0f}" y="{height - 8}" font-size="11" text-anchor="middle">'
                  f'estimated cycles</text><text x="14" y="{(top + height) / 2:.0f}" font-size="11" '
@@ -551,13 +579,13 @@ def _html_advice(r: AccuracyReport) -> list[str]:
                           f" ({bud['budget_ms']} ms)") + f". {e(A['method'])}.</p>")
             out.append(svg_pareto(A["curve"], bud["cycles"]))
             out.append("<table><tr><th>k</th><th>cycles</th><th>slowdown</th><th>cosine</th><th>SQNR dB</th>"
-                       "<th class='l'>Pareto</th><th class='l'>chosen</th><th class='l'>last promoted</th></tr>")
+                       "<th class='l'>Pareto</th><th class='l'>chosen</th><th class='l'>last promoted / segment</th></tr>")
             for p in A["curve"]:
                 out.append(f"<tr><td>{p['k']}</td><td>{p['cycles']:,.0f}</td><td>{p['slowdown']:.3f}</td>"
                            f"<td>{p['cosine']:.6f}</td><td>{_f(p['sqnr_db'], '{:.2f}')}</td>"
                            f"<td class='l'>{'yes' if p['pareto'] else ''}</td>"
                            f"<td class='l'>{'chosen' if p.get('chosen') else ''}</td>"
-                           f"<td class='l'>{e(p['tensors'][-1]) if p['tensors'] else '-'}</td></tr>")
+                           f"<td class='l'>{e(_point_label(p))}</td></tr>")
             out.append("</table>")
             out.append(f"<p>Chosen: {len(A['chosen'])} tensor(s) to int16: {e(', '.join(A['chosen'])) or 'none'}.</p>")
         rem = A.get("bias_remedy")
