@@ -24,6 +24,7 @@ OUT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 MRS_LIMIT = 1 << 48
 # Accumulators and biases must stay in [-2**62, 2**62) so that acc + bias is exact in int64.
 ACC_LIMIT = 1 << 62
+INT32_LIMIT = 1 << 31  # saturation bounds below it keep the clamped accumulator in int32
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -145,6 +146,13 @@ def requantize_row(src, dst, bias, mult, shift, bound, out_zp, qmin, qmax):
     r = np.int64(shift)
     lim = np.int64(bound)
     rnd = np.int64(0) if r == 0 else np.int64(1) << (r - 1)
+    if lim < INT32_LIMIT:  # the clamped v and |mult| < 2**31 both fit int32: a 32x32->64-bit multiply (pmuldq)
+        m32 = np.int64(np.int32(m))
+        for j in range(src.shape[0]):
+            v = np.int32(min(max(np.int64(src[j]) + b, -lim), lim))
+            y = ((np.int64(v) * m32 + rnd) >> r) + out_zp
+            dst[j] = min(max(y, qmin), qmax)
+        return
     for j in range(src.shape[0]):
         v = min(max(np.int64(src[j]) + b, -lim), lim)
         y = ((v * m + rnd) >> r) + out_zp

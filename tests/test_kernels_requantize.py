@@ -268,3 +268,28 @@ def test_requantize_by_columns_matches_twin(n_c, outer, data):
     bound = saturation_bounds(np.asarray(mult, np.int64), np.asarray(shift, np.int64), zp, qmin, qmax)
     if int(bound.min()) > 0:
         assert by_columns(acc, out, False, bound)
+
+
+def test_bound_at_int32_edge():
+    """Bounds just below and at 2**31 (valid: any L >= the computed one with L*|M| <= 2**62 is a saturation bound):
+    below, the clamped accumulator is multiplied as int32 x int32 -> int64; at 2**31, in int64. Same integers."""
+    mult = np.array([(1 << 31) - 1, -((1 << 31) - 1), 1 << 30, 1234567891], np.int64)
+    shift = np.array([46, 46, 40, 44], np.int64)
+    bias = np.array([0, -(1 << 31), (1 << 31) - 1, 12345], np.int64)
+    ran = 0
+    for dtype, zp, qmin, qmax in ((np.int8, 3, -128, 127), (np.int16, -7, -32768, 32767),
+                                  (np.int32, 0, -2 ** 31, 2 ** 31 - 1)):
+        edges = [2 ** 31 - 1, -2 ** 31 + 1, 2 ** 31, -2 ** 31, 2 ** 31 + 1, -2 ** 31 - 1, 2 ** 32, -2 ** 32, 0, 1, -1,
+                 2 ** 45 + 2 ** 44, -(2 ** 45) - 1]
+        acc = np.array([[edges] * 4], np.int64)
+        expected, _ = naive.requantize(acc, bias, mult, shift, zp, qmin, qmax, 64, True, dtype)
+        computed = saturation_bounds(mult, shift, zp, qmin, qmax)
+        for lim in ((1 << 31) - 1, 1 << 31):
+            bound = np.maximum(computed, lim).astype(np.int64)
+            if not ((computed > 0).all() and (bound * np.abs(mult) <= 1 << 62).all()):
+                continue
+            out = np.empty(acc.shape, dtype)
+            assert requantize(acc, bias, mult, shift, zp, qmin, qmax, 64, True, out, bound=bound) == 0
+            np.testing.assert_array_equal(out, expected)
+            ran += 1
+    assert ran == 4  # int8 and int16 outputs, both bounds
