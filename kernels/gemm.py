@@ -108,6 +108,31 @@ def _matmul_loops(a, b, out):
     return out
 
 
+@njit
+def _matmul_small(a, b, out):
+    """out[i, j] = sum_k a[i, k] * b[k, j] accumulated in int32, i-k-j order (a few rows against narrow constant
+    weights: a GEMV over 1-2 byte weights instead of float copies four or eight times larger). The caller proved
+    ``K * max|a| * max|b| < 2**31``, so every product and partial sum is exact."""
+    m, k = a.shape
+    n = b.shape[1]
+    for i in range(m):
+        row = out[i]
+        for j in range(n):
+            row[j] = 0
+        for kk in range(k):
+            aik = np.int32(a[i, kk])
+            if aik == 0:
+                continue
+            brow = b[kk]
+            for j in range(n):
+                row[j] += aik * np.int32(brow[j])
+    return out
+
+
+SMALL_M = 4  # int_matmul with a constant b and at most this many rows: the int32 loop of _matmul_small
+INT32_MAX = (1 << 31) - 1
+
+
 def _check_operands(a, b):
     check_int_array(a, "a", ndim=2)
     check_int_array(b, "b", ndim=2)
@@ -142,9 +167,12 @@ def int_matmul(a, b, compact=False, b_cache=None) -> np.ndarray:
     b : integer ndarray [K, N], any integer dtype, C-contiguous
 
     compact : bool
-        Allow a float32/float64 result holding the exact integers (when K fits one exact chunk).
+        Allow a float32/float64 result holding the exact integers (when K fits one exact chunk), or an int32
+        one (the small-M path below).
     b_cache : dict, optional
-        Owned by the caller for a constant ``b`` (weights): keeps its float conversions between calls.
+        Owned by the caller for a constant ``b`` (weights): keeps its range and float/narrow copies between
+        calls. With it, at most ``SMALL_M`` rows and ``K * max|a| * max|b| < 2**31`` (|b| <= 32767), the product
+        is an int32-accumulating loop over int8/int16 weights (exact by that bound).
 
     Returns
     -------
@@ -171,6 +199,11 @@ def int_matmul(a, b, compact=False, b_cache=None) -> np.ndarray:
     bound = abs_max(a) * bmax
     if bound * k > INT64_MAX:
         raise ValueError("int_matmul: K * max|a| * max|b| exceeds int64, the result might not fit")
+    if b_cache is not None and m <= SMALL_M and bound * k <= INT32_MAX and bmax <= 32767:
+        if "narrow" not in b_cache:  # constant weights as int8/int16 (exact: |b| <= bmax)
+            b_cache["narrow"] = np.ascontiguousarray(b.astype(np.int8 if bmax <= 127 else np.int16))
+        acc = _matmul_small(a, b_cache["narrow"], np.empty((m, n), dtype=np.int32))
+        return acc if compact else acc.astype(np.int64)
     method, kc = plan(bound, k)
     if method == "zero":
         return np.zeros((m, n), dtype=np.int64)

@@ -122,3 +122,25 @@ def test_validation():
         int_matmul(np.zeros((2, 3, 1), np.int8), np.zeros((3, 2), np.int8))
     with pytest.raises(ValueError, match="contiguous"):
         int_matmul(np.zeros((3, 2), np.int8).T, np.zeros((3, 2), np.int8))
+
+
+def test_small_m_int32_path_edges():
+    # constant b with at most SMALL_M rows: int32 accumulation where K * max|a| * max|b| < 2**31, at its edge
+    # every product at the bound (all partial sums of one sign), just past it the float path
+    for bmax, dt in ((127, np.int8), (128, np.int16), (32767, np.int16)):
+        k = 64
+        amax = gemm.INT32_MAX // (k * bmax)
+        for a_val in (amax, amax + 1):
+            for m in (1, gemm.SMALL_M, gemm.SMALL_M + 1):
+                a = np.full((m, k), -a_val, np.int32)
+                a[0, ::3] = a_val
+                b = np.full((k, 3), bmax, np.int32)
+                b[:, 1] = -bmax
+                b[::5, 2] = 0
+                cache = {}
+                for _ in range(2):
+                    got = int_matmul(a, b, compact=True, b_cache=cache)
+                    np.testing.assert_array_equal(got.astype(np.int64), naive.int_matmul(a, b))
+                    np.testing.assert_array_equal(int_matmul(a, b, b_cache=cache), naive.int_matmul(a, b))
+                narrow = a_val == amax and m <= gemm.SMALL_M
+                assert ("narrow" in cache) == narrow and (not narrow or cache["narrow"].dtype == dt)
