@@ -12,10 +12,17 @@ MAX_LEFT_SHIFT = 32
 def _add_row_direct(ra, a_zp, a_mult, a_shift, ra_, rb, b_zp, b_mult, b_shift, rb_, left_shift, sign_b, out_mult,
                     out_shift, ro_, out_zp, qmin, qmax, dst):
     """The ``direct`` loop of :func:`_add_rescaled` for one row without broadcasting (same arithmetic)."""
+    # every mul_round_shift argument and multiplier is proven below 2**31 in magnitude: the products are int32 x
+    # int32 -> int64 (pmuldq)
+    am = np.int64(np.int32(a_mult))
+    bm = np.int64(np.int32(b_mult))
+    om = np.int64(np.int32(out_mult))
     for i in range(dst.shape[0]):
-        va = (((np.int64(ra[i]) - a_zp) << left_shift) * a_mult + ra_) >> a_shift
-        vb = (((np.int64(rb[i]) - b_zp) << left_shift) * b_mult + rb_) >> b_shift
-        y = (((va + sign_b * vb) * out_mult + ro_) >> out_shift) + out_zp
+        xa = np.int32((np.int64(ra[i]) - a_zp) << left_shift)
+        xb = np.int32((np.int64(rb[i]) - b_zp) << left_shift)
+        va = (np.int64(xa) * am + ra_) >> a_shift
+        vb = (np.int64(xb) * bm + rb_) >> b_shift
+        y = ((np.int64(np.int32(va + sign_b * vb)) * om + ro_) >> out_shift) + out_zp
         dst[i] = min(max(y, qmin), qmax)
 
 

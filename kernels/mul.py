@@ -23,15 +23,18 @@ def _scaled_row(src, zp, k, rnd, shift, out_zp, qmin, qmax, dst, step):
 
 
 @njit
-def _mul(a, a_zp, b, b_zp, mult, shift, direct, out_zp, qmin, qmax, out):
+def _mul(a, a_zp, b, b_zp, mult, shift, direct, pmax_small, out_zp, qmin, qmax, out):
     """out = clamp(mrs((a - a_zp) * (b - b_zp), mult, shift) + out_zp) on (outer, mid, inner) arrays; a and b
     may have size 1 along any of the three axes (numpy broadcasting: index times 0), out has the full shape.
     ``direct``: the wrapper proved ``|product| * |mult| + 2**(shift-1) + 2**32 < 2**63``, so
     ``((p*mult + 2**(shift-1)) >> shift) + out_zp`` is exact in int64 (branch-free, vectorizes); a row whose
-    operand is constant along the inner axis folds it into the multiplier (same product, one multiply less)."""
+    operand is constant along the inner axis folds it into the multiplier (same product, one multiply less).
+    ``pmax_small``: every product is below 2**31 in magnitude (8-bit operands), so it is multiplied as int32."""
     n_o, n_c, n_i = out.shape
     rnd = np.int64(0) if shift == 0 else np.int64(1) << (shift - 1)
     m = np.int64(mult)
+    m32 = np.int64(np.int32(mult))  # |mult| < 2**31 (validated)
+    small = direct and pmax_small
     so, sc, si = int(a.shape[0] > 1), int(a.shape[1] > 1), int(a.shape[2] > 1)
     to, tc, ti = int(b.shape[0] > 1), int(b.shape[1] > 1), int(b.shape[2] > 1)
     for o in range(n_o):
@@ -39,7 +42,12 @@ def _mul(a, a_zp, b, b_zp, mult, shift, direct, out_zp, qmin, qmax, out):
             ra = a[o * so, c * sc]
             rb = b[o * to, c * tc]
             dst = out[o, c]
-            if direct and si == 1 and ti == 1:
+            if direct and si == 1 and ti == 1 and small:
+                for i in range(n_i):  # |p| < 2**31: a 32x32->64-bit multiply (pmuldq)
+                    p = np.int32((np.int64(ra[i]) - a_zp) * (np.int64(rb[i]) - b_zp))
+                    y = ((np.int64(p) * m32 + rnd) >> shift) + out_zp
+                    dst[i] = min(max(y, qmin), qmax)
+            elif direct and si == 1 and ti == 1:
                 for i in range(n_i):
                     p = (np.int64(ra[i]) - a_zp) * (np.int64(rb[i]) - b_zp)
                     y = ((p * m + rnd) >> shift) + out_zp
@@ -110,7 +118,7 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> N
     # |p*mult| + rounding term (+ out_zp) stays inside int64: the plain formula is mul_round_shift exactly (its
     # saturation at 2**62 only ever changes values that the final clamp saturates anyway)
     direct = pmax * abs(mult) + (1 << max(shift - 1, 0)) + (1 << 32) < 1 << 63
-    _mul(a3, a_zp, b3, b_zp, mult, shift, direct, out_zp, qmin, qmax, out3)
+    _mul(a3, a_zp, b3, b_zp, mult, shift, direct, pmax < 1 << 31, out_zp, qmin, qmax, out3)
     if key is not None:
         cache["key"], cache["shapes"] = key, (a3.shape, b3.shape, out3.shape)
-        cache["args"] = (a_zp, b_zp, mult, shift, direct, out_zp, qmin, qmax)
+        cache["args"] = (a_zp, b_zp, mult, shift, direct, pmax < 1 << 31, out_zp, qmin, qmax)
