@@ -564,12 +564,44 @@ def advise(ev: Evaluator, layers: list[Layer], sens: list[dict], base_cycles: fl
     return res
 
 
-def make_fix(chosen: list[str], remedy: dict | None, aliases: dict | None = None) -> dict:
+def weight_candidates(sim, sens: list[dict], min_gain_db: float = 1.0, limit: int = 3) -> list[dict]:
+    """MAC layers whose activations are already 16-bit (int16 activations cannot help them) and whose *float*
+    sensitivity gains at least ``min_gain_db``: the op in float loses the error of its 8-bit weights, so the fix
+    puts those weights at int16 (where the board's ``weight_dtypes`` allow it), at most ``limit``, best first.
+    Not simulated before re-quantization (the QDQ model has no float weights): measured with ``--requantize``."""
+    from .checks import Rules
+    prog = sim.program
+    nodes = {n.name: n for n in prog.nodes}
+    rules = prog.board.rules or Rules()
+    out = []
+    for r in sens:
+        if r["mode"] != "float" or (r["gain_sqnr_db"] or 0.0) < min_gain_db:
+            continue
+        n = nodes.get(r["layer"])
+        if n is None or n.op not in requant._MAC or len(n.inputs) < 2:
+            continue
+        x, w = prog.tensors[n.inputs[0]], prog.tensors[n.inputs[1]]
+        if not w.is_const or w.q is None or w.q.bits != 8 or x.q is None or x.q.bits < 16:
+            continue
+        lim = rules.limits(n.op) if rules.constrained else None
+        allowed = (lim.weight_dtypes if lim is not None and lim.weight_dtypes else rules.weight_dtypes)
+        if "int16" not in allowed:
+            continue
+        wname = w.name[:-len("_quantized")] if w.name.endswith("_quantized") else w.name
+        out.append({"layer": n.name, "tensor": r["tensor"], "weight": wname, "gain_sqnr_db": r["gain_sqnr_db"]})
+        if len(out) >= limit:
+            break
+    return out
+
+
+def make_fix(chosen: list[str], remedy: dict | None, aliases: dict | None = None,
+             weights: list[str] | None = None) -> dict:
     """quantize_static extra_options (JSON form): the chosen tensors at int16, plus the bias remedy. ``aliases``:
     QDQ float name -> the float model's name (a graph output quantize_static renamed ``X_QuantizeLinear_Input``)."""
     fix: dict = {}
     aliases = aliases or {}
     tqo = {aliases.get(t, t): [{"quant_type": "QInt16", "symmetric": True}] for t in chosen}
+    tqo.update({w: [{"quant_type": "QInt16", "symmetric": True}] for w in weights or []})
     if remedy:
         extra = remedy["extra_options"]
         fix.update({k: v for k, v in extra.items() if k != "TensorQuantOverrides"})
@@ -656,13 +688,15 @@ def annotate(report, samples: list[dict], board, float_model=None, input_shapes=
                                   "layers": sens, "candidates": opt.candidates,
                                   "not_measured": [lay.tensor for lay in skipped]}
             adv = advise(ev, layers, sens, base_cycles, opt.max_slowdown, opt.budget_ms, clock, opt.max_points)
+            adv["weight_int16"] = weight_candidates(ev.base, sens)
         else:
             adv = {"skipped": "sensitivity not measured (--no-sensitivity): no int16 advice", "chosen": [],
                    "curve": []}
         adv["bias_remedy"] = remedy
         adv["settings"] = settings.to_dict()
         from .accuracy import output_aliases
-        fix = make_fix(adv["chosen"], remedy, output_aliases(ev.proto))
+        fix = make_fix(adv["chosen"], remedy, output_aliases(ev.proto),
+                       [w["weight"] for w in adv.get("weight_int16") or []])
         adv["fix"] = fix
         if opt.overrides:
             Path(opt.overrides).write_text(json.dumps(fix, indent=1) + "\n")

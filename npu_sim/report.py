@@ -311,6 +311,12 @@ def format_advice(r: AccuracyReport, top: int = 5) -> list[str]:
             seg = A.get("chosen_point") or {}
             lines.append(f"  chosen: {len(ch)} tensor(s) to int16" + (f" ({seg['label']})" if seg.get("kind") ==
                                                                        "segment" else "") + (": " + shown if ch else ""))
+        wc = A.get("weight_int16")
+        if wc:
+            lines.append(f"int16 weights: {len(wc)} layer(s) whose activations are already 16-bit and whose float "
+                         f"sensitivity gains >= 1 dB (their 8-bit weights are the error): "
+                         + ", ".join(f"{w['layer']} ({w['weight']}, {w['gain_sqnr_db']:+.2f} dB)" for w in wc)
+                         + " -> weights at int16 in the fix (measured only re-quantized)")
         rem = A.get("bias_remedy")
         if rem:
             lines.append("bias remedy (not a precision problem: int16 cannot fix a clipped bias): "
@@ -588,6 +594,12 @@ def _html_advice(r: AccuracyReport) -> list[str]:
                            f"<td class='l'>{e(_point_label(p))}</td></tr>")
             out.append("</table>")
             out.append(f"<p>Chosen: {len(A['chosen'])} tensor(s) to int16: {e(', '.join(A['chosen'])) or 'none'}.</p>")
+        wc = A.get("weight_int16")
+        if wc:
+            out.append("<p><b>int16 weights</b> (activations already 16-bit; the op in float gains &ge; 1 dB, so its "
+                       "8-bit weights are the error): " + e("; ".join(f"{w['layer']} ({w['weight']}, "
+                                                                        f"{w['gain_sqnr_db']:+.2f} dB)" for w in wc))
+                       + ". In the fix; measured only re-quantized.</p>")
         rem = A.get("bias_remedy")
         if rem:
             out.append("<p><b>Bias remedy</b> (int32 biases clipped, onnxruntime #21000 — not a precision problem): "

@@ -284,3 +284,24 @@ def test_ppocr_cls_a8w8_report_advisor_and_measured_fix(tmp_path):
     fixed = npu_sim.load(tmp_path / "fixed.onnx")
     dt = {t.float_name: t.q.dtype for t in fixed.program.tensors.values() if t.q is not None and not t.is_const}
     assert all(dt[t] == "int16" for t in chosen)
+
+
+def test_int16_weights_for_layers_whose_activations_are_already_16bit(tmp_path):
+    """A layer already at 16-bit activations that gains in float loses it to its 8-bit weights: the fix puts
+    those weights at int16, only where the board's weight_dtypes allow it."""
+    m = requant.promote_int16(onnx.load(str(QDQ)), ["relu1_out"])       # conv2 reads an int16 tensor
+    path = tmp_path / "a16.onnx"
+    onnx.save(m, str(path))
+    rows = [{"mode": "float", "gain_sqnr_db": 2.5, "layer": "conv2", "tensor": "conv2_out"},
+            {"mode": "float", "gain_sqnr_db": 3.0, "layer": "conv3", "tensor": "conv3_out"},   # int8 input
+            {"mode": "float", "gain_sqnr_db": 0.5, "layer": "conv1", "tensor": "conv1_out"}]   # below 1 dB
+    sim = npu_sim.load(path, input_shapes=SHAPE)
+    wc = advisor.weight_candidates(sim, rows)
+    assert [(w["layer"], w["weight"]) for w in wc] == [("conv2", "conv2.weight")]
+    fix = advisor.make_fix([], None, weights=[w["weight"] for w in wc])
+    assert fix == {"TensorQuantOverrides": {"conv2.weight": [{"quant_type": "QInt16", "symmetric": True}]}}
+    text = (Path(npu_sim.__file__).parent / "boards" / "default.toml").read_text()
+    assert 'weight_dtypes = ["int8", "int16"]' in text
+    board = tmp_path / "w8.toml"
+    board.write_text(text.replace('weight_dtypes = ["int8", "int16"]', 'weight_dtypes = ["int8"]'))
+    assert advisor.weight_candidates(npu_sim.load(path, board=str(board), input_shapes=SHAPE), rows) == []
