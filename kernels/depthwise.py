@@ -51,28 +51,26 @@ def _fill_row(src, dst, x_zp):
 
 
 @njit
-def _fill_row_s2(src, de, do, x_zp):
-    """Deinterleave one row: de[j] = src[2j] - x_zp, do[j] = src[2j+1] - x_zp (len(de) - len(do) in {0, 1})."""
-    no = do.shape[0]
-    for j in range(no):
-        de[j] = np.int64(src[2 * j]) - x_zp
-        do[j] = np.int64(src[2 * j + 1]) - x_zp
-    if de.shape[0] > no:
-        de[no] = np.int64(src[2 * no]) - x_zp
-
-
-@njit
 def _fill_plane_s2(xc, xq, rowoff, qe, qo, x_zp):
-    """_fill_row_s2 for every row of the plane xc (one call for short rows)."""
+    """Deinterleave every row of the plane xc into its two column phases: xq[rowoff[i] + qe + j] = xc[i, 2j] - x_zp,
+    xq[rowoff[i] + qo + j] = xc[i, 2j+1] - x_zp.
+
+    Computed in xq's float type: the input value and x_zp (|x_zp| <= 2**16) are exact floats and so is their
+    difference (|x - x_zp| < 2**17 < 2**24), so the float subtraction returns exactly the integer difference --
+    the same values as an integer subtraction, in a loop that vectorizes far better with the stride-2 reads (one
+    call per plane: 96x112x112 int8 planes 0.59 -> 0.13 ms)."""
     h, wd = xc.shape
     no = wd // 2
+    z = xq.dtype.type(x_zp)  # exact float arithmetic, as in _fill_row_s2
     for i in range(h):
         src = xc[i]
         a = rowoff[i] + qe
         b = rowoff[i] + qo
+        de = xq[a:a + no]
+        do = xq[b:b + no]
         for j in range(no):
-            xq[a + j] = np.int64(src[2 * j]) - x_zp
-            xq[b + j] = np.int64(src[2 * j + 1]) - x_zp
+            de[j] = xq.dtype.type(src[2 * j]) - z
+            do[j] = xq.dtype.type(src[2 * j + 1]) - z
         if wd > 2 * no:
             xq[a + no] = np.int64(src[2 * no]) - x_zp
 
@@ -209,17 +207,9 @@ def _depthwise(x, x_zp, wf, kh, kw, sh, sw, top, left, bottom, right, dh, dw, xq
                     q0 = rowoff[ih] + col_q[0]
                     _fill_row(xc[ih], xq[q0:q0 + wd], x_zp)
             elif sw == 2:
-                ne = (wd + 1) // 2
-                no = wd // 2
                 qe = col_q[left % 2]  # even input columns land in phase left % 2, odd ones in the other
                 qo = col_q[(left + 1) % 2]
-                if wd < 32:  # short rows: one call per plane
-                    _fill_plane_s2(xc, xq, rowoff, qe, qo, x_zp)
-                else:
-                    for ih in range(h):
-                        a = rowoff[ih] + qe
-                        b = rowoff[ih] + qo
-                        _fill_row_s2(xc[ih], xq[a:a + ne], xq[b:b + no], x_zp)
+                _fill_plane_s2(xc, xq, rowoff, qe, qo, x_zp)
             else:
                 for ih in range(h):
                     for px in range(sw):
