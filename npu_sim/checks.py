@@ -27,7 +27,6 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -1184,7 +1183,7 @@ def supported_ops_markdown() -> str:
                 f"{r.shift_min}..{r.shift_max}",
                 f"* lookup tables: 256 entries (8-bit inputs), {b.arithmetic.lut_entries_16} interpolated entries "
                 f"(16-bit inputs)",
-                f"* input stub: " + (f"symmetric, fixed scale {r.input_scale:g}" if r.input_scale else "any scale"),
+                "* input stub: " + (f"symmetric, fixed scale {r.input_scale:g}" if r.input_scale else "any scale"),
                 f"* ops not listed: {'CPU fallback (warning)' if r.cpu_fallback else 'not deployable (error)'}", "",
                 "| op | kind | activations | weights | limits |", "|---|---|---|---|---|"]
         for op in sorted(r.ops):
