@@ -97,6 +97,15 @@ def as_zero_point(value, dtype, name: str) -> int:
     return zp
 
 
+def binary_args(a, a_scale, a_zp, b, b_scale, b_zp, out, out_scale, out_zp) -> tuple:
+    """Validate the operands and quantization of an 8-bit binary kernel; return
+    ``(a_scale, a_zp, b_scale, b_zp, out_scale, out_zp)`` as Python floats/ints."""
+    check_8bit_operands(a, b, out)
+    return (as_scale(a_scale, "a_scale"), as_zero_point(a_zp, a.dtype, "a_zp"), as_scale(b_scale, "b_scale"),
+            as_zero_point(b_zp, a.dtype, "b_zp"), as_scale(out_scale, "out_scale"),
+            as_zero_point(out_zp, a.dtype, "out_zp"))
+
+
 def check_8bit_operands(a, b, out) -> None:
     """``a``, ``b``, ``out``: 1-D C-contiguous int8/uint8 arrays of one dtype and one length."""
     check_int_array(a, "a", ndim=1, dtypes=DTYPES)
@@ -166,13 +175,8 @@ def ort_qladd(a, a_scale, a_zp, b, b_scale, b_zp, out_scale, out_zp, out) -> Non
     The output zero point is added before the rounding, so ties round to the even *output code*, not the even
     offset from the zero point as in ONNX's QuantizeLinear; ``a_scale/out_scale`` is rounded to float32 first.
     """
-    check_8bit_operands(a, b, out)
-    a_scale = as_scale(a_scale, "a_scale")
-    b_scale = as_scale(b_scale, "b_scale")
-    out_scale = as_scale(out_scale, "out_scale")
-    a_zp = as_zero_point(a_zp, a.dtype, "a_zp")
-    b_zp = as_zero_point(b_zp, a.dtype, "b_zp")
-    out_zp = as_zero_point(out_zp, a.dtype, "out_zp")
+    a_scale, a_zp, b_scale, b_zp, out_scale, out_zp = binary_args(a, a_scale, a_zp, b, b_scale, b_zp, out,
+                                                                  out_scale, out_zp)
     info = np.iinfo(a.dtype)
     ra, rb, fixed = qladd_constants(a_scale, float(a_zp), b_scale, float(b_zp), out_scale, float(out_zp))
     _qladd(a, b, ra, rb, fixed, info.min, info.max, out)

@@ -9,7 +9,7 @@ near-ties.
 import numpy as np
 
 from ._jit import njit
-from .ort_qladd import as_scale, as_zero_point, check_8bit_operands, cvt_ps2dq, f32
+from .ort_qladd import binary_args, cvt_ps2dq, f32
 from .requantize import clamp
 
 
@@ -52,12 +52,7 @@ def ort_qlmul(a, a_scale, a_zp, b, b_scale, b_zp, out_scale, out_zp, out) -> Non
         r = cvtps2dq(u)                             # round half to even; -2**31 if |u| >= 2**31
         out = clamp(r, qmin, qmax)                  # int32 -> int16 -> 8 bit saturating packs
     """
-    check_8bit_operands(a, b, out)
-    a_scale = as_scale(a_scale, "a_scale")
-    b_scale = as_scale(b_scale, "b_scale")
-    out_scale = as_scale(out_scale, "out_scale")
-    a_zp = as_zero_point(a_zp, a.dtype, "a_zp")
-    b_zp = as_zero_point(b_zp, a.dtype, "b_zp")
-    out_zp = as_zero_point(out_zp, a.dtype, "out_zp")
+    a_scale, a_zp, b_scale, b_zp, out_scale, out_zp = binary_args(a, a_scale, a_zp, b, b_scale, b_zp, out,
+                                                                  out_scale, out_zp)
     info = np.iinfo(a.dtype)
     _qlmul(a, a_zp, b, b_zp, qlmul_ratio(a_scale, b_scale, out_scale), out_zp, info.min, info.max, out)
