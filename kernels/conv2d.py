@@ -497,37 +497,34 @@ def _pad_planes(x, n, center, pad, top, left, hi, lo):
 
 
 @njit
+def _row_taps(y, offs, cout, co, base, wo, acc):
+    """acc[j] = sum_t y[t*cout + co, base + offs[t] + j] for j < wo (one output row of the stacked taps)."""
+    o = base + offs[0]
+    src = y[co, o:o + wo]
+    for j in range(wo):
+        acc[j] = src[j]
+    for t in range(1, offs.shape[0]):
+        o = base + offs[t]
+        src = y[t * cout + co, o:o + wo]
+        for j in range(wo):
+            acc[j] += src[j]
+
+
+@njit
 def _tap_sum(yh, yl, cout, offs, wp, wo, n_rows, out):
     """out[co, r*wo + ow] = sum_t yh[t*cout + co, r*wp + ow + offs[t]] (the stacked taps' GEMM results on
     the wide grid of pitch ``wp``), in yh's float type; with a non-empty ``yl`` (byte split),
     ``256 * (sum over yh) + (sum over yl)`` in float64. Every partial sum is a sub-sum of one output's exact
     K-term dot product, so every addition is exact (see :func:`_stacked_taps`)."""
-    n_taps = offs.shape[0]
     split = yl.shape[0] > 0
     th = np.empty(wo, yh.dtype)
     tl = np.empty(wo, yh.dtype)
     for co in range(cout):
         for r in range(n_rows):
-            base = r * wp
-            o0 = base + offs[0]
-            src = yh[co, o0:o0 + wo]
-            for j in range(wo):
-                th[j] = src[j]
-            for t in range(1, n_taps):
-                o = base + offs[t]
-                src = yh[t * cout + co, o:o + wo]
-                for j in range(wo):
-                    th[j] += src[j]
+            _row_taps(yh, offs, cout, co, r * wp, wo, th)
             dst = out[co, r * wo:(r + 1) * wo]
             if split:
-                src = yl[co, o0:o0 + wo]
-                for j in range(wo):
-                    tl[j] = src[j]
-                for t in range(1, n_taps):
-                    o = base + offs[t]
-                    src = yl[t * cout + co, o:o + wo]
-                    for j in range(wo):
-                        tl[j] += src[j]
+                _row_taps(yl, offs, cout, co, r * wp, wo, tl)
                 for j in range(wo):
                     dst[j] = np.float64(th[j]) * 256.0 + np.float64(tl[j])
             else:
