@@ -3,7 +3,7 @@
 Measured (held-out photos/text lines, cosine of dequantized outputs vs onnxruntime with int8 fusion):
 cls A8W8/A16W8 >= 0.99999 on both boards; rec A8W8 identical (onnx) / >= 0.9997 (default), A16W8 >= 0.99998;
 det A16W8 >= 0.9997 and det A8W8 >= 0.99999 (onnx) where the output is not all zero. det A8W8 on the default
-board is not there yet (see the xfail).
+board reaches 0.989-0.997 (the xfail): the last test shows the integers differ only at rounding ties.
 """
 import numpy as np
 import onnxruntime as ort
@@ -21,13 +21,14 @@ CASES = {  # name: (samples, start, min cosine board onnx, min cosine board defa
     "ppocr_det_a16w8": (6, 0, 0.9999, 0.999),
     "ppocr_det_a8w8": (8, 0, 0.9999, 0.999),
 }
-XFAIL = {("ppocr_det_a8w8", "default"): "board default: cosine 0.989-0.997 vs onnxruntime. The integers differ only "
-                                        "at half-way sums: hard-swish's x + 3 is 127.5 LSB at x = zero point (to "
-                                        "float32 precision) and the board rounds it up everywhere, while "
-                                        "onnxruntime's float32 noise sends it to 128 in p2o.Add.12 and to 127 in "
-                                        "p2o.Add.40; in p2o.Add.264 (two inputs of equal scale into twice that "
-                                        "scale) every odd sum is a tie, half up on the board, half to even in "
-                                        "onnxruntime. The model's head amplifies these 1-LSB differences"}
+XFAIL = {("ppocr_det_a8w8", "default"): "board default: cosine 0.997 ('page') and 0.989 ('text') vs onnxruntime. "
+                                        "The integers differ only at rounding ties (proven node by node by "
+                                        "test_ppocr_det_a8w8_default_differs_from_onnxruntime_only_at_rounding_ties"
+                                        "): ties of Adds (half up on the board, half to even after the zero point "
+                                        "in onnxruntime) and a few Conv outputs within 1e-6 LSB of a tie, which "
+                                        "onnxruntime's float32 product rounds the other way. The model amplifies "
+                                        "1-LSB changes: one such Conv element alone (p2o.Conv.12 on 'page') costs "
+                                        "0.0023 of output cosine"}
 
 
 def _model(name):
@@ -66,3 +67,116 @@ def test_ppocr_end_to_end(name, board, request):
     cos = _cosines(got, ref)
     assert cos, "every output was all zero: pick inputs that exercise the model"
     assert min(cos) >= bound, f"{name} board {board}: cosines {cos}"
+
+
+def _dequantizer(model):
+    """name of a DequantizeLinear output -> (integer source name or initializer array, scale, zero point)."""
+    from onnx import numpy_helper
+    init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    dq = {}
+    for n in model.graph.node:
+        if n.op_type == "DequantizeLinear":
+            zp = init[n.input[2]].astype(np.int64) if len(n.input) > 2 and n.input[2] else np.int64(0)
+            dq[n.output[0]] = (init.get(n.input[0], n.input[0]), init[n.input[1]].astype(np.float64), zp)
+    return dq
+
+
+def _exact_lsb(onode, dq, quant, ints, idx, bias_in_acc=False):
+    """The exact output of ONNX node ``onode`` at ``idx``, in output LSBs relative to the zero point, before
+    rounding, from the integers ``ints`` (tensor name -> array): a Fraction (every scale is a float, exactly).
+    ``bias_in_acc``: a Conv's int32 bias counts in accumulator units (scale x_scale * w_scale, as the board and
+    onnxruntime's QLinearConv add it) instead of its own float32 scale."""
+    from fractions import Fraction as F
+
+    def operand(name):
+        src, s, zp = dq[name]
+        return (ints[src] if isinstance(src, str) else src).astype(np.int64), s, zp
+    y_scale = F(float(quant[onode.output[0]]))
+    if onode.op_type == "Add":
+        total = F(0)
+        for name in onode.input:
+            q, s, zp = operand(name)
+            q = np.broadcast_to(q, np.broadcast_shapes(*[operand(n)[0].shape for n in onode.input]))
+            total += F(float(s)) * int(q[idx] - zp)
+        return total / y_scale
+    assert onode.op_type == "Conv"
+    attrs = {a.name: list(a.ints) if a.ints else a.i for a in onode.attribute}
+    x, sx, zx = operand(onode.input[0])
+    w, sw, _ = operand(onode.input[1])
+    b, sb, _ = operand(onode.input[2]) if len(onode.input) > 2 else (np.zeros(w.shape[0], np.int64), sw, 0)
+    n, c, i, j = idx
+    kh, kw = w.shape[2:]
+    (st_h, st_w), (d_h, d_w) = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    top, left = attrs.get("pads", [0, 0, 0, 0])[:2]
+    group = attrs.get("group", 1)
+    cin = w.shape[1]
+    c0 = (c // (w.shape[0] // group)) * cin
+    acc = 0
+    for ci in range(cin):
+        for u in range(kh):
+            for v in range(kw):
+                r, q = i * st_h - top + u * d_h, j * st_w - left + v * d_w
+                if 0 <= r < x.shape[2] and 0 <= q < x.shape[3]:
+                    acc += int(x[n, c0 + ci, r, q] - zx) * int(w[c, ci, u, v])
+    sw_c, sb_c = (float(sw[c]) if sw.ndim else float(sw)), (float(sb[c]) if sb.ndim else float(sb))
+    if bias_in_acc:
+        return F(float(sx)) * F(sw_c) * (acc + int(b[c])) / y_scale
+    return (F(float(sx)) * F(sw_c) * acc + F(sb_c) * int(b[c])) / y_scale
+
+
+@pytest.mark.network
+def test_ppocr_det_a8w8_default_differs_from_onnxruntime_only_at_rounding_ties():
+    """Why det A8W8 on the default board stays below cosine 0.999 vs onnxruntime (the xfail above).
+
+    Node by node, each node fed onnxruntime's own integers (the ``onnx`` board's, which matches onnxruntime
+    above), the board's output differs only by 1 LSB, only at the requantization of a Conv or an Add, and only
+    where the exact result lies within 2**-16 LSB of a rounding tie (an Add's constant is held with 16 fraction
+    bits). At a Conv the board's result is the exact value correctly rounded: onnxruntime's float32 product
+    lands on the other side of the tie (e.g. exact -16.50000034 LSB, float32 -16.5, rounded to even). The
+    photos are the two views with text ("page", "text"): the map of the others is all zero."""
+    import onnx
+    from fractions import Fraction as F
+
+    path = str(_model("ppocr_det_a8w8"))
+    model = onnx.load(path)
+    dq = _dequantizer(model)
+    from onnx import numpy_helper
+    init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    quant = {n.input[0]: init[n.input[1]] for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    onodes = {n.name: n for n in model.graph.node}
+    ref_sim, sim = npu_sim.load(path, board="onnx"), npu_sim.load(path, board="default")
+    tensors = sim.program.tensors
+    rng = np.random.default_rng(0)
+    for feeds in build.sample_inputs("ppocr_det_a8w8", 2, start=5):
+        ints = ref_sim.execute(feeds, keep_all=True).values
+        differing, checked = {}, 0
+
+        def isolate(node, inputs, outputs, dt):
+            nonlocal checked
+            for name, arr in zip(node.outputs, outputs):
+                ref = ints[name]
+                delta = arr.astype(np.int64) - ref
+                if delta.any():
+                    differing[node.name] = node.op
+                    assert node.op in ("Conv", "Add"), f"{node.name} ({node.op}) differs from onnxruntime"
+                    assert np.abs(delta).max() == 1, f"{node.name}: {np.abs(delta).max()} LSB"
+                    onode = onodes[node.name]
+                    zp = int(tensors[name].q.zero_point)
+                    for idx in map(tuple, np.argwhere(delta)):
+                        exact = _exact_lsb(onode, dq, quant, ints, idx)
+                        assert abs(exact - F(2 * int(np.floor(exact)) + 1, 2)) <= F(1, 1 << 16), \
+                            f"{node.name}{idx}: exact {float(exact)} LSB is no tie"
+                        if node.op == "Conv":  # the board rounds its exact value half up; onnxruntime's float32
+                            exact = _exact_lsb(onode, dq, quant, ints, idx, bias_in_acc=True)  # product did not
+                            assert int(arr[idx]) - zp == int(np.floor(exact + F(1, 2))), (node.name, idx)
+                    # the exact arithmetic above is the model's: where both agree, it rounds to their value
+                    for idx in map(tuple, rng.integers(0, arr.shape, (3, arr.ndim))):
+                        exact = _exact_lsb(onode, dq, quant, ints, idx)
+                        lo, hi = int(tensors[name].q.qmin), int(tensors[name].q.qmax)
+                        want = min(max(int(np.floor(exact + F(1, 2))) + zp, lo), hi)
+                        if delta[idx] == 0 and abs(exact - np.floor(exact) - F(1, 2)) > F(1, 1 << 16):
+                            assert want == int(ref[idx]), (node.name, idx, float(exact))
+                            checked += 1
+                arr[...] = ref  # the next nodes see onnxruntime's integers: each difference is isolated
+        sim.execute(feeds, hooks=[isolate])
+        assert {"Conv", "Add"} <= set(differing.values()) and checked > 10, (differing, checked)
