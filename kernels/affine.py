@@ -8,19 +8,26 @@ For every element of channel ``c`` (input laid out as (outer, C, inner))::
 import numpy as np
 
 from ._jit import njit
-from .requantize import as_int, check_int_array, check_out, per_channel_int64
+from .requantize import as_int, check_int_array, check_out, fits_int64, per_channel_int64, scale_row
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 ACC_LIMIT = 1 << 62
 
 
 @njit
-def _affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out):
-    """out = clamp(((x - x_zp) * w[c] + b[c] + 2^(F-1)) >> F + out_zp, qmin, qmax) over (outer, C, inner)."""
+def _affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, folded, out):
+    """out = clamp(((x - x_zp) * w[c] + b[c] + 2^(F-1)) >> F + out_zp, qmin, qmax) over (outer, C, inner).
+
+    ``folded``: ``b`` holds ``b[c] + 2^(F-1) - x_zp*w[c] + out_zp*2^F`` and the wrapper proved that ``x*w[c] + b``
+    stays inside int64, so each row is ``(x*w[c] + b) >> F`` (the same integer: adding ``out_zp*2^F`` before the
+    floor shift adds ``out_zp`` after it) through :func:`scale_row`."""
     n_outer, n_c, n_inner = x.shape
     half = np.int64(1) << (f_bits - 1)
     for o in range(n_outer):
         for c in range(n_c):
+            if folded:
+                scale_row(x[o, c], w[c], b[c], f_bits, qmin, qmax, out[o, c])
+                continue
             wc = w[c]
             bc = b[c] + half
             for i in range(n_inner):
@@ -29,7 +36,16 @@ def _affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out):
     return out
 
 
-def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out) -> None:
+def _fold(x_dtype, x_zp, w, b, f_bits, out_zp):
+    """``b[c] + 2^(F-1) - x_zp*w[c] + out_zp*2^F`` (int64) when ``x*w[c]`` plus it provably stays inside int64 for
+    every x of ``x_dtype``, else None (Python ints: exact)."""
+    folded = [int(bc) + (1 << (f_bits - 1)) - x_zp * int(wc) + (out_zp << f_bits) for wc, bc in zip(w, b)]
+    if not fits_int64(x_dtype, int(np.abs(w).max(initial=0)), max(map(abs, folded), default=0)):
+        return None
+    return np.array(folded, np.int64)
+
+
+def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out, cache=None) -> None:
     """Per-channel affine ``(x - x_zp) * w[c] + b[c]`` rounded once at ``f_bits`` fraction bits (see the module).
 
     Parameters
@@ -40,9 +56,18 @@ def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out) -> None:
     f_bits : int in [1, 62]
     out_zp, qmin, qmax : int
     out : ndarray (outer, C, inner), preallocated, written in place
+    cache : dict, optional
+        Owned by the caller for constant ``x_zp, w, b, f_bits, out_zp, qmin, qmax`` (one per graph node): keeps
+        the validated arguments, so a later call with the same shapes and dtypes goes straight to the loop.
 
     Raises ValueError when ``|x - x_zp| * |w| + |b|`` could reach 2**62 (the sum would not be exact).
     """
+    key = None
+    if cache is not None:
+        key = (x.shape, x.dtype, out.shape, out.dtype)
+        if cache.get("key") == key and x.flags.c_contiguous and out.flags.c_contiguous:
+            _affine(x, *cache["args"], out)
+            return
     check_int_array(x, "x", ndim=3, dtypes=IN_DTYPES)
     out_zp, qmin, qmax = check_out(out, x.shape, out_zp, qmin, qmax)
     x_zp = as_int(x_zp, "x_zp")
@@ -58,4 +83,9 @@ def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out) -> None:
     dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))
     if n_c and dev * int(np.abs(w).max()) + int(np.abs(b).max()) + (1 << (f_bits - 1)) >= ACC_LIMIT:
         raise ValueError("affine: |x - x_zp| * |w| + |b| must stay below 2**62")
-    _affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out)
+    folded = _fold(x.dtype, x_zp, w, b, f_bits, out_zp)
+    args = (x_zp, w, b, f_bits, out_zp, qmin, qmax, False) if folded is None else \
+        (x_zp, w, folded, f_bits, out_zp, qmin, qmax, True)
+    _affine(x, *args, out)
+    if key is not None:
+        cache["key"], cache["args"] = key, args

@@ -2,60 +2,60 @@
 import numpy as np
 
 from ._jit import njit
-from .requantize import as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, mrs_checked
+from .requantize import (as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, clamp_out, fits_int64,
+                         mrs_checked, scale_row)
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 
 
 @njit
-def _scaled_row(src, zp, k, rnd, shift, out_zp, qmin, qmax, dst, step):
-    """dst[i] = clamp((((src[i*step] - zp) * k + rnd) >> shift) + out_zp): the direct path of :func:`_mul` for a
-    row whose other operand is constant (``k`` = that operand times the multiplier)."""
-    if step == 1:  # unit stride, spelled out so that the loop vectorizes
-        for i in range(dst.shape[0]):
-            y = (((np.int64(src[i]) - zp) * k + rnd) >> shift) + out_zp
-            dst[i] = min(max(y, qmin), qmax)
-        return
-    y = (((np.int64(src[0]) - zp) * k + rnd) >> shift) + out_zp
-    y = min(max(y, qmin), qmax)
+def _mul_row(ra, a_zp, rb, b_zp, m, c, shift, small, qmin, qmax, dst):
+    """dst[i] = clamp(((ra[i] - a_zp) * (rb[i] - b_zp) * m + c) >> shift, qmin, qmax): the direct path of
+    :func:`_mul` for a row without broadcasting. ``small``: every product is below 2**31 in magnitude (8-bit
+    operands), so the product times ``m`` is a 32x32->64-bit multiply (pmuldq)."""
+    info = np.iinfo(dst.dtype)
+    full = qmin == info.min and qmax == info.max
+    m32 = np.int64(np.int32(m))  # |m| < 2**31 (validated)
     for i in range(dst.shape[0]):
-        dst[i] = y
+        p = (np.int64(ra[i]) - a_zp) * (np.int64(rb[i]) - b_zp)
+        pm = np.int64(np.int32(p)) * m32 if small else p * m
+        dst[i] = clamp_out((pm + c) >> shift, full, qmin, qmax, dst)
 
 
 @njit
 def _mul(a, a_zp, b, b_zp, mult, shift, direct, pmax_small, out_zp, qmin, qmax, out):
     """out = clamp(mrs((a - a_zp) * (b - b_zp), mult, shift) + out_zp) on (outer, mid, inner) arrays; a and b
     may have size 1 along any of the three axes (numpy broadcasting: index times 0), out has the full shape.
-    ``direct``: the wrapper proved ``|product| * |mult| + 2**(shift-1) + 2**32 < 2**63``, so
-    ``((p*mult + 2**(shift-1)) >> shift) + out_zp`` is exact in int64 (branch-free, vectorizes); a row whose
-    operand is constant along the inner axis folds it into the multiplier (same product, one multiply less).
-    ``pmax_small``: every product is below 2**31 in magnitude (8-bit operands), so it is multiplied as int32."""
+
+    ``direct``: the wrapper proved that, with ``c = 2**(shift-1) + out_zp*2**shift``, ``p*mult + c`` stays inside
+    int64 for every product ``p``, and so does ``x*k + c - x_zp*k`` for either operand ``x`` times a constant
+    ``k = (other - other_zp) * mult``; then ``(p*mult + c) >> shift`` is the result before the clamp (branch-free,
+    vectorizes). A row whose operand is constant along the inner axis folds it into the multiplier (one multiply
+    less). ``pmax_small``: every product is below 2**31 in magnitude (8-bit operands)."""
     n_o, n_c, n_i = out.shape
-    rnd = np.int64(0) if shift == 0 else np.int64(1) << (shift - 1)
+    c = np.int64(0)
+    if direct:
+        c = ((np.int64(1) << shift) >> 1) + (np.int64(out_zp) << shift)
     m = np.int64(mult)
-    m32 = np.int64(np.int32(mult))  # |mult| < 2**31 (validated)
-    small = direct and pmax_small
     so, sc, si = int(a.shape[0] > 1), int(a.shape[1] > 1), int(a.shape[2] > 1)
     to, tc, ti = int(b.shape[0] > 1), int(b.shape[1] > 1), int(b.shape[2] > 1)
     for o in range(n_o):
-        for c in range(n_c):
-            ra = a[o * so, c * sc]
-            rb = b[o * to, c * tc]
-            dst = out[o, c]
-            if direct and si == 1 and ti == 1 and small:
-                for i in range(n_i):  # |p| < 2**31: a 32x32->64-bit multiply (pmuldq)
-                    p = np.int32((np.int64(ra[i]) - a_zp) * (np.int64(rb[i]) - b_zp))
-                    y = ((np.int64(p) * m32 + rnd) >> shift) + out_zp
-                    dst[i] = min(max(y, qmin), qmax)
-            elif direct and si == 1 and ti == 1:
-                for i in range(n_i):
-                    p = (np.int64(ra[i]) - a_zp) * (np.int64(rb[i]) - b_zp)
-                    y = ((p * m + rnd) >> shift) + out_zp
-                    dst[i] = min(max(y, qmin), qmax)
+        for ch in range(n_c):
+            ra = a[o * so, ch * sc]
+            rb = b[o * to, ch * tc]
+            dst = out[o, ch]
+            if direct and si == 1 and ti == 1:
+                _mul_row(ra, a_zp, rb, b_zp, m, c, shift, pmax_small, qmin, qmax, dst)
             elif direct and si == 1:
-                _scaled_row(ra, a_zp, (np.int64(rb[0]) - b_zp) * m, rnd, shift, out_zp, qmin, qmax, dst, 1)
-            elif direct:
-                _scaled_row(rb, b_zp, (np.int64(ra[0]) - a_zp) * m, rnd, shift, out_zp, qmin, qmax, dst, ti)
+                k = (np.int64(rb[0]) - b_zp) * m
+                scale_row(ra, k, c - a_zp * k, shift, qmin, qmax, dst)
+            elif direct and ti == 1:
+                k = (np.int64(ra[0]) - a_zp) * m
+                scale_row(rb, k, c - b_zp * k, shift, qmin, qmax, dst)
+            elif direct:  # both constant along the row: one value
+                k = (np.int64(ra[0]) - a_zp) * m
+                scale_row(rb, k, c - b_zp * k, shift, qmin, qmax, dst[:1])
+                dst[:] = dst[0]
             else:
                 for i in range(n_i):
                     p = (np.int64(ra[i * si]) - a_zp) * (np.int64(rb[i * ti]) - b_zp)
@@ -89,9 +89,10 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> N
         out = clamp(mul_round_shift((a - a_zp) * (b - b_zp), mult, shift) + out_zp, qmin, qmax)
 
     (the product is below 2**34 in magnitude, well inside the exact domain of mul_round_shift). When the
-    dtypes bound ``|p*mult| + 2**(shift-1) + 2**32`` below 2**63 (every 16-bit product with a normalized
-    multiplier and |zp| <= 2**15), ``mul_round_shift`` followed by the clamp is the plain
-    ``clamp(((p*mult + 2**(shift-1)) >> shift) + out_zp)`` in int64 (no branches), which the loop then uses.
+    dtypes bound ``|p*mult| + 2**(shift-1) + |out_zp|*2**shift`` below 2**63 (and the same with either operand's
+    zero point moved into the constant, for rows where the other operand is constant), ``mul_round_shift``
+    followed by the clamp is the plain ``clamp((p*mult + 2**(shift-1) + out_zp*2**shift) >> shift)`` in int64
+    (no branches), which the loop then uses.
     """
     key = None
     if cache is not None:
@@ -114,10 +115,14 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> N
     shift = as_int(shift, "shift")
     check_multiplier(mult, shift, "mul")
     ia, ib = np.iinfo(a.dtype), np.iinfo(b.dtype)
-    pmax = max(abs(ia.min - a_zp), abs(ia.max - a_zp)) * max(abs(ib.min - b_zp), abs(ib.max - b_zp))
-    # |p*mult| + rounding term (+ out_zp) stays inside int64: the plain formula is mul_round_shift exactly (its
-    # saturation at 2**62 only ever changes values that the final clamp saturates anyway)
-    direct = pmax * abs(mult) + (1 << max(shift - 1, 0)) + (1 << 32) < 1 << 63
+    dev_a = max(abs(ia.min - a_zp), abs(ia.max - a_zp))
+    dev_b = max(abs(ib.min - b_zp), abs(ib.max - b_zp))
+    pmax = dev_a * dev_b
+    # the folded constant: rounding term and output zero point (see _mul); Python ints, exact
+    c = ((1 << shift) >> 1) + abs(out_zp) * (1 << shift)
+    m = abs(mult)
+    direct = (pmax * m + c < 1 << 63 and fits_int64(a.dtype, dev_b * m, c + abs(a_zp) * dev_b * m)
+              and fits_int64(b.dtype, dev_a * m, c + abs(b_zp) * dev_a * m))
     _mul(a3, a_zp, b3, b_zp, mult, shift, direct, pmax < 1 << 31, out_zp, qmin, qmax, out3)
     if key is not None:
         cache["key"], cache["shapes"] = key, (a3.shape, b3.shape, out3.shape)

@@ -159,6 +159,34 @@ def requantize_row(src, dst, bias, mult, shift, bound, out_zp, qmin, qmax):
         dst[j] = min(max(y, qmin), qmax)
 
 
+def fits_int64(dtype, k_max: int, c_max: int) -> bool:
+    """Whether ``x*k + c`` stays inside int64 for every value x of ``dtype`` when |k| <= k_max, |c| <= c_max
+    (Python ints: exact). The precondition of :func:`scale_row`."""
+    info = np.iinfo(dtype)
+    return max(-int(info.min), int(info.max)) * k_max + c_max < 1 << 63
+
+
+@njit
+def clamp_out(y, full, qmin, qmax, dst):
+    """``min(max(y, qmin), qmax)`` for a store into ``dst``. ``full`` (``qmin``/``qmax`` are dst's whole type
+    range, a loop invariant: LLVM makes one loop per case) spells the bounds as the type's constants, so the
+    vectorized store is one saturating narrowing (vpmovsqw) instead of a max, a min and a narrowing."""
+    info = np.iinfo(dst.dtype)
+    return min(max(y, info.min), info.max) if full else min(max(y, qmin), qmax)
+
+
+@njit
+def scale_row(src, k, c, shift, qmin, qmax, dst):
+    """``dst[i] = clamp((src[i]*k + c) >> shift, qmin, qmax)`` in int64, branch-free (vectorizes): the direct row
+    of the elementwise kernels (mul by a constant row, affine), whose callers fold the input zero point, the
+    rounding term and the output zero point into ``c`` and prove with :func:`fits_int64` that ``src*k + c``
+    never leaves int64."""
+    info = np.iinfo(dst.dtype)
+    full = qmin == info.min and qmax == info.max
+    for i in range(dst.shape[0]):
+        dst[i] = clamp_out((np.int64(src[i]) * k + c) >> shift, full, qmin, qmax, dst)
+
+
 @njit
 def _requantize_cols(acc, bias, mult, shift, bound, out_zp, qmin, qmax, out):
     """The branch-free path of :func:`_requantize` for (outer, C) arrays whose channel is the last axis (an

@@ -53,3 +53,33 @@ def test_affine_refuses_inexact_sums():
         affine(x, 0, np.array([1 << 47]), np.array([0]), 8, 0, -32768, 32767, out)
     with pytest.raises(ValueError, match="f_bits"):
         affine(x, 0, np.array([1]), np.array([0]), 0, 0, -32768, 32767, out)
+
+
+@pytest.mark.parametrize("out_dtype", [np.int32, np.int16])
+def test_affine_folded_path_edge(out_dtype):
+    # the folded loop (x*w + b') >> F with b' = b + 2^(F-1) - x_zp*w + out_zp*2^F runs while
+    # max|x| * |w| + |b'| < 2^63; at the edge and one past it (the plain loop), both equal the twin
+    x = np.array([-32768, -32767, -1, 0, 1, 32766, 32767], np.int16).reshape(1, 1, -1)
+    w, f_bits = 1 << 46, 40
+    info = np.iinfo(out_dtype)
+    out_zp = 3 << 21  # out_zp * 2^40 = 3 * 2^61: with max|x| * w = 2^61, |b'| must stay below 3 * 2^61
+    for b, folded in ((-(1 << 39) - 1, True), (-(1 << 39), False), (-(1 << 39) - 5, True), (1, False)):
+        expected = naive.affine(x, 0, [w], [b], f_bits, out_zp, info.min, info.max, out_dtype)
+        out = np.empty(x.shape, out_dtype)
+        cache = {}
+        affine(x, 0, np.array([w]), np.array([b]), f_bits, out_zp, info.min, info.max, out, cache=cache)
+        assert cache["args"][-1] is folded
+        np.testing.assert_array_equal(out, expected)
+
+
+@settings(deadline=None, max_examples=100)
+@given(affine_case())
+def test_affine_cached_call_matches_twin(case):
+    # a node's cache: the second call with the same shapes and dtypes skips validation
+    *args, dtype = case
+    expected = naive.affine(*args, dtype)
+    cache = {}
+    for _ in range(2):
+        out = np.empty(args[0].shape, dtype=dtype)
+        affine(*args, out, cache=cache)
+        np.testing.assert_array_equal(out, expected)

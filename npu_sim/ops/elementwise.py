@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.add import add_rescaled
-from kernels.affine import _affine, affine
+from kernels.affine import affine
 from kernels.leaky_relu import leaky_relu
 from kernels.mul import mul
 from kernels.ort_qladd import ort_qladd
@@ -328,7 +328,14 @@ def _run_div(node, inputs, ctx):
     p = node.params
     shape = ctx.shape_of(node.outputs[0])
     c = p["mult"].size
-    if c == 1:  # scalar divisor: the quantized input is the accumulator, its zero point goes into the bias
+    if c == 1 and p["shift"][0] >= 1 and inputs[0].dtype.itemsize <= 2:
+        # scalar divisor: R(x - zx, M, r) = ((x - zx) M + 2^(r-1)) >> r (|x - zx| < 2^31), the affine kernel
+        x = np.ascontiguousarray(np.broadcast_to(inputs[0], shape)).reshape(1, 1, -1)
+        out = np.empty(x.shape, p["_out_dtype"])
+        affine(x, p["x_zp"], p["mult"], p["bias"], int(p["shift"][0]), p["out_zp"], p["qmin"], p["qmax"], out,
+               cache=p.setdefault("_k_cache", {}))
+        return [out.reshape(shape)]
+    if c == 1:  # the quantized input is the accumulator, its zero point goes into the bias
         x = np.ascontiguousarray(np.broadcast_to(inputs[0], shape))
         y = requantize_acc(node, ctx, x, 1, 1, x.size, offset=np.array([-p["x_zp"]], np.int64))
         return [y.reshape(shape)]
@@ -520,9 +527,6 @@ def _run_affine(node, inputs, ctx):
     c = p["w"].size
     x3 = np.ascontiguousarray(x).reshape(x.shape[0] if x.ndim > 1 else 1, c, -1)
     out = np.empty(x3.shape, p["_out_dtype"])
-    if p.get("_affine_key") == (x3.shape, x3.dtype):  # validated on an earlier call with this shape and dtype
-        _affine(x3, p["x_zp"], p["w"], p["b"], p["f_bits"], p["out_zp"], p["qmin"], p["qmax"], out)
-    else:
-        affine(x3, p["x_zp"], p["w"], p["b"], p["f_bits"], p["out_zp"], p["qmin"], p["qmax"], out)
-        p["_affine_key"] = (x3.shape, x3.dtype)
+    affine(x3, p["x_zp"], p["w"], p["b"], p["f_bits"], p["out_zp"], p["qmin"], p["qmax"], out,
+           cache=p.setdefault("_k_cache", {}))
     return [out.reshape(x.shape)]
