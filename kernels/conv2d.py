@@ -7,14 +7,15 @@ Two interchangeable paths compute it:
   per group would be tiny);
 * :func:`conv2d_gemm` -- im2col (numba, zero point subtracted while converting to float) followed by the
   exact chunked float GEMM of :mod:`kernels.gemm`, one GEMM per (image, group); 1x1 / stride 1 / no-pad
-  convolutions skip the im2col gather and only convert.
+  convolutions skip the im2col gather and only convert; 16-bit activations use the int16-pair kernel of
+  :mod:`kernels.conv_int16` where it is proven exact and the CPU has it.
 
 Both are checked bit for bit against ``tests/naive.py::conv2d_acc`` and against each other.
 """
 import numpy as np
 
 from ._jit import njit
-from . import depthwise
+from . import conv_int16, depthwise
 from .gemm import F32_LIMIT, _matmul_loops, abs_max, float_dtype, matmul_float_chunked, plan
 from .requantize import as_int, as_int_tuple, check_int_array, requantize_row
 
@@ -323,7 +324,10 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
     ``[col0, col1)`` (flattened ``oh*Wo + ow``) of the group's ``Cout // groups`` channels, with::
 
         true accumulator[c, j] = acc[c, j] + offset[c]       (acc: float32/float64 holding exact integers,
-                                                              or int64; offset: int64)
+                                                              int64, or int32; offset: int64)
+
+    16-bit activations run on the exact int16-pair kernel of :mod:`kernels.conv_int16` (int32 ``acc``, whole
+    output rows per block) wherever its ``plan`` proves it exact; the float paths below cover the rest.
 
     The exactness plan uses the activation dtype's range (not the data), so it is the same on every call.
     Activations enter the GEMM centred, ``x - center`` (center = 128 for uint8, 32768 for uint16, else 0;
@@ -349,13 +353,23 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
     padded = top or left or bottom or right
     info = np.iinfo(x.dtype)
     x_dev = max(abs(int(info.min) - center), abs(int(info.max) - center), abs(pad) if padded else 0)
+    if "wsum" not in cache:
+        w64 = w.reshape(cout, k).astype(np.int64)
+        cache["wsum"] = w64.sum(axis=1)
+        cache["wabs"] = int(np.abs(w64).sum(axis=1).max(initial=0))
+    if conv_int16.plan(x.dtype, pad if padded else None, cache["wabs"]):
+        if "int16" not in cache:
+            cache["int16"] = conv_int16.pack_weights(w, groups)
+        offset = (center - x_zp) * cache["wsum"]
+        for n, g, c0, c1, acc in conv_int16.blocks(x, center, pad, w, cache["int16"], groups, (sh, sw),
+                                                   (top, left, bottom, right), (dh, dw), ho, wo, block_cols):
+            yield n, g, c0, c1, acc, offset[g * cout_g:(g + 1) * cout_g]
+        return
     method, kc = plan(x_dev * cache["wmax"], k)
     key = ("w", method)
     if key not in cache:
         dt = np.int64 if method in ("loops", "zero") else float_dtype(method)
         cache[key] = np.ascontiguousarray(w.reshape(cout, k).astype(dt))
-    if "wsum" not in cache:
-        cache["wsum"] = w.reshape(cout, k).astype(np.int64).sum(axis=1)
     w2 = cache[key]
     offset = (center - x_zp) * cache["wsum"]
     dt = w2.dtype

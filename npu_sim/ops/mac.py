@@ -17,6 +17,7 @@ import numpy as np
 from kernels.conv2d import (_center, _sub_zp, combine_hilo, conv2d_acc, conv2d_direct_requantized, conv2d_gemm_blocks,
                             HILO_MIN_K, hilo_ok, split_hilo)
 from kernels.gemm import abs_max, float_dtype, plan
+from kernels import conv_int16
 from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tiles, tiled, untile
 from kernels.gemm import int_matmul
 
@@ -142,7 +143,7 @@ def _run_conv(node, inputs, ctx):
     if "mult" in p and _is_pointwise(p):
         pw = p.get("_pw")
         if pw is None:
-            pw = p["_pw"] = _prepare_pointwise(p, x)
+            pw = p["_pw"] = _prepare_pointwise(p, x) or {}  # {}: not this path (decided once: dtype and weights)
         if pw and pw["key"] == (x.dtype, x.shape[1:]):
             return [_run_pointwise(node, ctx, x, pw).reshape(out_shape)]
     # GEMM path: requantize each block of columns while it is still in cache
@@ -169,13 +170,17 @@ POINTWISE_BLOCK = 1 << 21  # accumulator elements per GEMM call (8 MiB of float3
 def _prepare_pointwise(p, x) -> dict | None:
     """What a 1x1 convolution needs on every call: the same exact single-chunk GEMM as conv2d_gemm_blocks
     (centred activations, float weights, the centring folded into the bias) with the requantization of whole
-    rows of output channels, which are contiguous. None where one exact float chunk does not cover K."""
+    rows of output channels, which are contiguous. None where one exact float chunk does not cover K, or where
+    the int16-pair kernel of conv2d_gemm_blocks (faster) applies."""
     w = p["_w"]
     cout, k = w.shape[0], w.shape[1]
     center = _center(x.dtype)
     info = np.iinfo(x.dtype)
     x_dev = max(abs(int(info.min) - center), abs(int(info.max) - center))
     wmax = abs_max(w)
+    if (x[0, 0].size >= conv_int16.NB
+            and conv_int16.plan(x.dtype, None, int(np.abs(w.reshape(cout, k).astype(np.int64)).sum(axis=1).max()))):
+        return None  # conv2d_gemm_blocks' int16-pair kernel: faster than the float GEMMs below but on tiny planes
     method, kc = plan(x_dev * wmax, k)
     single = method in ("f32", "f64") and kc >= k
     split = not (method == "f32" and single) and (k >= HILO_MIN_K or not single) and hilo_ok(x.dtype, None, wmax, k)

@@ -1,0 +1,239 @@
+"""Convolutions of 16-bit activations as exact int32 dot products of int16 pairs (x86 ``vpmaddwd``, which LLVM
+fuses with the accumulation into the VNNI ``vpdpwssd`` where the CPU has it).
+
+Used by :func:`kernels.conv2d.conv2d_gemm_blocks` where :func:`plan` proves it exact and the CPU has AVX-512BW
+(:data:`AVAILABLE`); elsewhere the float paths of :mod:`kernels.conv2d` run. Checked bit for bit against
+``tests/naive.py::conv2d_acc`` (``tests/test_kernels_conv_int16.py``).
+
+Layout. The centred activations ``v = x - center`` (int16; padding cells hold ``pad = x_zp - center``) of each
+pair of input channels ``(2p, 2p+1)`` share one int32 plane: low half channel ``2p``, high half ``2p+1`` (an odd
+last channel is paired with zeros). As in :mod:`kernels.depthwise`, each pair plane holds the ``sh*sw``
+polyphase components of the padded plane, row pitch ``wq``, so output ``(oh, ow)`` of tap ``(ky, kx)`` reads
+component ``((ky*dh) % sh, (kx*dw) % sw)`` at ``[oh + (ky*dh)//sh, ow + (kx*dw)//sw]``: on the "wide" output
+grid of pitch ``wq`` (columns ``>= Wo`` computed and discarded) every (pair, tap) term of 32 consecutive outputs
+is one unaligned 32-lane int16 load. The weights are packed alike, one int32 per (pair, tap, output channel).
+A register tile of ``MR`` output channels x 32 outputs accumulates all (pair, tap) terms with ``vpmaddwd``
+(lane i: ``a[2i]*b[2i] + a[2i+1]*b[2i+1]``, 16x16-bit products exact in 32 bits) and int32 additions.
+
+Exactness. Every int32 value the tile forms -- a product, a pair sum, a partial sum over (pair, tap) terms in
+any order -- is a sum of a subset of the terms ``w[c, k] * v[k]`` of one output ``c``, so its magnitude is at
+most ``S_c * V`` with ``S_c = sum_k |w[c, k]|`` and ``V`` the largest possible ``|v|`` (from the activation
+dtype and the padding value). :func:`plan` admits a convolution only when ``max_c S_c * V <= 2**31 - 1`` and
+every ``v`` fits int16; then no int32 operation wraps and the results are the exact integer sums (the weights
+fit int16 too: ``|w| <= S_c``). The junk columns of the wide grid and the zero/padding slack they read are sums
+of the same kind of bounded terms.
+"""
+import numba
+import numpy as np
+from llvmlite import binding as llvm_binding
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from ._jit import njit
+
+LANES = 16          # int32 lanes of one 512-bit vector
+NV = 2              # vectors per tile row: NB outputs per tile
+NB = NV * LANES
+MR = 12             # output channels per register tile (12 x 2 accumulators + 2 inputs + 1 weight of 32 registers)
+MR_TAIL = 4         # the remaining channels, 4 at a time (weights are padded to a multiple of 4 rows)
+INT32_LIMIT = (1 << 31) - 1
+V_RANGE = (-(1 << 15), (1 << 15) - 1)
+
+
+def _host_has_avx512bw() -> bool:
+    """Numba compiles for the host CPU (no NUMBA_CPU_NAME override) and that CPU has AVX-512BW."""
+    if numba.config.CPU_NAME not in (None, "host") or numba.config.CPU_FEATURES:
+        return False
+    return bool(llvm_binding.get_host_cpu_features().get("avx512bw", False))
+
+
+AVAILABLE = _host_has_avx512bw()
+
+
+def plan(dtype, pad, wabs_rowsum_max: int) -> bool:
+    """True when the int16-pair kernel computes the convolution exactly (see the module docstring).
+
+    ``dtype``: the activation dtype (int16 or uint16: centred values are int16); ``pad``: the centred padding
+    value (None without padding); ``wabs_rowsum_max``: ``max_c sum_k |w[c, k]|``."""
+    if not AVAILABLE or np.dtype(dtype) not in (np.dtype(np.int16), np.dtype(np.uint16)):
+        return False
+    if pad is not None and not V_RANGE[0] <= pad <= V_RANGE[1]:
+        return False
+    return wabs_rowsum_max * (1 << 15) <= INT32_LIMIT  # max|v| = 2**15 over the centred int16 range
+
+
+_I16, _I32, _I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
+_VEC = ir.VectorType(_I32, LANES)
+_V16 = ir.VectorType(_I16, 2 * LANES)
+
+
+def _make_tile(mr):
+    """Intrinsic ``tile(xp, base, offs, w32, m0, out, col)``: for m < mr and j < NB,
+    ``out[m0 + m, col + j] = sum_kk pmaddwd(xp[base + offs[kk] + j], w32[kk, m0 + m])`` (int32 pairs, see the
+    module docstring). The caller guarantees every index is in bounds (no checks here)."""
+
+    @intrinsic
+    def tile(typingctx, xp, base, offs, w32, m0, out, col):
+        sig = types.void(xp, base, offs, w32, m0, out, col)
+
+        def codegen(context, builder, sig, args):
+            xa, base, oa, wa, m0, outa, col = args
+            madd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VEC, [_V16, _V16]),
+                                                  "llvm.x86.avx512.pmaddw.d.512")
+            xs_, os_, ws_, outs_ = [cgutils.create_struct_proxy(sig.args[i])(context, builder, value=args[i])
+                                    for i in (0, 2, 3, 5)]
+            xptr, optr, wptr, outptr = xs_.data, os_.data, ws_.data, outs_.data
+            wstride = builder.extract_value(ws_.strides, 0)  # bytes
+            ostride = builder.extract_value(outs_.strides, 0)
+            n_k = builder.extract_value(os_.shape, 0)
+            zero = ir.Constant(_VEC, None)
+            accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(NV)] for _ in range(mr)]
+            splat_mask = ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES)
+            wbase = builder.gep(builder.bitcast(wptr, _I32.as_pointer()), [m0])
+            with cgutils.for_range(builder, n_k) as loop:
+                kk = loop.index
+                p = builder.gep(xptr, [builder.add(base, builder.load(builder.gep(optr, [kk])))])
+                xs = [builder.bitcast(builder.load(builder.bitcast(builder.gep(p, [ir.Constant(_I64, v * LANES)]),
+                                                                   _VEC.as_pointer()), align=4), _V16)
+                      for v in range(NV)]
+                wrow = builder.bitcast(builder.gep(builder.bitcast(wbase, ir.IntType(8).as_pointer()),
+                                                   [builder.mul(kk, wstride)]), _I32.as_pointer())
+                for m in range(mr):
+                    wv = builder.load(builder.gep(wrow, [ir.Constant(_I64, m)]))
+                    ws = builder.insert_element(zero, wv, ir.Constant(_I32, 0))
+                    ws = builder.bitcast(builder.shuffle_vector(ws, ws, splat_mask), _V16)
+                    for v in range(NV):
+                        a = accs[m][v]
+                        builder.store(builder.add(builder.load(a), builder.call(madd, [xs[v], ws])), a)
+            obase = builder.gep(builder.bitcast(outptr, ir.IntType(8).as_pointer()), [builder.mul(m0, ostride)])
+            for m in range(mr):
+                row = builder.bitcast(builder.gep(obase, [builder.mul(ir.Constant(_I64, m), ostride)]),
+                                      _I32.as_pointer())
+                row = builder.gep(row, [col])
+                for v in range(NV):
+                    dst = builder.bitcast(builder.gep(row, [ir.Constant(_I64, v * LANES)]), _VEC.as_pointer())
+                    builder.store(builder.load(accs[m][v]), dst, align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+_tile = _make_tile(MR)
+_tile_tail = _make_tile(MR_TAIL)
+
+
+@njit
+def _pair_planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
+    """Fill ``xp`` (pairs, plane length) with the int32-packed centred pair planes of channels ``c0 + [0, 2*pairs)``
+    of image ``n`` (module docstring): every cell first the packed padding value, then the input values at
+    component ``(r % sh, c % sw)``, position ``(r // sh)*wq + c // sw`` of padded cell ``(r, c)``."""
+    cin = x.shape[1]
+    h = x.shape[2]
+    wd = x.shape[3]
+    n_pairs, plane = xp.shape
+    for p in range(n_pairs):
+        ca = c0 + 2 * p
+        has_b = ca + 1 < cin
+        pv = (np.int32(pad) & 0xFFFF) | ((np.int32(pad) if has_b else np.int32(0)) << 16)
+        dst = xp[p]
+        for j in range(plane):
+            dst[j] = pv
+        for ih in range(h):
+            r = top + ih
+            row0 = ((r % sh) * sw) * psz + (r // sh) * wq
+            sa = x[n, ca, ih]
+            if sw == 1:
+                d = dst[row0 + left:row0 + left + wd]
+                if has_b:
+                    sb = x[n, ca + 1, ih]
+                    for j in range(wd):
+                        d[j] = ((np.int32(sa[j]) - center) & 0xFFFF) | ((np.int32(sb[j]) - center) << 16)
+                else:
+                    for j in range(wd):
+                        d[j] = (np.int32(sa[j]) - center) & 0xFFFF
+                continue
+            for iw in range(wd):
+                c = left + iw
+                b = (np.int32(x[n, ca + 1, ih, iw]) - center) << 16 if has_b else np.int32(0)
+                dst[row0 + (c % sw) * psz + c // sw] = ((np.int32(sa[iw]) - center) & 0xFFFF) | b
+
+
+@njit
+def _tiles(xp, offs, w32, npix, wide):
+    """``wide[m, j] = sum_kk pmaddwd(xp[offs[kk] + j], w32[kk, m])`` for j < npix rounded up to NB, every
+    (padded) output channel m; ``xp`` flat, with at least NB - 1 readable cells past the last valid read."""
+    mp = w32.shape[1]
+    for col in range(0, npix, NB):
+        m0 = 0
+        while m0 + MR <= mp:
+            _tile(xp, col, offs, w32, m0, wide, col)
+            m0 += MR
+        while m0 < mp:
+            _tile_tail(xp, col, offs, w32, m0, wide, col)
+            m0 += MR_TAIL
+
+
+@njit
+def _compact(wide, rows, wq, wo, out):
+    """out[c, r*wo + j] = wide[c, r*wq + j] for the channels of ``out``, r < rows and j < wo."""
+    for c in range(out.shape[0]):
+        src = wide[c]
+        dst = out[c]
+        for r in range(rows):
+            s = src[r * wq:r * wq + wo]
+            d = dst[r * wo:(r + 1) * wo]
+            for j in range(wo):
+                d[j] = s[j]
+
+
+def pack_weights(w, groups: int) -> np.ndarray:
+    """int32 [groups, pairs*taps, Cout_g rounded up to MR_TAIL]: the pair (w[c, 2p, t], w[c, 2p+1, t]) of output
+    channel c at row p*taps + t (low half channel 2p), zero for padded channels and the odd last channel."""
+    cout, cin_g, kh, kw = w.shape
+    cout_g = cout // groups
+    n_pairs = (cin_g + 1) // 2
+    mp = -(-cout_g // MR_TAIL) * MR_TAIL
+    w16 = np.zeros((groups, mp, 2 * n_pairs, kh * kw), np.int32)
+    w16[:, :cout_g, :cin_g] = w.reshape(groups, cout_g, cin_g, kh * kw)
+    lo, hi = w16[:, :, 0::2], w16[:, :, 1::2]  # (groups, mp, pairs, taps)
+    packed = (lo & 0xFFFF) | (hi << 16)
+    return np.ascontiguousarray(packed.reshape(groups, mp, n_pairs * kh * kw).transpose(0, 2, 1))
+
+
+def blocks(x, center, pad, w, w32, groups, stride, pads, dilation, ho, wo, block_cols):
+    """The blocks of :func:`kernels.conv2d.conv2d_gemm_blocks` (without the offset): yields
+    ``(n, g, col0, col1, acc)``, ``acc`` int32 (Cout_g, col1 - col0) holding the exact sums of ``(x - center) * w``
+    over the padded input (padding ``pad``), for whole output rows. The caller checked :func:`plan`."""
+    n_img, cin, h, wd = x.shape
+    cout, cin_g, kh, kw = w.shape
+    cout_g = cout // groups
+    sh, sw = stride
+    top, left, bottom, right = pads
+    dh, dw = dilation
+    hq = (top + h + bottom + sh - 1) // sh
+    wq = (left + wd + right + sw - 1) // sw
+    psz = hq * wq
+    n_pairs = (cin_g + 1) // 2
+    plane = sh * sw * psz + NB
+    ky, kx = np.divmod(np.arange(kh * kw), kw)
+    tap_off = (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
+    offs = (np.arange(n_pairs)[:, None] * plane + tap_off).reshape(-1).astype(np.int64)
+    rows = max(1, min(ho, block_cols // wo))
+    xp = np.empty((n_pairs, plane), np.int32)
+    flat = xp.reshape(-1)
+    wide = np.empty((w32.shape[2], -(-((rows - 1) * wq + wo) // NB) * NB), np.int32)
+    for n in range(n_img):
+        for g in range(groups):
+            _pair_planes(x, n, g * cin_g, center, pad, top, left, sh, sw, wq, psz, xp)
+            for r0 in range(0, ho, rows):
+                r1 = min(ho, r0 + rows)
+                npix = (r1 - r0 - 1) * wq + wo
+                # reads reach offs[-1] + r0*wq + npix rounded up to NB: inside the last pair's plane and its NB slack
+                _tiles(flat[r0 * wq:], offs, w32[g], npix, wide)
+                acc = np.empty((cout_g, (r1 - r0) * wo), np.int32)
+                _compact(wide, r1 - r0, wq, wo, acc)
+                yield n, g, r0 * wo, r1 * wo, acc

@@ -1,0 +1,119 @@
+"""The int16-pair convolution kernel (kernels/conv_int16.py), through conv2d_gemm_blocks, == golden twin, bit for
+bit: random geometries, the exactness bound just inside / just outside, extreme values and padding."""
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels import conv_int16
+from kernels.conv2d import conv2d_gemm, conv2d_gemm_blocks
+from tests import naive
+
+pytestmark = pytest.mark.skipif(not conv_int16.AVAILABLE, reason="needs AVX-512BW (the float paths run instead)")
+
+
+def _blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=8192):
+    """conv2d_gemm_blocks assembled, with the dtype of every block's accumulator."""
+    expected_shape = naive.conv2d_acc(x[:, :, :1, :1], 0, w[:, :, :1, :1], (1, 1), (0, 0, 0, 0), (1, 1),
+                                      groups).shape[:2]
+    out = {}
+    kinds = set()
+    cg = expected_shape[1] // groups
+    for n, g, c0, c1, acc, off in conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups,
+                                                     block_cols=block_cols):
+        kinds.add(acc.dtype)
+        for c in range(cg):
+            out[(n, g * cg + c, c0)] = acc[c].astype(np.int64) + off[c]
+    return out, kinds
+
+
+def _check(x, x_zp, w, stride, pads, dilation, groups, int_path=True, block_cols=8192):
+    expected = naive.conv2d_acc(x, x_zp, w, stride, pads, dilation, groups)
+    n_img, cout, ho, wo = expected.shape
+    got, kinds = _blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols)
+    flat = expected.reshape(n_img, cout, ho * wo)
+    for (n, c, c0), row in got.items():
+        np.testing.assert_array_equal(row, flat[n, c, c0:c0 + row.size])
+    assert sum(r.size for r in got.values()) == expected.size
+    assert kinds == ({np.dtype(np.int32)} if int_path else kinds - {np.dtype(np.int32)}), kinds
+    np.testing.assert_array_equal(conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups), expected)
+
+
+@st.composite
+def case16(draw):
+    groups = draw(st.integers(1, 2))
+    cin_g = draw(st.integers(1, 5))  # odd counts: the last pair holds one channel
+    cout_g = draw(st.sampled_from([1, 3, 4, 5, 12, 13, 17]))  # the 12-channel tile, the 4-channel tail, padding
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    top, left, bottom, right = pads
+    h = draw(st.integers(max(1, dh * (kh - 1) + 1 - top - bottom), 9))
+    wd = draw(st.integers(max(1, dw * (kw - 1) + 1 - left - right), 40))  # > 32 outputs per row: several tiles
+    dtype, lo, hi = draw(st.sampled_from([(np.int16, -32768, 32767), (np.uint16, 0, 65535)]))
+    x = draw(naive.int_arrays((draw(st.integers(1, 2)), cin_g * groups, h, wd), dtype, lo, hi))
+    x_zp = draw(naive.zero_points(lo, hi))
+    w = draw(naive.int_arrays((cout_g * groups, cin_g, kh, kw), np.int8, -128, 127))
+    return x, x_zp, w, (sh, sw), pads, (dh, dw), groups
+
+
+@settings(deadline=None, max_examples=150)
+@given(case16(), st.sampled_from([1, 7, 8192]))
+def test_conv_int16_matches_twin(case, block_cols):
+    _check(*case, block_cols=block_cols)
+
+
+def test_conv_int16_plan_bounds():
+    # max_c sum|w| * 32768 <= 2**31 - 1  <=>  sum|w| <= 65535; centred padding within int16
+    assert conv_int16.plan(np.int16, None, 65535) and not conv_int16.plan(np.int16, None, 65536)
+    assert conv_int16.plan(np.uint16, -32768, 1) and conv_int16.plan(np.uint16, 32767, 1)
+    assert not conv_int16.plan(np.uint16, -32769, 1) and not conv_int16.plan(np.int16, 32768, 1)
+    assert not conv_int16.plan(np.int8, None, 1) and not conv_int16.plan(np.uint8, None, 1)
+    with mock.patch.object(conv_int16, "AVAILABLE", False):
+        assert not conv_int16.plan(np.int16, None, 1)
+
+
+@pytest.mark.parametrize("dtype,lo,hi", [(np.int16, -32768, 32767), (np.uint16, 0, 65535)])
+def test_conv_int16_at_the_bound(dtype, lo, hi):
+    # every term at its extreme: all v = -32768 (x = lo, centred), sum|w| = 65535 -> |acc| = 2**31 - 32768,
+    # the largest the proof admits; one more unit of weight and the float paths take over (still exact)
+    cin = 58  # 58 channels x 3x3 = 522 taps: 516 of 127 and the remainder make sum|w| = 65535 / 65536
+    for total, int_path in ((65535, True), (65536, False)):
+        w = np.zeros((3, cin, 3, 3), np.int16)
+        flat = w.reshape(3, -1)
+        flat[:, :516] = 127
+        flat[:, 516] = total - 516 * 127
+        flat[1] *= -1  # a negative-weight channel: acc = +32768 * 65535
+        assert np.abs(flat).sum(axis=1).max() == total
+        x = np.full((1, cin, 4, 5), lo, dtype)
+        center = 32768 if dtype == np.uint16 else 0
+        _check(x, center, w.astype(np.int16), (1, 1), (0, 0, 0, 0), (1, 1), 1, int_path=int_path)
+        # padding cells at the extremes of the centred range, and alternating extreme inputs
+        x2 = np.where(np.indices(x.shape).sum(axis=0) % 2 == 0, lo, hi).astype(dtype)
+        for zp in (lo, hi):
+            _check(x2, zp, w.astype(np.int16), (1, 1), (1, 1, 1, 1), (1, 1), 1, int_path=int_path)
+
+
+def test_conv_int16_padding_outside_int16_falls_back():
+    x = np.full((1, 4, 5, 5), 7, np.uint16)
+    w = np.ones((2, 4, 3, 3), np.int8)
+    _check(x, -1, w, (1, 1), (1, 1, 1, 1), (1, 1), 1, int_path=False)  # pad = -1 - 32768
+    _check(x, -1, w, (1, 1), (0, 0, 0, 0), (1, 1), 1, int_path=True)   # no padding: admitted
+    x = np.full((1, 4, 5, 5), -7, np.int16)
+    _check(x, 32768, w, (1, 1), (1, 0, 0, 1), (1, 1), 1, int_path=False)
+
+
+def test_pack_weights_pairs():
+    w = np.arange(-20, 25).astype(np.int8).reshape(5, 3, 3, 1)  # 5 channels, 3 inputs (odd), 3x1 taps
+    p = conv_int16.pack_weights(w, 1)
+    assert p.shape == (1, 2 * 3, 8)
+    lo = (p << 16) >> 16
+    hi = p >> 16
+    for c in range(5):
+        for t in range(3):
+            assert lo[0, t, c] == w[c, 0, t, 0] and hi[0, t, c] == w[c, 1, t, 0]
+            assert lo[0, 3 + t, c] == w[c, 2, t, 0] and hi[0, 3 + t, c] == 0
+    assert not p[0, :, 5:].any()
