@@ -2,59 +2,82 @@
 import numpy as np
 
 from ._jit import njit
-from .requantize import as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, mrs_checked
+from .requantize import (as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, clamp_out,
+                         mrs_checked)
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 MAX_LEFT_SHIFT = 32
 
 
 @njit
-def _add_row_direct(ra, a_zp, a_mult, a_shift, ra_, rb, b_zp, b_mult, b_shift, rb_, left_shift, sign_b, out_mult,
-                    out_shift, ro_, out_zp, qmin, qmax, dst):
-    """The ``direct`` loop of :func:`_add_rescaled` for one row without broadcasting (same arithmetic)."""
-    # every mul_round_shift argument and multiplier is proven below 2**31 in magnitude: the products are int32 x
-    # int32 -> int64 (pmuldq)
-    am = np.int64(np.int32(a_mult))
-    bm = np.int64(np.int32(b_mult))
-    om = np.int64(np.int32(out_mult))
+def _add_direct(x, y, left_shift, am, ca, a_shift, bm, cb, b_shift, om, co, out_shift):
+    """One element of the ``direct`` path of :func:`_add_rescaled` before the output zero point and the clamp:
+    ``((va + vb) * out_mult + co) >> out_shift`` with ``va = ((x << left_shift) * am + ca) >> a_shift`` (vb alike).
+    The zero points are folded into ``ca = 2**(a_shift-1) - (a_zp << left_shift) * a_mult`` and ``cb`` (a Sub
+    negates vb exactly as ``bm = -b_mult``, ``cb = 2**(b_shift-1) - 1 + (b_zp << left_shift) * b_mult``:
+    ``-floor(z / 2**s) = floor((2**s - 1 - z) / 2**s)``); ``co = 2**(out_shift-1)``, plus ``out_zp << out_shift``
+    when that fits too. The wrapper proved every shifted input, ``va + vb`` and multiplier below 2**31 in
+    magnitude: each product is int32 x int32 -> int64 (pmuldq) and nothing leaves int64."""
+    va = (np.int64(np.int32(np.int64(x) << left_shift)) * am + ca) >> a_shift
+    vb = (np.int64(np.int32(np.int64(y) << left_shift)) * bm + cb) >> b_shift
+    return (np.int64(np.int32(va + vb)) * om + co) >> out_shift
+
+
+@njit
+def _add_row(ra, rb, left_shift, am, ca, a_shift, bm, cb, b_shift, om, co, out_shift, out_zp, qmin, qmax, dst):
+    """``dst[i] = clamp(_add_direct(ra[i], rb[i]) + out_zp, qmin, qmax)`` for a row without broadcasting (unit
+    stride: vectorized), without the addition when ``out_zp`` is folded (0 here)."""
+    info = np.iinfo(dst.dtype)
+    full = qmin == info.min and qmax == info.max
+    am, bm, om = np.int64(np.int32(am)), np.int64(np.int32(bm)), np.int64(np.int32(om))  # |m| < 2**31: pmuldq
+    if out_zp == 0:
+        for i in range(dst.shape[0]):
+            y = _add_direct(ra[i], rb[i], left_shift, am, ca, a_shift, bm, cb, b_shift, om, co, out_shift)
+            dst[i] = clamp_out(y, full, qmin, qmax, dst)
+        return
     for i in range(dst.shape[0]):
-        xa = np.int32((np.int64(ra[i]) - a_zp) << left_shift)
-        xb = np.int32((np.int64(rb[i]) - b_zp) << left_shift)
-        va = (np.int64(xa) * am + ra_) >> a_shift
-        vb = (np.int64(xb) * bm + rb_) >> b_shift
-        y = ((np.int64(np.int32(va + sign_b * vb)) * om + ro_) >> out_shift) + out_zp
-        dst[i] = min(max(y, qmin), qmax)
+        y = _add_direct(ra[i], rb[i], left_shift, am, ca, a_shift, bm, cb, b_shift, om, co, out_shift)
+        dst[i] = clamp_out(y + out_zp, full, qmin, qmax, dst)
 
 
 @njit
 def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult,
-                  out_shift, out_zp, qmin, qmax, direct, out):
-    """out = clamp(mrs(va + sign_b*vb, out_mult, out_shift) + out_zp) on (outer, mid, inner) arrays, va/vb the
-    rescaled inputs (int64); a and b may have size 1 along any axis (numpy broadcasting: index times 0).
+                  out_shift, out_zp, qmin, qmax, direct, fold, out):
+    """out = clamp(mrs(va + sign_b*vb, out_mult, out_shift) + out_zp, qmin, qmax) on (outer, mid, inner) arrays,
+    va/vb the rescaled inputs (int64); a and b may have size 1 along any axis (numpy broadcasting: index times 0).
 
-    ``direct``: the wrapper proved every ``mrs`` argument below 2**31 in magnitude and every shift >= 1, so
-    ``mrs(x, m, r) = (x*m + 2**(r-1)) >> r`` exactly, without branches (the loop vectorizes)."""
+    ``direct``: the wrapper proved the bounds of :func:`_add_direct` (shifts >= 1), so ``mrs(x, m, r) =
+    (x*m + 2**(r-1)) >> r`` exactly, without branches (the loop vectorizes); ``fold``: with ``out_zp << out_shift``
+    in the output constant too."""
     n_o, n_c, n_i = out.shape
     so, sc, si = int(a.shape[0] > 1), int(a.shape[1] > 1), int(a.shape[2] > 1)
     to, tc, ti = int(b.shape[0] > 1), int(b.shape[1] > 1), int(b.shape[2] > 1)
     if direct:
-        ra_ = np.int64(1) << (a_shift - 1)
-        rb_ = np.int64(1) << (b_shift - 1)
-        ro_ = np.int64(1) << (out_shift - 1)
+        am = np.int64(np.int32(a_mult))
+        bm = np.int64(np.int32(b_mult))
+        om = np.int64(np.int32(out_mult))
+        ca = (np.int64(1) << (a_shift - 1)) - (np.int64(a_zp) << left_shift) * am
+        cb = (np.int64(1) << (b_shift - 1)) - (np.int64(b_zp) << left_shift) * bm
+        if sign_b < 0:
+            bm = -bm
+            cb = (np.int64(1) << b_shift) - 1 - cb
+        co = np.int64(1) << (out_shift - 1)
+        zo = out_zp
+        if fold:
+            co += np.int64(out_zp) << out_shift
+            zo = 0
     for o in range(n_o):
         for c in range(n_c):
             ra = a[o * so, c * sc]
             rb = b[o * to, c * tc]
             dst = out[o, c]
-            if direct and si == 1 and ti == 1:  # no broadcasting along the rows: unit-stride loop of its own
-                _add_row_direct(ra, a_zp, a_mult, a_shift, ra_, rb, b_zp, b_mult, b_shift, rb_, left_shift,
-                                sign_b, out_mult, out_shift, ro_, out_zp, qmin, qmax, dst)
+            if direct and si == 1 and ti == 1:
+                _add_row(ra, rb, left_shift, am, ca, a_shift, bm, cb, b_shift, om, co, out_shift, zo, qmin, qmax, dst)
             elif direct:
                 for i in range(n_i):
-                    va = (((np.int64(ra[i * si]) - a_zp) << left_shift) * a_mult + ra_) >> a_shift
-                    vb = (((np.int64(rb[i * ti]) - b_zp) << left_shift) * b_mult + rb_) >> b_shift
-                    y = (((va + sign_b * vb) * out_mult + ro_) >> out_shift) + out_zp
-                    dst[i] = min(max(y, qmin), qmax)
+                    y = _add_direct(ra[i * si], rb[i * ti], left_shift, am, ca, a_shift, bm, cb, b_shift, om, co,
+                                    out_shift)
+                    dst[i] = clamp(y + zo, qmin, qmax)
             else:
                 for i in range(n_i):
                     va = mrs_checked((np.int64(ra[i * si]) - a_zp) << left_shift, a_mult, a_shift)
@@ -63,17 +86,27 @@ def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift
     return out
 
 
-def _direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, out_shift) -> bool:
-    """True when every mul_round_shift argument of the add is provably in (-2**31, 2**31) and shifts >= 1."""
+def _direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, out_mult, out_shift,
+               out_zp) -> tuple[bool, bool]:
+    """Whether the bounds of :func:`_add_direct` hold (Python ints: exact): shifts >= 1; every raw input and input
+    minus zero point shifted left, and every rescaled sum, in (-2**31, 2**31); the folded constants keep each
+    product plus constant inside int64. Second: whether they also hold with ``out_zp << out_shift`` folded."""
     if min(a_shift, b_shift, out_shift) < 1:
-        return False
+        return False, False
     info_a, info_b = np.iinfo(a.dtype), np.iinfo(b.dtype)
     xa = max(abs(info_a.min - a_zp), abs(info_a.max - a_zp)) << left_shift
     xb = max(abs(info_b.min - b_zp), abs(info_b.max - b_zp)) << left_shift
+    raw_a = max(-info_a.min, info_a.max) << left_shift
+    raw_b = max(-info_b.min, info_b.max) << left_shift
     # |mrs(x, m, r)| <= (|x|*|m| + 2**(r-1)) / 2**r + 1
     va = (xa * abs(a_mult) >> a_shift) + 1
     vb = (xb * abs(b_mult) >> b_shift) + 1
-    return xa < 2**31 and xb < 2**31 and va + vb < 2**31
+    ca = (1 << (a_shift - 1)) + (abs(a_zp) << left_shift) * abs(a_mult)
+    cb = (1 << (b_shift - 1)) + (abs(b_zp) << left_shift) * abs(b_mult)
+    direct = (max(xa, xb, raw_a, raw_b, va + vb) < 2**31 and raw_a * abs(a_mult) + ca < 2**63
+              and raw_b * abs(b_mult) + cb < 2**63)
+    co = (1 << (out_shift - 1)) + (abs(out_zp) << out_shift)
+    return direct, direct and (va + vb) * abs(out_mult) + co < 2**63
 
 
 def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
@@ -142,10 +175,11 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
     sign_b = as_int(sign_b, "sign_b")
     if sign_b not in (1, -1):
         raise ValueError(f"sign_b must be +1 or -1, got {sign_b}")
-    direct = _direct_ok(a, int(a_zp), a_mult, a_shift, b, int(b_zp), b_mult, b_shift, left_shift, out_shift)
+    direct, fold = _direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, out_mult, out_shift,
+                              out_zp)
     _add_rescaled(a3, a_zp, a_mult, a_shift, b3, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
-                  out_zp, qmin, qmax, direct, out3)
+                  out_zp, qmin, qmax, direct, fold, out3)
     if key is not None:
         cache["key"], cache["shapes"] = key, (a3.shape, b3.shape, out3.shape)
         cache["args"] = (a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
-                         out_zp, qmin, qmax, direct)
+                         out_zp, qmin, qmax, direct, fold)

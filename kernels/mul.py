@@ -9,33 +9,44 @@ IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 
 
 @njit
-def _mul_row(ra, a_zp, rb, b_zp, m, c, shift, small, qmin, qmax, dst):
-    """dst[i] = clamp(((ra[i] - a_zp) * (rb[i] - b_zp) * m + c) >> shift, qmin, qmax): the direct path of
-    :func:`_mul` for a row without broadcasting. ``small``: every product is below 2**31 in magnitude (8-bit
-    operands), so the product times ``m`` is a 32x32->64-bit multiply (pmuldq)."""
+def _mul_row(ra, a_zp, rb, b_zp, m, c, shift, small, out_zp, qmin, qmax, dst):
+    """dst[i] = clamp((((ra[i] - a_zp) * (rb[i] - b_zp) * m + c) >> shift) + out_zp, qmin, qmax): the direct path of
+    :func:`_mul` for a row without broadcasting (``out_zp`` = 0: folded into ``c``, one addition less).
+    ``small``: every product is below 2**31 in magnitude (8-bit operands), so the product times ``m`` is a
+    32x32->64-bit multiply (pmuldq)."""
     info = np.iinfo(dst.dtype)
     full = qmin == info.min and qmax == info.max
     m32 = np.int64(np.int32(m))  # |m| < 2**31 (validated)
+    if out_zp == 0:
+        for i in range(dst.shape[0]):
+            p = (np.int64(ra[i]) - a_zp) * (np.int64(rb[i]) - b_zp)
+            pm = np.int64(np.int32(p)) * m32 if small else p * m
+            dst[i] = clamp_out((pm + c) >> shift, full, qmin, qmax, dst)
+        return
     for i in range(dst.shape[0]):
         p = (np.int64(ra[i]) - a_zp) * (np.int64(rb[i]) - b_zp)
         pm = np.int64(np.int32(p)) * m32 if small else p * m
-        dst[i] = clamp_out((pm + c) >> shift, full, qmin, qmax, dst)
+        dst[i] = clamp_out(((pm + c) >> shift) + out_zp, full, qmin, qmax, dst)
 
 
 @njit
-def _mul(a, a_zp, b, b_zp, mult, shift, direct, pmax_small, out_zp, qmin, qmax, out):
+def _mul(a, a_zp, b, b_zp, mult, shift, direct, fold, pmax_small, out_zp, qmin, qmax, out):
     """out = clamp(mrs((a - a_zp) * (b - b_zp), mult, shift) + out_zp) on (outer, mid, inner) arrays; a and b
     may have size 1 along any of the three axes (numpy broadcasting: index times 0), out has the full shape.
 
-    ``direct``: the wrapper proved that, with ``c = 2**(shift-1) + out_zp*2**shift``, ``p*mult + c`` stays inside
-    int64 for every product ``p``, and so does ``x*k + c - x_zp*k`` for either operand ``x`` times a constant
-    ``k = (other - other_zp) * mult``; then ``(p*mult + c) >> shift`` is the result before the clamp (branch-free,
-    vectorizes). A row whose operand is constant along the inner axis folds it into the multiplier (one multiply
-    less). ``pmax_small``: every product is below 2**31 in magnitude (8-bit operands)."""
+    ``direct``: the wrapper proved that ``|p*mult| + 2**(shift-1) + |out_zp|`` stays inside int64 for every product
+    ``p``, and so does ``|x*k| + |x_zp*k| + 2**(shift-1) + |out_zp|`` for either operand ``x`` times a constant
+    ``k = (other - other_zp) * mult``; then ``((p*mult + 2**(shift-1)) >> shift) + out_zp`` is the result before
+    the clamp (branch-free, vectorizes). ``fold``: the same holds with ``|out_zp|*2**shift`` in place of
+    ``|out_zp|``, so the output zero point joins the constant (one addition less). A row whose operand is
+    constant along the inner axis folds it into the multiplier (one multiply less). ``pmax_small``: every product
+    is below 2**31 in magnitude (8-bit operands)."""
     n_o, n_c, n_i = out.shape
-    c = np.int64(0)
-    if direct:
-        c = ((np.int64(1) << shift) >> 1) + (np.int64(out_zp) << shift)
+    c = (np.int64(1) << shift) >> 1
+    zo = out_zp
+    if fold:
+        c += np.int64(out_zp) << shift
+        zo = 0
     m = np.int64(mult)
     so, sc, si = int(a.shape[0] > 1), int(a.shape[1] > 1), int(a.shape[2] > 1)
     to, tc, ti = int(b.shape[0] > 1), int(b.shape[1] > 1), int(b.shape[2] > 1)
@@ -45,22 +56,28 @@ def _mul(a, a_zp, b, b_zp, mult, shift, direct, pmax_small, out_zp, qmin, qmax, 
             rb = b[o * to, ch * tc]
             dst = out[o, ch]
             if direct and si == 1 and ti == 1:
-                _mul_row(ra, a_zp, rb, b_zp, m, c, shift, pmax_small, qmin, qmax, dst)
+                _mul_row(ra, a_zp, rb, b_zp, m, c, shift, pmax_small, zo, qmin, qmax, dst)
             elif direct and si == 1:
                 k = (np.int64(rb[0]) - b_zp) * m
-                scale_row(ra, k, c - a_zp * k, shift, qmin, qmax, dst)
+                scale_row(ra, k, c - a_zp * k, shift, zo, qmin, qmax, dst)
             elif direct and ti == 1:
                 k = (np.int64(ra[0]) - a_zp) * m
-                scale_row(rb, k, c - b_zp * k, shift, qmin, qmax, dst)
+                scale_row(rb, k, c - b_zp * k, shift, zo, qmin, qmax, dst)
             elif direct:  # both constant along the row: one value
                 k = (np.int64(ra[0]) - a_zp) * m
-                scale_row(rb, k, c - b_zp * k, shift, qmin, qmax, dst[:1])
+                scale_row(rb, k, c - b_zp * k, shift, zo, qmin, qmax, dst[:1])
                 dst[:] = dst[0]
             else:
                 for i in range(n_i):
                     p = (np.int64(ra[i * si]) - a_zp) * (np.int64(rb[i * ti]) - b_zp)
                     dst[i] = clamp(mrs_checked(p, mult, shift) + out_zp, qmin, qmax)
     return out
+
+
+def _proven(a_dtype, a_zp, dev_a, b_dtype, b_zp, dev_b, m, c) -> bool:
+    """The int64 bounds of :func:`_mul` with the constant ``|c|`` (Python ints: exact)."""
+    return (dev_a * dev_b * m + c < 1 << 63 and fits_int64(a_dtype, dev_b * m, c + abs(a_zp) * dev_b * m)
+            and fits_int64(b_dtype, dev_a * m, c + abs(b_zp) * dev_a * m))
 
 
 def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> None:
@@ -89,10 +106,10 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> N
         out = clamp(mul_round_shift((a - a_zp) * (b - b_zp), mult, shift) + out_zp, qmin, qmax)
 
     (the product is below 2**34 in magnitude, well inside the exact domain of mul_round_shift). When the
-    dtypes bound ``|p*mult| + 2**(shift-1) + |out_zp|*2**shift`` below 2**63 (and the same with either operand's
-    zero point moved into the constant, for rows where the other operand is constant), ``mul_round_shift``
-    followed by the clamp is the plain ``clamp((p*mult + 2**(shift-1) + out_zp*2**shift) >> shift)`` in int64
-    (no branches), which the loop then uses.
+    dtypes bound ``|p*mult| + 2**(shift-1)`` below 2**63 (and the same with either operand's zero point moved
+    into the constant, for rows where the other operand is constant), ``mul_round_shift`` followed by the clamp
+    is the plain ``clamp(((p*mult + 2**(shift-1)) >> shift) + out_zp)`` in int64 (no branches), which the loop
+    then uses; with ``out_zp*2**shift`` inside the same bound too, ``out_zp`` joins the constant.
     """
     key = None
     if cache is not None:
@@ -118,12 +135,12 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> N
     dev_a = max(abs(ia.min - a_zp), abs(ia.max - a_zp))
     dev_b = max(abs(ib.min - b_zp), abs(ib.max - b_zp))
     pmax = dev_a * dev_b
-    # the folded constant: rounding term and output zero point (see _mul); Python ints, exact
-    c = ((1 << shift) >> 1) + abs(out_zp) * (1 << shift)
-    m = abs(mult)
-    direct = (pmax * m + c < 1 << 63 and fits_int64(a.dtype, dev_b * m, c + abs(a_zp) * dev_b * m)
-              and fits_int64(b.dtype, dev_a * m, c + abs(b_zp) * dev_a * m))
-    _mul(a3, a_zp, b3, b_zp, mult, shift, direct, pmax < 1 << 31, out_zp, qmin, qmax, out3)
+    rnd = (1 << shift) >> 1
+    # out_zp added after the shift: |out_zp| of headroom covers shift 0
+    direct = _proven(a.dtype, a_zp, dev_a, b.dtype, b_zp, dev_b, abs(mult), rnd + abs(out_zp))
+    fold = direct and _proven(a.dtype, a_zp, dev_a, b.dtype, b_zp, dev_b, abs(mult), rnd + (abs(out_zp) << shift))
+    args = (a_zp, b_zp, mult, shift, direct, fold, pmax < 1 << 31, out_zp, qmin, qmax)
+    _mul(a3, a_zp, b3, *args[1:], out3)
     if key is not None:
         cache["key"], cache["shapes"] = key, (a3.shape, b3.shape, out3.shape)
-        cache["args"] = (a_zp, b_zp, mult, shift, direct, pmax < 1 << 31, out_zp, qmin, qmax)
+        cache["args"] = args

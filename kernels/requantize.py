@@ -176,15 +176,20 @@ def clamp_out(y, full, qmin, qmax, dst):
 
 
 @njit
-def scale_row(src, k, c, shift, qmin, qmax, dst):
-    """``dst[i] = clamp((src[i]*k + c) >> shift, qmin, qmax)`` in int64, branch-free (vectorizes): the direct row
-    of the elementwise kernels (mul by a constant row, affine), whose callers fold the input zero point, the
-    rounding term and the output zero point into ``c`` and prove with :func:`fits_int64` that ``src*k + c``
-    never leaves int64."""
+def scale_row(src, k, c, shift, out_zp, qmin, qmax, dst):
+    """``dst[i] = clamp(((src[i]*k + c) >> shift) + out_zp, qmin, qmax)`` in int64, branch-free (vectorizes): the
+    direct row of the elementwise kernels (mul by a constant row, affine), whose callers fold the input zero point
+    and the rounding term into ``c`` and prove with :func:`fits_int64` that ``src*k + c`` never leaves int64. They
+    fold the output zero point too (``c + out_zp*2**shift``, passing ``out_zp`` = 0) when that still fits: the
+    loop then has one addition less."""
     info = np.iinfo(dst.dtype)
     full = qmin == info.min and qmax == info.max
+    if out_zp == 0:
+        for i in range(dst.shape[0]):
+            dst[i] = clamp_out((np.int64(src[i]) * k + c) >> shift, full, qmin, qmax, dst)
+        return
     for i in range(dst.shape[0]):
-        dst[i] = clamp_out((np.int64(src[i]) * k + c) >> shift, full, qmin, qmax, dst)
+        dst[i] = clamp_out(((np.int64(src[i]) * k + c) >> shift) + out_zp, full, qmin, qmax, dst)
 
 
 @njit

@@ -117,9 +117,11 @@ def test_direct_path_matches_twin(case):
     out = np.empty(args[0].shape, dtype=dtype)
     add_rescaled(*args, out)
     np.testing.assert_array_equal(out, expected)
-    a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, _, _, o_r = args[:12]
-    if np.iinfo(a.dtype).bits <= 8 and o_r >= 24:  # ordinary 8-bit adds must take the branch-free path
-        assert _direct_ok(a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, o_r)
+    a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, _, o_m, o_r, out_zp = args[:13]
+    # ordinary adds (8-bit, or 16-bit with 16-bit zero points) to an 8/16-bit output take the branch-free path
+    ordinary = np.iinfo(a.dtype).bits <= 8 or max(abs(a_zp), abs(b_zp)) < 1 << 15
+    if ordinary and np.iinfo(dtype).bits <= 16 and o_r >= 24:
+        assert _direct_ok(a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, o_m, o_r, out_zp)[0]
 
 
 @settings(deadline=None, max_examples=100)
@@ -145,3 +147,43 @@ def test_add_broadcast_matches_twin(data):
         out = np.empty(o, dtype)
         add_rescaled(x, *args, y, b_zp, b_m, b_r, left, sign, o_m, o_r, out_zp, qmin, qmax, out, cache=cache)
         np.testing.assert_array_equal(out.reshape(shape), expected)
+
+
+def _add_direct_case(a, b, a_zp, b_zp, m, r, left, o_m, o_r, out_zp, sign, dtype):
+    """add_rescaled with a cache (to read the path it took) == the twin; returns the (direct, fold) flags."""
+    info = np.iinfo(dtype)
+    expected = naive.add_rescaled(a, a_zp, m, r, b, b_zp, m, r, left, sign, o_m, o_r, out_zp, info.min, info.max,
+                                  dtype)
+    out = np.empty(a.shape, dtype)
+    cache = {}
+    add_rescaled(a, a_zp, m, r, b, b_zp, m, r, left, sign, o_m, o_r, out_zp, info.min, info.max, out, cache=cache)
+    np.testing.assert_array_equal(out, expected)
+    return cache["args"][-2:]
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_add_direct_path_edges(sign):
+    # the branch-free loop's bounds (kernels.add._direct_ok), at and one past each edge, with extreme inputs
+    m, r = quantize_multiplier(0.5)
+    u16 = np.array([0, 65535, 1, 65534, 32768, 0], np.uint16)
+    rev = u16[::-1].copy()
+    # raw inputs shifted left must fit int32: 65535 << 15 does, 65535 << 16 does not
+    assert _add_direct_case(u16, rev, 0, 0, m, r, 15, m, r + 10, 3, sign, np.int32) == (True, True)
+    assert _add_direct_case(u16, rev, 0, 0, m, r, 16, m, r + 10, 3, sign, np.int32) == (False, False)
+    # out_zp joins the output constant while (va + vb) * |out_mult| + 2**(out_shift-1) + |out_zp| * 2**out_shift
+    # < 2**63; past that it is added after the shift
+    i16 = np.array([-32768, 32767, -1, 0, 1, -32767], np.int16)
+    i16b = i16[::-1].copy()
+    o_m, o_r = quantize_multiplier(2.0 ** -20)
+    va = ((32768 << 15) * m >> r) + 1
+    edge = ((1 << 63) - 1 - 2 * va * o_m - (1 << (o_r - 1))) >> o_r
+    assert _add_direct_case(i16, i16b, 0, 0, m, r, 15, o_m, o_r, edge, sign, np.int32) == (True, True)
+    assert _add_direct_case(i16, i16b, 0, 0, m, r, 15, o_m, o_r, -edge, sign, np.int32) == (True, True)
+    assert _add_direct_case(i16, i16b, 0, 0, m, r, 15, o_m, o_r, edge + 1, sign, np.int32) == (True, False)
+    assert _add_direct_case(i16, i16b, 0, 0, m, r, 15, o_m, o_r, -edge - 1, sign, np.int32) == (True, False)
+    # the input constants: max|x << left| * |mult| + 2**(shift-1) + (|zp| << left) * |mult| < 2**63 (uint16 with a
+    # zero point near 32768 reaches it at left 15)
+    big_m = (1 << 31) - 1
+    zp_edge = ((1 << 63) - 1 - (65535 << 15) * big_m - (1 << 61)) // ((1 << 15) * big_m)
+    for zp, direct in ((zp_edge, True), (zp_edge + 1, False)):
+        assert _add_direct_case(u16, rev, zp, 0, big_m, 62, 15, 1 << 30, 31, 0, sign, np.int32) == (direct, direct)

@@ -50,34 +50,37 @@ def test_mul_extremes():
     assert out8.tolist() == [11, 12, 255, 10]  # ties 0.5 -> 1, 1.5 -> 2; 65025/2 saturates
 
 
-def _direct_edge(a_zp, b_zp, shift, out_zp):
-    """The largest |mult| of the branch-free loops for uint16 operands (see kernels.mul._mul): with
-    c = 2**(shift-1) + |out_zp|*2**shift, pmax*|mult| + c < 2**63, and for a row times a constant
+def _edge(a_zp, b_zp, c):
+    """The largest |mult| for which the int64 bounds of kernels.mul._mul hold with the constant c, for uint16
+    operands: pmax*|mult| + c < 2**63, and for a row times a constant
     max|x|*dev_other*|mult| + |x_zp|*dev_other*|mult| + c < 2**63 for either operand x."""
     dev_a = max(abs(0 - a_zp), abs(65535 - a_zp))
     dev_b = max(abs(0 - b_zp), abs(65535 - b_zp))
-    c = ((1 << shift) >> 1) + abs(out_zp) * (1 << shift)
     lim = (1 << 63) - c - 1
     return min(lim // (dev_a * dev_b), lim // ((65535 + abs(a_zp)) * dev_b), lim // ((65535 + abs(b_zp)) * dev_a))
 
 
 def test_mul_direct_path_bound():
-    # the branch-free loops run up to the edge of their int64 proof; at and just past it (the checked path),
-    # with every product at its extreme, they equal the twin
+    # the branch-free loops run up to the edge of their int64 proof, with the output zero point folded into the
+    # constant up to a tighter edge; at and just past each edge, with every product at its extreme, they equal
+    # the twin
     a = np.array([0, 65535, 0, 65535, 1, 32768], np.uint16)
     b = np.array([0, 65535, 65535, 0, 65534, 32767], np.uint16)
     for a_zp, b_zp in ((-65536, -65536), (65536, -65536), (0, 0), (32768, 32768), (-3, 7)):
         for shift in (0, 1, 31, 45, 47, 62):
             for dtype, out_zp, qmin, qmax in ((np.int16, -7, -32768, 32767), (np.int16, 32767, -5, 32767),
                                               (np.int32, 0, -2 ** 31, 2 ** 31 - 1)):
-                edge = _direct_edge(a_zp, b_zp, shift, out_zp)
-                near = [max(0, min(e, (1 << 31) - 1)) for e in (edge, edge + 1)]
-                for mult in {near[0], near[1], -near[0]}:
+                # the branch-free loops (c = 2**(shift-1) + |out_zp|) and out_zp folded (|out_zp| * 2**shift)
+                rnd = (1 << shift) >> 1
+                edge = _edge(a_zp, b_zp, rnd + abs(out_zp))
+                fold_edge = _edge(a_zp, b_zp, rnd + (abs(out_zp) << shift))
+                near = [max(0, min(e, (1 << 31) - 1)) for e in (edge, edge + 1, fold_edge, fold_edge + 1)]
+                for mult in set(near) | {-near[0], -near[2]}:
                     expected = naive.mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, dtype)
                     out = np.empty(a.shape, dtype)
                     cache = {}
                     mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=cache)
-                    assert cache["args"][4] == (abs(mult) <= edge)
+                    assert cache["args"][4:6] == (abs(mult) <= edge, abs(mult) <= fold_edge)
                     np.testing.assert_array_equal(out, expected)
                     # one operand broadcast along the inner axis (its value folded into the multiplier)
                     for i in (0, 1, 5):
