@@ -249,6 +249,21 @@ def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out_dtype):
     return out
 
 
+def row_sums(x):
+    """Python-int sum of every row of a 2-D array."""
+    return np.array([sum(int(v) for v in row) for row in x], dtype=np.int64)
+
+
+def quantize_linear(x, scale, zp, qmin, qmax, out_dtype):
+    """ONNX QuantizeLinear per element with numpy float32 scalars: rint(x / scale) (IEEE float32 division, half to
+    even) + zp in float32; NaN -> 0; then clamped to [qmin, qmax]."""
+    out = np.zeros(x.shape, dtype=out_dtype)
+    for i, v in enumerate(x):
+        q = np.float32(np.rint(np.float32(v) / np.float32(scale))) + np.float32(zp)
+        out[i] = int(min(max(0.0 if np.isnan(q) else float(q), qmin), qmax))
+    return out
+
+
 def resize_linear_acc(x, x_zp, y0, y1, wy, x0, x1, wx, frac_bits):
     n_img, n_c = x.shape[:2]
     one = 2 ** frac_bits

@@ -7,6 +7,10 @@ Requantize: fixed point ``y = R(q - zi, si/so) + zo``; on the ``onnx`` arithmeti
 """
 from __future__ import annotations
 
+import numpy as np
+
+from kernels.quantize_linear import OUT_DTYPES, quantize_linear
+
 from ..ir import Node, Tensor
 from .common import rescale, rescale_params
 
@@ -17,7 +21,13 @@ def lower_quantize(lowering, onode, src: Tensor, out: Tensor) -> Node:
 
 
 def _run_quantize(node, inputs, ctx):
-    return [node.params["_q"].quantize(inputs[0])]
+    q, x = node.params["_q"], inputs[0]
+    if q.per_tensor and x.dtype == np.float32 and q.np_dtype in OUT_DTYPES:  # the same float32 steps, one pass
+        out = np.empty(x.size, q.np_dtype)
+        quantize_linear(np.ascontiguousarray(x).reshape(-1), np.float32(q.scale), int(q.zero_point), q.qmin, q.qmax,
+                        out)
+        return [out.reshape(x.shape)]
+    return [q.quantize(x)]
 
 
 def lower_requantize(lowering, onode, src: Tensor, out: Tensor) -> Node:

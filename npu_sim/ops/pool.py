@@ -26,6 +26,7 @@ import numpy as np
 from kernels.ort_qlgavgpool import ort_qlgavgpool, qlgavgpool_scale
 from kernels.ort_qlavgpool import qlinear_avgpool
 from kernels.pool2d import avgpool2d, maxpool2d
+from kernels.row_sum import row_sums
 
 from ..ir import Node, Tensor
 from .common import (attrs, check_per_tensor, clamp_bounds, fixed_multipliers, int_const, output_params, prepare_requant,
@@ -203,5 +204,11 @@ def _run_ort_qlgavgpool(node, inputs, ctx):
 def _run_mean(node, inputs, ctx):
     p = node.params
     x = inputs[0]
-    acc = x.astype(np.int64).sum(axis=p["axes"]) - p["x_zp"] * p["n"]
+    axes = p["axes"]
+    if axes == tuple(range(axes[0], x.ndim)):  # trailing axes: the sums of contiguous rows
+        acc = np.empty(x.size // p["n"], np.int64)
+        row_sums(np.ascontiguousarray(x).reshape(acc.size, p["n"]), acc)
+    else:
+        acc = x.astype(np.int64).sum(axis=axes)
+    acc -= p["x_zp"] * p["n"]
     return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(ctx.shape_of(node.outputs[0]))]
