@@ -264,6 +264,15 @@ def quantize_linear(x, scale, zp, qmin, qmax, out_dtype):
     return out
 
 
+def resize_nearest(x, rows, cols):
+    """out[n, c, o, p] = x[n, c, rows[o], cols[p]], element by element."""
+    n_img, n_c = x.shape[:2]
+    out = np.zeros((n_img, n_c, len(rows), len(cols)), dtype=x.dtype)
+    for n, c, o, p in itertools.product(range(n_img), range(n_c), range(len(rows)), range(len(cols))):
+        out[n, c, o, p] = x[n, c, rows[o], cols[p]]
+    return out
+
+
 def resize_linear_acc(x, x_zp, y0, y1, wy, x0, x1, wx, frac_bits):
     n_img, n_c = x.shape[:2]
     one = 2 ** frac_bits

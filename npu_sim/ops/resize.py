@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.resize import resize_linear_acc
+from kernels.resize_nearest import X_DTYPES, resize_nearest
 
 from ..ir import Node, Tensor
 from .common import (attrs, check_per_tensor, fixed_multipliers, output_params, requantize_acc, rescale,
@@ -132,9 +133,17 @@ def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
 def _run_nearest(node, inputs, ctx):
     p = node.params
     y = inputs[0]
-    for ax, idx in enumerate(p["_index"]):
-        if idx is not None:
-            y = np.take(y, idx, axis=ax)
+    index = p["_index"]
+    if y.ndim == 4 and index[0] is None and index[1] is None and y.dtype in X_DTYPES:  # NCHW planes
+        n, c, h, w = y.shape
+        rows = np.arange(h) if index[2] is None else index[2]
+        cols = np.arange(w) if index[3] is None else index[3]
+        x, y = np.ascontiguousarray(y), np.empty((n, c, rows.size, cols.size), y.dtype)
+        resize_nearest(x, rows, cols, y)
+    else:
+        for ax, idx in enumerate(index):
+            if idx is not None:
+                y = np.take(y, idx, axis=ax)
     if p["_rescale"] is not None:
         y = rescale(node, ctx, y, p["_rescale"])
     return [np.ascontiguousarray(y)]
