@@ -12,7 +12,8 @@ import numpy as np
 from kernels.quantize_linear import OUT_DTYPES, quantize_linear
 
 from ..ir import Node, Tensor
-from .common import rescale, rescale_params
+from .common import rescale_params
+from .elementwise import scalar_rescale
 
 
 def lower_quantize(lowering, onode, src: Tensor, out: Tensor) -> Node:
@@ -39,4 +40,4 @@ def _run_requantize(node, inputs, ctx):
     p = node.params
     if "_src" in p:
         return [p["_dst"].quantize(p["_src"].dequantize(inputs[0]))]
-    return [rescale(node, ctx, inputs[0], p)]
+    return [scalar_rescale(node, ctx, inputs[0], p)]

@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.add import add_rescaled
+from kernels.affine import IN_DTYPES as AFFINE_DTYPES
 from kernels.affine import affine
 from kernels.leaky_relu import leaky_relu
 from kernels.mul import mul
@@ -328,19 +329,24 @@ def _run_div(node, inputs, ctx):
     p = node.params
     shape = ctx.shape_of(node.outputs[0])
     c = p["mult"].size
-    if c == 1 and p["shift"][0] >= 1 and inputs[0].dtype.itemsize <= 2:
-        # scalar divisor: R(x - zx, M, r) = ((x - zx) M + 2^(r-1)) >> r (|x - zx| < 2^31), the affine kernel
-        x = np.ascontiguousarray(np.broadcast_to(inputs[0], shape)).reshape(1, 1, -1)
-        out = np.empty(x.shape, p["_out_dtype"])
-        affine(x, p["x_zp"], p["mult"], p["bias"], int(p["shift"][0]), p["out_zp"], p["qmin"], p["qmax"], out,
-               cache=p.setdefault("_k_cache", {}))
-        return [out.reshape(shape)]
     if c == 1:  # the quantized input is the accumulator, its zero point goes into the bias
-        x = np.ascontiguousarray(np.broadcast_to(inputs[0], shape))
-        y = requantize_acc(node, ctx, x, 1, 1, x.size, offset=np.array([-p["x_zp"]], np.int64))
-        return [y.reshape(shape)]
+        return [scalar_rescale(node, ctx, np.broadcast_to(inputs[0], shape), p)]
     acc = np.broadcast_to(inputs[0].astype(np.int64) - p["x_zp"], shape)
     return [requantize_acc(node, ctx, acc, acc.size // c, c, 1).reshape(shape)]
+
+
+def scalar_rescale(node, ctx, x, p: dict) -> np.ndarray:
+    """``clamp(R(x - x_zp, mult, shift) + out_zp)`` with one multiplier (``p`` from ``rescale_params``, or a Div by
+    a scalar): for 8/16-bit ``x`` and ``shift >= 1`` it is ``((x - x_zp) * mult + 2^(shift-1)) >> shift``, the
+    affine kernel with one channel (the same integers as the requantization, |x - x_zp| < 2^31); else
+    ``common.rescale``."""
+    if p["shift"][0] < 1 or x.dtype not in AFFINE_DTYPES or abs(p["x_zp"]) > 1 << 16:
+        return rescale(node, ctx, x, p)
+    x3 = np.ascontiguousarray(x).reshape(1, 1, -1)
+    out = np.empty(x3.shape, p["_out_dtype"])
+    affine(x3, p["x_zp"], p["mult"], p["bias"], int(p["shift"][0]), p["out_zp"], p["qmin"], p["qmax"], out,
+           cache=p.setdefault("_k_cache", {}))
+    return out.reshape(x.shape)
 
 
 def lower_concat(lowering, onode, args, out: Tensor, act) -> Node:
@@ -366,7 +372,7 @@ def _run_concat(node, inputs, ctx):
     for t, rq in p["_parts"]:
         v, i = _value(t, inputs, i)
         if rq is not None:
-            v = rescale(node, ctx, v, rq)
+            v = scalar_rescale(node, ctx, v, rq)
         pieces.append(v.astype(p["_out_dtype"], copy=False))
     return [np.concatenate(pieces, axis=p["axis"])]
 
@@ -384,7 +390,7 @@ def lower_clamp(lowering, onode, args, out: Tensor, act) -> Node:
 
 
 def _run_rescale(node, inputs, ctx):
-    return [rescale(node, ctx, inputs[0], node.params)]
+    return [scalar_rescale(node, ctx, inputs[0], node.params)]
 
 
 def lower_leaky_relu(lowering, onode, args, out: Tensor, act) -> Node:

@@ -19,8 +19,8 @@ from kernels.resize import resize_linear_acc
 from kernels.resize_nearest import X_DTYPES, resize_nearest
 
 from ..ir import Node, Tensor
-from .common import (attrs, check_per_tensor, fixed_multipliers, output_params, requantize_acc, rescale,
-                     rescale_params)
+from .common import attrs, check_per_tensor, fixed_multipliers, output_params, requantize_acc, rescale_params
+from .elementwise import scalar_rescale
 from .float_ref import lower_float_reference
 
 
@@ -145,7 +145,7 @@ def _run_nearest(node, inputs, ctx):
             if idx is not None:
                 y = np.take(y, idx, axis=ax)
     if p["_rescale"] is not None:
-        y = rescale(node, ctx, y, p["_rescale"])
+        y = scalar_rescale(node, ctx, y, p["_rescale"])
     return [np.ascontiguousarray(y)]
 
 
