@@ -184,12 +184,16 @@ def scale_row(src, k, c, shift, out_zp, qmin, qmax, dst):
     loop then has one addition less."""
     info = np.iinfo(dst.dtype)
     full = qmin == info.min and qmax == info.max
+    small = -(1 << 31) < k < (1 << 31)  # 8/16-bit src times an int32 k: a 32x32->64-bit multiply (pmuldq)
+    k32 = np.int64(np.int32(k))
     if out_zp == 0:
         for i in range(dst.shape[0]):
-            dst[i] = clamp_out((np.int64(src[i]) * k + c) >> shift, full, qmin, qmax, dst)
+            xk = np.int64(np.int32(src[i])) * k32 if small else np.int64(src[i]) * k
+            dst[i] = clamp_out((xk + c) >> shift, full, qmin, qmax, dst)
         return
     for i in range(dst.shape[0]):
-        dst[i] = clamp_out(((np.int64(src[i]) * k + c) >> shift) + out_zp, full, qmin, qmax, dst)
+        xk = np.int64(np.int32(src[i])) * k32 if small else np.int64(src[i]) * k
+        dst[i] = clamp_out(((xk + c) >> shift) + out_zp, full, qmin, qmax, dst)
 
 
 @njit

@@ -83,3 +83,20 @@ def test_affine_cached_call_matches_twin(case):
         out = np.empty(args[0].shape, dtype=dtype)
         affine(*args, out, cache=cache)
         np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("w", [(1 << 31) - 1, 1 << 31, -(1 << 31) + 1, -(1 << 31), 3, -3])
+@pytest.mark.parametrize("x_dtype", [np.int8, np.uint8, np.int16, np.uint16])
+def test_affine_int32_factor_edge(w, x_dtype):
+    # |w| < 2^31 multiplies as int32 x int32 -> int64 (pmuldq); at the edge and one past it, equal to the twin
+    info = np.iinfo(x_dtype)
+    x = np.array([info.min, info.min + 1, -1 if info.min else 1, 0, info.max - 1, info.max], x_dtype)
+    x = x.reshape(1, 1, -1)
+    for f_bits, out_dtype, out_zp, qmin, qmax in ((33, np.int16, -5, -32768, 32767), (40, np.int8, 3, -100, 127),
+                                                 (20, np.int32, 7, -2 ** 31, 2 ** 31 - 1)):
+        b = np.array([12345], np.int64)
+        x_zp = int(info.min) // 3
+        expected = naive.affine(x, x_zp, [w], b, f_bits, out_zp, qmin, qmax, out_dtype)
+        out = np.empty(x.shape, out_dtype)
+        affine(x, x_zp, np.array([w]), b, f_bits, out_zp, qmin, qmax, out)
+        np.testing.assert_array_equal(out, expected)
