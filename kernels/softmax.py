@@ -69,9 +69,13 @@ def _normalize_rows(e, out, recip_lut, lut_bits, out_mult, out_shift, out_zp, qm
     """Second pass shared by both variants: ``e`` (rows, n) int64 Q.30 exponentials -> ``out``.
 
     ``S = sum(e)``; ``(y, h) = recip_q30(S)``; ``p = (e*y + 2**(h-2)) >> (h-1)`` (Q.31);
-    ``out = clamp(mul_round_shift(p, out_mult, out_shift) + out_zp, qmin, qmax)``.
+    ``out = clamp(mul_round_shift(p, out_mult, out_shift) + out_zp, qmin, qmax)``. As ``0 <= e <= 2**30`` and
+    ``y <= 2**30``, ``0 <= p <= 2**31``, so ``p * out_mult`` (|out_mult| < 2**31) fits int64 and
+    ``mul_round_shift`` is the plain ``(p*out_mult + 2**(out_shift-1)) >> out_shift``.
     """
     rows, n = e.shape
+    m = np.int64(out_mult)
+    ro = np.int64(0) if out_shift == 0 else np.int64(1) << (out_shift - 1)
     for r in range(rows):
         s = np.int64(0)
         for i in range(n):
@@ -81,7 +85,7 @@ def _normalize_rows(e, out, recip_lut, lut_bits, out_mult, out_shift, out_zp, qm
         rnd = np.int64(1) << (sh - 1)
         for i in range(n):
             p = (e[r, i] * y + rnd) >> sh
-            out[r, i] = clamp(mrs_checked(p, out_mult, out_shift) + out_zp, qmin, qmax)
+            out[r, i] = clamp(((p * m + ro) >> out_shift) + out_zp, qmin, qmax)
 
 
 @njit
@@ -94,14 +98,16 @@ def _row_max(row):
 
 
 @njit
-def _softmax_lut8(x, exp_lut, recip_lut, lut_bits, out_mult, out_shift, out_zp, qmin, qmax, out):
-    """``e = exp_lut[max(row) - x]`` per row, then :func:`_normalize_rows`."""
+def _softmax_table(x, exp_lut, recip_lut, lut_bits, out_mult, out_shift, out_zp, qmin, qmax, out):
+    """``e = exp_lut[min(max(row) - x, len - 1)]`` per row, then :func:`_normalize_rows` (a table shorter
+    than the rows' span ends in 0: every longer distance has e = 0 too)."""
     rows, n = x.shape
     e = np.empty((rows, n), np.int64)
+    last = np.int64(exp_lut.shape[0] - 1)
     for r in range(rows):
         m = _row_max(x[r])
         for i in range(n):
-            e[r, i] = exp_lut[m - np.int64(x[r, i])]
+            e[r, i] = exp_lut[min(m - np.int64(x[r, i]), last)]
     _normalize_rows(e, out, recip_lut, lut_bits, out_mult, out_shift, out_zp, qmin, qmax)
 
 
@@ -125,16 +131,15 @@ def exp2_q30(d, pos_mult, pos_shift, frac_bits, exp2_lut, lut_bits):
 
 
 @njit
-def _softmax_lut16(x, pos_mult, pos_shift, frac_bits, exp2_lut, lut_bits, recip_lut, recip_bits, out_mult,
-                   out_shift, out_zp, qmin, qmax, out):
-    """``e = exp2_q30(max(row) - x)`` per row, then :func:`_normalize_rows`."""
-    rows, n = x.shape
-    e = np.empty((rows, n), np.int64)
-    for r in range(rows):
-        m = _row_max(x[r])
-        for i in range(n):
-            e[r, i] = exp2_q30(m - np.int64(x[r, i]), pos_mult, pos_shift, frac_bits, exp2_lut, lut_bits)
-    _normalize_rows(e, out, recip_lut, recip_bits, out_mult, out_shift, out_zp, qmin, qmax)
+def _exp2_values(pos_mult, pos_shift, frac_bits, exp2_lut, lut_bits, n):
+    """``exp2_q30(d)`` for d = 0, 1, ... up to n - 1 or the first 0 (``exp2_q30`` is non-increasing in d:
+    ``pos_mult >= 0`` and the table is non-increasing), whichever comes first."""
+    t = np.empty(n, np.int64)
+    for d in range(n):
+        t[d] = exp2_q30(np.int64(d), pos_mult, pos_shift, frac_bits, exp2_lut, lut_bits)
+        if t[d] == 0:
+            return t[:d + 1]
+    return t
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -220,11 +225,11 @@ def softmax_lut8(x, exp_lut, recip_lut, out_mult, out_shift, out_zp, qmin, qmax,
             raise ValueError("exp_lut[0] must be 2**30 (exp(0) in Q.30)")
     recip, k = _recip(recip_lut)
     out_mult, out_shift, out_zp, qmin, qmax = _out(out, x.shape, out_mult, out_shift, out_zp, qmin, qmax)
-    _softmax_lut8(x, table, recip, k, out_mult, out_shift, out_zp, qmin, qmax, out)
+    _softmax_table(x, table, recip, k, out_mult, out_shift, out_zp, qmin, qmax, out)
 
 
 def softmax_lut16(x, pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, out_mult, out_shift, out_zp, qmin, qmax,
-                  out) -> None:
+                  out, cache=None) -> None:
     """Softmax of each row of a 16-bit (or 8-bit) array, exponentials by base-2 split + interpolated table.
 
     Parameters
@@ -238,6 +243,9 @@ def softmax_lut16(x, pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, out_mu
         ``round(2**30 * 2**(-i / 2**K))``: non-increasing, ``exp2_lut[0] == 2**30``, last entry 2**29.
     recip_lut, out_mult, out_shift, out_zp, qmin, qmax, out
         As in :func:`softmax_lut8`.
+    cache : dict, optional
+        Owned by the caller for one graph node (constant exponent parameters and tables): keeps the validated
+        tables and ``exp2_q30`` of every possible distance, computed on the first call and looked up after.
 
     Notes
     -----
@@ -251,6 +259,23 @@ def softmax_lut16(x, pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, out_mu
         e = (v + 2**(k-1)) >> k                            (e = v when k == 0)
     """
     _rows(x, IN_DTYPES_16)
+    info = np.iinfo(x.dtype)
+    key = (pos_mult, pos_shift, frac_bits, x.dtype)
+    if cache is not None and cache.get("key") == key:
+        e_table, recip, rk = cache["tables"]
+    else:
+        e_table, recip, rk = _lut16_tables(pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut,
+                                           int(info.max) - int(info.min) + 1)
+        if cache is not None:
+            cache["key"], cache["tables"] = key, (e_table, recip, rk)
+    out_mult, out_shift, out_zp, qmin, qmax = _out(out, x.shape, out_mult, out_shift, out_zp, qmin, qmax)
+    _softmax_table(x, e_table, recip, rk, out_mult, out_shift, out_zp, qmin, qmax, out)
+
+
+def _lut16_tables(pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, n_d):
+    """Validated arguments of :func:`softmax_lut16` as ``(e_table, recip_lut, K)``: ``e_table[d] =
+    exp2_q30(d)`` for every distance ``d < n_d`` the input dtype allows (cut after its first 0), computed once
+    -- the same integers as evaluating ``exp2_q30`` per element, looked up."""
     pos_mult = as_int(pos_mult, "pos_mult")
     pos_shift = as_int(pos_shift, "pos_shift")
     check_multiplier(pos_mult, pos_shift, "softmax exponent position")
@@ -265,6 +290,4 @@ def softmax_lut16(x, pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, out_mu
     if not k <= frac_bits <= k + 30:
         raise ValueError(f"frac_bits must be in [{k}, {k + 30}], got {frac_bits}")
     recip, rk = _recip(recip_lut)
-    out_mult, out_shift, out_zp, qmin, qmax = _out(out, x.shape, out_mult, out_shift, out_zp, qmin, qmax)
-    _softmax_lut16(x, pos_mult, pos_shift, frac_bits, table, k, recip, rk, out_mult, out_shift, out_zp, qmin, qmax,
-                   out)
+    return _exp2_values(pos_mult, pos_shift, frac_bits, table, k, n_d), recip, rk

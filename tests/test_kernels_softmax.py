@@ -86,6 +86,23 @@ def test_softmax_lut16_matches_twin(case):
     np.testing.assert_array_equal(out, expected)
 
 
+@settings(deadline=None, max_examples=50)
+@given(lut16_case(), st.integers(0, 2 ** 32 - 1))
+def test_softmax_lut16_cache_is_reused_and_exact(case, seed):
+    """The per-node cache (exp2_q30 of every distance, computed once) gives the twin's integers on a second,
+    different input of the same dtype too."""
+    *args, dtype = case
+    x = args[0]
+    info = np.iinfo(x.dtype)
+    x2 = np.random.default_rng(seed).integers(info.min, info.max, x.shape, endpoint=True).astype(x.dtype)
+    cache = {}
+    for data in (x, x2):
+        out = np.empty(data.shape, dtype)
+        softmax_lut16(data, *args[1:], out, cache=cache)
+        np.testing.assert_array_equal(out, naive_norm.softmax_lut16(data, *args[1:], dtype))
+    assert cache["tables"][0][0] == 2 ** 30
+
+
 @settings(deadline=None, max_examples=200)
 @given(st.integers(2 ** 30, 2 ** 62), st.integers(7, 12))
 def test_reciprocal_accuracy(s, k):

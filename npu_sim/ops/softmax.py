@@ -204,5 +204,6 @@ def _run_softmax(node, inputs, ctx):
     if p["variant"] == "lut8":
         softmax_lut8(rows, p["_exp_lut"], p["_recip_lut"], *out_stage)
     else:
-        softmax_lut16(rows, p["pos_mult"], p["pos_shift"], p["frac_bits"], p["_exp_lut"], p["_recip_lut"], *out_stage)
+        softmax_lut16(rows, p["pos_mult"], p["pos_shift"], p["frac_bits"], p["_exp_lut"], p["_recip_lut"], *out_stage,
+                      cache=p.setdefault("_k_cache", {}))
     return [back(y)]
