@@ -20,9 +20,16 @@ bounded terms, so they are finite and harmless.
 
 Fused requantization: each block of accumulators goes through ``requantize_row`` (the branch-free path of
 ``kernels.requantize``), which truncates the float accumulator to int64 (exact: it is an integer).
+
+16-bit activations: :func:`depthwise` runs :mod:`kernels.depthwise_int16` instead (int16 tap pairs, int32
+accumulators) where ``kernels.conv_int16.plan`` proves it exact and the host has AVX-512BW; the packed weights
+are kept per weight array (the callers keep one float weight array per node).
 """
+import weakref
+
 import numpy as np
 
+from . import depthwise_int16
 from ._jit import njit
 from .requantize import requantize_row
 
@@ -259,10 +266,42 @@ def buffers(x_shape, w_shape, stride, pads, dtype):
     return xq, acc
 
 
+_INT16_PREP = {}  # id(wf) -> (weakref to wf, geometry key, depthwise_int16.prepare result)
+
+
+def _int16_prep(wf, kh, kw, sw, dw):
+    """depthwise_int16.prepare(wf, ...), kept while ``wf`` lives (entries leave with their array)."""
+    key = id(wf)
+    geo = (kh, kw, sw, dw, wf.shape, wf.dtype.str)
+    entry = _INT16_PREP.get(key)
+    if entry is not None and entry[0]() is wf and entry[1] == geo:
+        return entry[2]
+    prep = depthwise_int16.prepare(wf, kh, kw, sw, dw)
+    _INT16_PREP[key] = (weakref.ref(wf, lambda _, k=key: _INT16_PREP.pop(k, None)), geo, prep)
+    return prep
+
+
+def _int16_admits(x, x_zp, prep, fuse, bias) -> bool:
+    """Whether :mod:`kernels.depthwise_int16` computes this call exactly (its module docstring)."""
+    if prep is None or x.dtype not in (np.dtype(np.int16), np.dtype(np.uint16)):
+        return False
+    pad = int(x_zp) - (0 if x.dtype == np.int16 else 1 << 15)
+    if not depthwise_int16.plan(x.dtype, pad, prep[3]):
+        return False
+    # the correction pad * sum_t w folded into the bias stays far inside int64
+    corr = abs(pad) * (int(np.abs(prep[2]).max()) if prep[2].size else 0)
+    return not fuse or not bias.size or int(np.abs(bias).max()) + corr < 1 << 62
+
+
 def depthwise(x, x_zp, wf, kh, kw, stride, pads, dilation, out, fuse=False, bias=None, mult=None, shift=None,
               bound=None, out_zp=0, qmin=0, qmax=0):
     """Run :func:`_depthwise` (arguments already validated by the caller, ``wf`` float (Cout, kh*kw) of the
-    dtype :func:`plan` chose)."""
+    dtype :func:`plan` chose), or for 16-bit activations the exact int16-pair kernel where it is proven exact."""
+    if depthwise_int16.AVAILABLE and x.dtype.itemsize == 2:
+        prep = _int16_prep(wf, kh, kw, stride[1], dilation[1])
+        if _int16_admits(x, x_zp, prep, fuse, bias):
+            return depthwise_int16.depthwise16(x, x_zp, prep, kh, kw, stride, pads, dilation, out, fuse, bias, mult,
+                                               shift, bound, out_zp, qmin, qmax)
     xq, acc = buffers(x.shape, (wf.shape[0], 1, kh, kw), stride, pads, wf.dtype)
     none = np.zeros(0, np.int64)
     if not fuse:

@@ -1,0 +1,299 @@
+"""Depthwise convolutions of 16-bit activations as exact int32 dot products of int16 tap pairs (x86 ``vpmaddwd``,
+fused by LLVM with the accumulation into the VNNI ``vpdpwssd`` where the CPU has it).
+
+Used by :func:`kernels.depthwise.depthwise` for int16/uint16 activations where :func:`prepare` and
+``kernels.conv_int16.plan`` prove it exact and the CPU has AVX-512BW; elsewhere the float path of
+:mod:`kernels.depthwise` runs. Checked bit for bit against ``tests/naive.py::conv2d_acc``
+(``tests/test_kernels_depthwise_int16.py``).
+
+Layout. As in :mod:`kernels.depthwise`, each input plane is written, centred (``v = x - center``: int16, with
+``center`` 0 for int16 and 2**15 for uint16 inputs), into the ``sh*sw`` polyphase components of its padded plane
+(row pitch ``wq``, component size ``psz``; the border holds ``pad = x_zp - center``), a flat int16 array ``U``:
+output ``(oh, ow)`` of tap ``t = (ky, kx)`` reads ``U[toff[t] + oh*wq + ow]``. Taps ``kx`` and ``kx + s`` of one
+kernel row, ``s = sw / gcd(dw, sw)``, lie in the same component ``D = s*dw/sw`` cells apart, so the int32 plane
+``P[q] = (U[q], U[q + D])`` (low half, high half) holds both operands of the pair at ``P[toff[kx] + ...]``; the
+weight word ``(w[kx], w[kx + s])`` multiplies them in one ``vpmaddwd`` lane. Each row's taps are paired greedily
+(``kx`` with ``kx + s`` when both are free; a tap left alone gets a zero high weight): 5 taps make 3 pairs. On the
+"wide" output grid of pitch ``wq`` (columns ``>= Wo`` computed and discarded) every pair term of 16 consecutive
+outputs is one unaligned 16-lane int32 load; a register tile of 4 (or, for the tail, 1) such vectors accumulates
+all pairs of a channel.
+
+Exactness. ``sum_t w[t] * (x_t - x_zp) = sum_t w[t] * v_t - pad * sum_t w[t]`` (padding cells hold ``v = pad``),
+so the kernel forms ``A = sum_t w[t] * v_t`` in int32 and the caller subtracts ``pad * sum_t w[t]`` in int64
+(folded into the bias when the requantization is fused: the same integer ``A - corr + bias``). Every int32 value
+of a lane -- a product, a pair sum, a partial sum in any order -- is a sum of a subset of the terms
+``w[c, t] * v`` with ``|v| <= 2**15`` (any int16 half, junk columns included), so its magnitude is at most
+``S_c * 2**15`` with ``S_c = sum_t |w[c, t]|``; ``kernels.conv_int16.plan`` admits only
+``max_c S_c * 2**15 <= 2**31 - 1`` and :func:`prepare` only weights that fit int16, so no int32 operation wraps.
+"""
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from ._jit import njit
+from .conv_int16 import AVAILABLE, plan  # noqa: F401  (re-exported: the host check and the exactness bound)
+from .requantize import requantize_row
+
+LANES = 16          # int32 lanes of one 512-bit vector
+NV = 4              # vectors per main tile
+NB = NV * LANES
+BLOCK = 4096        # wide accumulator elements per row block (16 KiB of int32)
+
+_I16, _I32, _I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
+_VEC = ir.VectorType(_I32, LANES)
+_V16 = ir.VectorType(_I16, 2 * LANES)
+
+
+def _make_tile(nv):
+    """Intrinsic ``tile(p, base, offs, wrow, acc, col)``: for j < nv*16,
+    ``acc[col + j] = sum_k pmaddwd(p[base + offs[k] + j], wrow[k])`` (int32 pairs, module docstring). The caller
+    guarantees every index is in bounds (no checks here)."""
+
+    @intrinsic
+    def tile(typingctx, p, base, offs, wrow, acc, col):
+        sig = types.void(p, base, offs, wrow, acc, col)
+
+        def codegen(context, builder, sig, args):
+            _, base, _, _, _, col = args
+            madd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VEC, [_V16, _V16]),
+                                                  "llvm.x86.avx512.pmaddw.d.512")
+            ps, os_, ws, accs_ = [cgutils.create_struct_proxy(sig.args[i])(context, builder, value=args[i])
+                                  for i in (0, 2, 3, 4)]
+            n_k = builder.extract_value(os_.shape, 0)
+            zero = ir.Constant(_VEC, None)
+            accs = [cgutils.alloca_once_value(builder, zero) for _ in range(nv)]
+            splat_mask = ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES)
+            with cgutils.for_range(builder, n_k) as loop:
+                k = loop.index
+                src = builder.gep(ps.data, [builder.add(base, builder.load(builder.gep(os_.data, [k])))])
+                wv = builder.load(builder.gep(ws.data, [k]))
+                wsp = builder.insert_element(zero, wv, ir.Constant(_I32, 0))
+                wsp = builder.bitcast(builder.shuffle_vector(wsp, wsp, splat_mask), _V16)
+                for v in range(nv):
+                    xv = builder.load(builder.bitcast(builder.gep(src, [ir.Constant(_I64, v * LANES)]),
+                                                      _VEC.as_pointer()), align=4)
+                    a = accs[v]
+                    builder.store(builder.add(builder.load(a), builder.call(madd, [builder.bitcast(xv, _V16), wsp])),
+                                  a)
+            dst = builder.gep(accs_.data, [col])
+            for v in range(nv):
+                d = builder.bitcast(builder.gep(dst, [ir.Constant(_I64, v * LANES)]), _VEC.as_pointer())
+                builder.store(builder.load(accs[v]), d, align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+_tile = _make_tile(NV)
+_tile1 = _make_tile(1)
+
+
+def prepare(wf, kh, kw, sw, dw):
+    """Pairing and packed weights of a depthwise convolution, or None where they do not fit int16.
+
+    ``wf``: (Cout, kh*kw) integer-valued weights (any numeric dtype, exact). Returns ``(pa, w32, sumw, s_max, d)``:
+    ``pa`` the tap index of the low member of each pair (int64), ``w32`` (Cout, pairs) int32 packed weight words,
+    ``sumw`` (Cout,) int64 ``sum_t w[c, t]``, ``s_max`` the Python int ``max_c sum_t |w[c, t]|`` and ``d`` the
+    cell distance ``D`` of the pairs (module docstring)."""
+    wi = np.asarray(wf).astype(np.int64)
+    if not np.array_equal(wi, wf) or (wi.size and (int(wi.min()) < -(1 << 15) or int(wi.max()) >= 1 << 15)):
+        return None
+    s = sw // math.gcd(dw, sw)
+    d = s * dw // sw
+    lo, hi = [], []
+    for ky in range(kh):
+        used = [False] * kw
+        for kx in range(kw):
+            if used[kx]:
+                continue
+            used[kx] = True
+            lo.append(ky * kw + kx)
+            if kx + s < kw and not used[kx + s]:
+                used[kx + s] = True
+                hi.append(ky * kw + kx + s)
+            else:
+                hi.append(-1)
+    lo_w = wi[:, lo]
+    hi_w = np.where(np.array(hi) >= 0, wi[:, np.maximum(hi, 0)], 0)
+    w32 = np.ascontiguousarray(((lo_w & 0xFFFF) | (hi_w << 16)).astype(np.int64).astype(np.uint32).view(np.int32))
+    s_max = int(np.abs(wi).sum(axis=1).max()) if wi.size else 0
+    return np.array(lo, np.int64), w32, wi.sum(axis=1), s_max, d
+
+
+@njit
+def _fill_rows(xc, u, rowoff, col_q, col_iw0, col_cnt, sw, left, center):
+    """Write the centred plane ``xc - center`` (int16) into its polyphase cells of ``u``: input column
+    ``col_iw0[px] + j*sw`` of row ``ih`` at ``u[rowoff[ih] + col_q[px] + j]``. (Indices are kept provably
+    non-negative -- slices, ``2*j`` -- so the loops vectorize without Numba's negative-index wraparound.)"""
+    h, wd = xc.shape
+    for ih in range(h):
+        src = xc[ih]
+        if sw == 1:
+            q0 = rowoff[ih] + col_q[0]
+            dst = u[q0:q0 + wd]
+            for j in range(wd):
+                dst[j] = np.int16(np.int32(src[j]) - center)
+        elif sw == 2:  # even input columns land in phase left % 2 (first column 0), odd ones in the other
+            qe = rowoff[ih] + col_q[left % 2]
+            qo = rowoff[ih] + col_q[(left + 1) % 2]
+            no = wd // 2
+            de = u[qe:qe + no]
+            do = u[qo:qo + no]
+            for j in range(no):
+                de[j] = np.int16(np.int32(src[2 * j]) - center)
+                do[j] = np.int16(np.int32(src[2 * j + 1]) - center)
+            if wd > 2 * no:
+                u[qe + no] = np.int16(np.int32(src[2 * no]) - center)
+        else:
+            for px in range(sw):
+                cnt = col_cnt[px]
+                q0 = rowoff[ih] + col_q[px]
+                s = src[col_iw0[px]:]
+                dst = u[q0:q0 + cnt]
+                for j in range(cnt):
+                    dst[j] = np.int16(np.int32(s[j * sw]) - center)
+
+
+@njit
+def _pack(u, p, d):
+    """p[q] = (u[q] & 0xFFFF) | (u[q + d] << 16) for q < len(p) (the shifted operand a slice: no wraparound)."""
+    n = p.shape[0]
+    lo = u[:n]
+    hi = u[d:d + n]
+    for q in range(n):
+        p[q] = (np.int32(lo[q]) & 0xFFFF) | (np.int32(hi[q]) << 16)
+
+
+@njit
+def _copy_rows(src, dst, pitch):
+    """dst[i, j] = src[i*pitch + j] for the rows of dst (2-D)."""
+    rows, cols = dst.shape
+    for i in range(rows):
+        d = dst[i]
+        s = src[i * pitch:i * pitch + cols]
+        for j in range(cols):
+            d[j] = s[j]
+
+
+@njit
+def _store_rows(src, dst, pitch, corr):
+    """dst[i, j] = src[i*pitch + j] - corr (int64) for the rows of dst (2-D)."""
+    rows, cols = dst.shape
+    for i in range(rows):
+        d = dst[i]
+        s = src[i * pitch:i * pitch + cols]
+        for j in range(cols):
+            d[j] = np.int64(s[j]) - corr
+
+
+@njit
+def _depthwise16(x, center, pa, w32, d, kh, kw, sh, sw, top, left, bottom, right, dh, dw, u, p, acc, yb, out, fuse,
+                 corr, bias, mult, shift, bound, out_zp, qmin, qmax):
+    """Depthwise convolution of 16-bit ``x`` (module docstring). ``u``: int16 buffer, every cell the centred
+    padding value, at least ``len(p) + d`` long; ``p`` int32 of length :func:`plane_len`; ``acc`` int32 and ``yb``
+    (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. Without ``fuse`` ``out`` receives ``A - corr[c]``
+    (the exact accumulators); with it their requantization with ``bias`` (the correction already folded in)."""
+    n_img, c_in, h, wd = x.shape
+    cout = w32.shape[0]
+    per = cout // c_in
+    ho = out.shape[2]
+    wo = out.shape[3]
+    hq = (top + h + bottom + sh - 1) // sh
+    wq = (left + wd + right + sw - 1) // sw
+    psz = hq * wq
+    n_pairs = pa.shape[0]
+    offs = np.empty(n_pairs, np.int64)
+    for k in range(n_pairs):
+        ky = pa[k] // kw
+        kx = pa[k] % kw
+        offs[k] = (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
+    rowoff = np.empty(h, np.int64)
+    for ih in range(h):
+        r = top + ih
+        rowoff[ih] = ((r % sh) * sw) * psz + (r // sh) * wq
+    col_q = np.zeros(sw, np.int64)
+    col_iw0 = np.zeros(sw, np.int64)
+    col_cnt = np.zeros(sw, np.int64)
+    for px in range(sw):
+        iw0 = (px - left) % sw  # first input column landing in phase px
+        if iw0 < wd:
+            col_iw0[px] = iw0
+            col_cnt[px] = (wd - 1 - iw0) // sw + 1
+            col_q[px] = px * psz + (left + iw0) // sw
+    rows_blk = max(1, BLOCK // wq)
+    for n in range(n_img):
+        for ci in range(c_in):
+            _fill_rows(x[n, ci], u, rowoff, col_q, col_iw0, col_cnt, sw, left, center)
+            _pack(u, p, d)
+            for mm in range(per):
+                co = ci * per + mm
+                wrow = w32[co]
+                for oh0 in range(0, ho, rows_blk):
+                    oh1 = min(ho, oh0 + rows_blk)
+                    base = oh0 * wq
+                    npix = (oh1 - oh0 - 1) * wq + wo
+                    col = 0
+                    while col + NB <= npix:
+                        _tile(p, base + col, offs, wrow, acc, col)
+                        col += NB
+                    while col < npix:
+                        _tile1(p, base + col, offs, wrow, acc, col)
+                        col += LANES
+                    if fuse and wo < 32:  # short rows: the whole wide block (vectorizes), then its rows
+                        requantize_row(acc[:col], yb[:col], bias[co], mult[co], shift[co], bound[co], out_zp, qmin,
+                                       qmax)
+                        _copy_rows(yb, out[n, co, oh0:oh1], wq)
+                    elif fuse:  # row by row, straight from the wide accumulators into the output rows
+                        for oh in range(oh0, oh1):
+                            k0 = (oh - oh0) * wq
+                            requantize_row(acc[k0:k0 + wo], out[n, co, oh], bias[co], mult[co], shift[co], bound[co],
+                                           out_zp, qmin, qmax)
+                    else:
+                        _store_rows(acc, out[n, co, oh0:oh1], wq, corr[co])
+    return out
+
+
+def plane_len(x_shape, kh, kw, stride, pads, dilation, ho):
+    """Length of the packed plane ``p``: every polyphase cell, and every read of the tiles (the last row block's
+    wide range rounded up to 16 lanes, at the largest tap offset)."""
+    _, _, h, wd = x_shape
+    sh, sw = stride
+    top, left, bottom, right = pads
+    dh, dw = dilation
+    hq = (top + h + bottom + sh - 1) // sh
+    wq = (left + wd + right + sw - 1) // sw
+    psz = hq * wq
+    ky, kx = kh - 1, kw - 1
+    max_off = (sh * sw - 1) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw  # bounds every tap offset
+    return max(sh * sw * psz, max_off + ho * wq + LANES), wq
+
+
+def depthwise16(x, x_zp, prep, kh, kw, stride, pads, dilation, out, fuse=False, bias=None, mult=None, shift=None,
+                bound=None, out_zp=0, qmin=0, qmax=0):
+    """Run :func:`_depthwise16`; ``prep`` from :func:`prepare`, admitted by ``plan`` for this ``x`` (the caller
+    checked it, with the same ``center`` as here: 0 for int16, 2**15 for uint16)."""
+    pa, w32, sumw, _, d = prep
+    center = 0 if x.dtype == np.int16 else 1 << 15
+    pad = int(x_zp) - center
+    plen, wq = plane_len(x.shape, kh, kw, stride, pads, dilation, out.shape[2])
+    u = np.full(plen + d, pad, np.int16)
+    p = np.empty(plen, np.int32)
+    rows_blk = max(1, BLOCK // wq)
+    cells = min(rows_blk, out.shape[2]) * wq + NB
+    acc = np.empty(cells, np.int32)
+    corr = sumw * pad
+    none = np.zeros(0, np.int64)
+    if fuse:
+        bias = np.asarray(bias, np.int64) - corr
+    else:
+        bias = mult = shift = bound = none
+    yb = np.empty(cells if fuse and out.shape[3] < 32 else 0, out.dtype)
+    return _depthwise16(x, center, pa, w32, d, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3],
+                        dilation[0], dilation[1], u, p, acc, yb, out, fuse, corr, bias, mult, shift, bound, out_zp,
+                        qmin, qmax)

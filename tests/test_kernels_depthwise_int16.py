@@ -1,0 +1,192 @@
+"""The int16 tap-pair depthwise kernel (kernels/depthwise_int16.py), through kernels.depthwise.depthwise, == golden
+twin (tests/naive.py conv2d_acc with groups = channels, and naive.requantize for the fused requantization), bit
+for bit: random geometries (kernel sizes, strides, dilations, padding, channel multipliers, rows shorter than a
+vector and several tiles long), the exactness bound just inside / just outside, padding values at the int16 edges."""
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels import depthwise, depthwise_int16
+from kernels.requantize import saturation_bounds
+from tests import naive
+
+pytestmark = pytest.mark.skipif(not depthwise_int16.AVAILABLE,
+                                reason="needs AVX-512BW (the float path runs instead)")
+
+X16 = [(np.int16, -32768, 32767), (np.uint16, 0, 65535)]
+
+
+def _run(x, x_zp, wt, stride, pads, dilation, out, fuse=False, rq=None):
+    """kernels.depthwise.depthwise as its callers call it (float64 weights: 16-bit activations never take float32),
+    and whether the int16 kernel ran."""
+    wf = wt.reshape(wt.shape[0], -1).astype(np.float64)
+    kh, kw = wt.shape[2:]
+    with mock.patch.object(depthwise_int16, "depthwise16", wraps=depthwise_int16.depthwise16) as spy:
+        if fuse:
+            depthwise.depthwise(x, x_zp, wf, kh, kw, stride, pads, dilation, out, True, *rq)
+        else:
+            depthwise.depthwise(x, x_zp, wf, kh, kw, stride, pads, dilation, out)
+    return spy.called
+
+
+def _check(x, x_zp, wt, stride, pads, dilation, int_path=True):
+    expected = naive.conv2d_acc(x, x_zp, wt, stride, pads, dilation, x.shape[1])
+    for dt in (np.int64, np.int32):  # the int32 result conv2d_direct's compact mode asks for where it fits
+        if dt is np.int32 and np.abs(expected).max(initial=0) >= 1 << 31:
+            continue
+        out = np.empty(expected.shape, dt)
+        assert _run(x, x_zp, wt, stride, pads, dilation, out) == int_path
+        np.testing.assert_array_equal(out, expected)
+    return expected
+
+
+def _check_fused(x, x_zp, wt, stride, pads, dilation, bias, mult, shift, out_zp, qmin, qmax, dtype):
+    acc = naive.conv2d_acc(x, x_zp, wt, stride, pads, dilation, x.shape[1])
+    lims = saturation_bounds(mult, shift, out_zp, qmin, qmax)
+    if lims.size and int(lims.min()) == 0:
+        return  # no branch-free requantization (the caller does not fuse)
+    out = np.empty(acc.shape, dtype)
+    assert _run(x, x_zp, wt, stride, pads, dilation, out, True, (bias, mult, shift, lims, out_zp, qmin, qmax)) \
+        == _admitted(wt)
+    n, c, h, w = acc.shape
+    expected, overflows = naive.requantize(acc.reshape(n, c, h * w), bias, mult, shift, out_zp, qmin, qmax, 64,
+                                           False, dtype)
+    assert overflows == 0
+    np.testing.assert_array_equal(out, expected.reshape(acc.shape))
+
+
+@st.composite
+def dw16_case(draw):
+    c = draw(st.integers(1, 4))
+    per = draw(st.integers(1, 2))  # channel multiplier
+    kh, kw = draw(st.sampled_from([(3, 3), (5, 5), (3, 3), (5, 5), (1, 1), (1, 2), (3, 1), (2, 3), (4, 4), (7, 7)]))
+    sh = draw(st.sampled_from([1, 2, 1, 3]))
+    sw = draw(st.sampled_from([sh, 1, 2]))
+    dh, dw = draw(st.sampled_from([(1, 1), (1, 1), (2, 2), (1, 2), (3, 1)]))
+    pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
+    h = draw(st.integers(max(1, dh * (kh - 1) + 1 - pads[0] - pads[2]), 12))
+    # rows shorter than one 16-lane vector up to several 64-output tiles
+    w = draw(st.integers(max(1, dw * (kw - 1) + 1 - pads[1] - pads[3]), 150))
+    xd, xlo, xhi = draw(st.sampled_from(X16))
+    x = draw(naive.int_arrays((draw(st.integers(1, 2)), c, h, w), xd, xlo, xhi))
+    wd, wlo, whi = draw(st.sampled_from([(np.int8, -128, 127), (np.int8, -8, 7), (np.int16, -2000, 2000)]))
+    wt = draw(naive.int_arrays((c * per, 1, kh, kw), wd, wlo, whi))
+    return x, draw(naive.zero_points(xlo, xhi)), wt, (sh, sw), pads, (dh, dw)
+
+
+def _admitted(wt) -> bool:
+    return int(np.abs(wt.astype(np.int64)).reshape(wt.shape[0], -1).sum(axis=1).max()) * (1 << 15) <= (1 << 31) - 1
+
+
+@settings(deadline=None, max_examples=200)
+@given(dw16_case())
+def test_depthwise_int16_matches_twin(case):
+    _check(*case, int_path=_admitted(case[2]))
+
+
+@settings(deadline=None, max_examples=150)
+@given(dw16_case(), st.data())
+def test_depthwise_int16_requantized_matches_twin(case, data):
+    cout = case[2].shape[0]
+    ms = [data.draw(naive.multipliers()) for _ in range(cout)]
+    mult = np.array([m for m, _ in ms], np.int64)
+    shift = np.array([r for _, r in ms], np.int64)
+    bias = np.array([data.draw(st.integers(-2 ** 40, 2 ** 40)) for _ in range(cout)], np.int64)
+    dtype, out_zp, qmin, qmax = data.draw(naive.out_params())
+    _check_fused(*case, bias, mult, shift, out_zp, qmin, qmax, dtype)
+
+
+def _bound_case(last):
+    """One channel, 1x3 kernel (32767, 32767, last): sum|w| = 65534 + |last|."""
+    return np.array([32767, 32767, last], np.int16).reshape(1, 1, 1, 3)
+
+
+@pytest.mark.parametrize("dtype,lo", [(np.int16, -32768), (np.uint16, 0)])
+@pytest.mark.parametrize("x_zp_of", ["lo", "hi", "mid"])
+def test_depthwise_int16_at_the_bound(dtype, lo, x_zp_of):
+    """sum|w| * 2**15 == 2**31 - 1 (sum|w| = 65535) is admitted and exact; one more falls back to float64."""
+    info = np.iinfo(dtype)
+    x_zp = {"lo": int(info.min), "hi": int(info.max), "mid": int(info.min) + (1 << 15)}[x_zp_of]
+    x = np.full((1, 1, 3, 40), lo, dtype)  # centred value -2**15 everywhere
+    x[0, 0, 1, ::3] = info.max
+    for last, int_path in ((1, True), (-1, True), (2, False)):
+        w = _bound_case(last)
+        assert (65534 + abs(last)) * (1 << 15) <= (1 << 31) - 1 or not int_path
+        _check(x, x_zp, w, (1, 1), (0, 1, 0, 1), (1, 1), int_path=int_path)
+    # the bound itself
+    assert depthwise_int16.plan(dtype, 0, 65535) and not depthwise_int16.plan(dtype, 0, 65536)
+
+
+def test_depthwise_int16_reaches_the_int32_extreme():
+    """Centred inputs all -2**15 and sum|w| = 65535: the int32 pair sums reach -65535 * 2**15 exactly."""
+    x = np.full((1, 1, 1, 37), -32768, np.int16)
+    w = _bound_case(1)
+    acc = _check(x, 0, w, (1, 1), (0, 0, 0, 0), (1, 1))
+    assert int(acc.min()) == -65535 * 32768
+
+
+@pytest.mark.parametrize("dtype,x_zp", [(np.int16, -32768), (np.int16, 32767), (np.uint16, 0), (np.uint16, 65535),
+                                        (np.int16, 0), (np.uint16, 32768)])
+@pytest.mark.parametrize("stride", [(1, 1), (2, 2), (2, 1), (1, 2)])
+def test_depthwise_int16_padding_at_the_edges(dtype, x_zp, stride):
+    """Padding values (x_zp - center) at -2**15 and 2**15 - 1, extreme inputs and weights, 5x5 and 3x3."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(x_zp & 0xFFFF)
+    x = rng.choice(np.array([info.min, info.max, 0 if dtype == np.int16 else 1 << 15], np.int64),
+                   (1, 3, 9, 21)).astype(dtype)
+    for k in (3, 5):
+        w = rng.choice(np.array([-128, 127], np.int64), (3, 1, k, k)).astype(np.int8)
+        pads = (k // 2,) * 4
+        _check(x, x_zp, w, stride, pads, (1, 1))
+        lims_args = (np.array([5, -7, 2 ** 40]), np.array([1 << 30] * 3), np.array([40, 31, 45]))
+        _check_fused(x, x_zp, w, stride, pads, (1, 1), *lims_args, -3, -32768, 32767, np.int16)
+
+
+def test_depthwise_int16_refuses_what_it_cannot_prove():
+    x = np.zeros((1, 1, 4, 4), np.int16)
+    # a weight outside int16 (sum|w| would pass the bound's test on its own)
+    w = np.zeros((1, 1, 3, 3), np.int64)
+    w[0, 0, 1, 1] = 40000
+    _check(x, 0, w, (1, 1), (1, 1, 1, 1), (1, 1), int_path=False)
+    # 8-bit activations keep the float32 path
+    out = np.empty((1, 1, 4, 4), np.int64)
+    assert not _run(x.astype(np.int8), 0, np.ones((1, 1, 3, 3), np.int8), (1, 1), (1, 1, 1, 1), (1, 1), out)
+    # no AVX-512BW: the float path
+    with mock.patch.object(depthwise_int16, "AVAILABLE", False):
+        _check(x, 0, np.ones((1, 1, 3, 3), np.int8), (1, 1), (1, 1, 1, 1), (1, 1), int_path=False)
+
+
+def test_depthwise_int16_weight_cache():
+    """The packed weights are kept per weight array, and leave with it."""
+    x = np.arange(2 * 30 * 30, dtype=np.int16).reshape(1, 2, 30, 30) * 7
+    w = np.array([[1, -2, 3], [4, 5, -6], [7, 8, 9]] * 2, np.int8).reshape(2, 1, 3, 3)
+    wf = w.reshape(2, -1).astype(np.float64)
+    expected = naive.conv2d_acc(x, -5, w, (1, 1), (1, 1, 1, 1), (1, 1), 2)
+    before = len(depthwise._INT16_PREP)
+    for _ in range(2):
+        out = np.empty(expected.shape, np.int64)
+        depthwise.depthwise(x, -5, wf, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), out)
+        np.testing.assert_array_equal(out, expected)
+        assert len(depthwise._INT16_PREP) == before + 1
+    wf2 = -wf  # another array: its own entry
+    out = np.empty(expected.shape, np.int64)
+    depthwise.depthwise(x, -5, wf2, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), out)
+    np.testing.assert_array_equal(out, -expected)
+    del wf, wf2
+    assert len(depthwise._INT16_PREP) == before
+
+
+def test_depthwise_int16_pairing():
+    """Taps kx and kx + s share a word (s = sw / gcd(dw, sw)); a tap left alone gets a zero high weight."""
+    wf = np.arange(1, 26, dtype=np.float64).reshape(1, 25)
+    pa, w32, sumw, s_max, d = depthwise_int16.prepare(wf, 5, 5, 1, 1)
+    assert d == 1 and list(pa[:3]) == [0, 2, 4] and len(pa) == 15 and s_max == int(sumw[0]) == 325
+    assert [(int(v) & 0xFFFF, int(v) >> 16) for v in w32[0, :3]] == [(1, 2), (3, 4), (5, 0)]
+    pa, w32, _, _, d = depthwise_int16.prepare(wf, 5, 5, 2, 1)  # stride 2: (0, 2), (1, 3), (4, -)
+    assert d == 1 and list(pa[:3]) == [0, 1, 4]
+    assert [(int(v) & 0xFFFF, int(v) >> 16) for v in w32[0, :3]] == [(1, 3), (2, 4), (5, 0)]
+    _, _, _, _, d = depthwise_int16.prepare(wf, 5, 5, 1, 2)
+    assert d == 2
