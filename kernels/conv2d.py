@@ -317,6 +317,51 @@ def _center(dtype) -> int:
     return {np.dtype(np.uint8): 128, np.dtype(np.uint16): 32768}.get(np.dtype(dtype), 0)
 
 
+def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) -> dict:
+    """What :func:`conv2d_gemm_blocks` decides from the argument values and the input shape and dtype (not the
+    data): validated geometry, centring, exactness plan and the int16-pair layout. Kept in ``cache`` (the caller's
+    ``w_cache``, constant ``w``) for the last key seen: a call with the same key skips the validation."""
+    try:
+        key = (x.shape, x.dtype.str, x.flags.c_contiguous, x_zp, tuple(stride), tuple(pads), tuple(dilation),
+               groups, block_cols)
+        hash(key)
+    except (AttributeError, TypeError):
+        key = None  # not an array or not sequences: _validate raises the clear error
+    if key is not None and cache.get("plan_key") == key:
+        return cache["plan"]
+    if "wmax" not in cache:
+        cache["wmax"] = abs_max(w)
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, _ = _validate(
+        x, x_zp, w, stride, pads, dilation, groups, cache["wmax"])
+    cout, cin_g, kh, kw = w.shape
+    k = cin_g * kh * kw
+    center = _center(x.dtype)
+    pad = x_zp - center
+    padded = bool(top or left or bottom or right)
+    info = np.iinfo(x.dtype)
+    x_dev = max(abs(int(info.min) - center), abs(int(info.max) - center), abs(pad) if padded else 0)
+    if "wsum" not in cache:
+        w64 = w.reshape(cout, k).astype(np.int64)
+        cache["wsum"] = w64.sum(axis=1)
+        cache["wabs"] = int(np.abs(w64).sum(axis=1).max(initial=0))
+    layout = None
+    if conv_int16.plan(x.dtype, pad if padded else None, cache["wabs"]):
+        if "int16" not in cache:
+            cache["int16"] = conv_int16.pack_weights(w, groups)
+        layout = conv_int16.Layout(x.shape, w.shape, groups, (sh, sw), (top, left, bottom, right), (dh, dw),
+                                   shape[2], shape[3], block_cols, cache["int16"].shape[2])
+    offset = (center - x_zp) * cache["wsum"]
+    offset_split = offset + 128 * cache["wsum"]
+    for a in (offset, offset_split):
+        a.flags.writeable = False  # yielded to callers on every call
+    gp = {"geo": (x_zp, sh, sw, top, left, bottom, right, dh, dw, groups), "out_hw": shape[2:], "center": center,
+          "pad": pad, "padded": padded, "offset": offset, "offset_split": offset_split, "layout": layout,
+          "method": plan(x_dev * cache["wmax"], k)}
+    if key is not None:
+        cache["plan_key"], cache["plan"] = key, gp
+    return gp
+
+
 def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=8192, w_cache=None):
     """:func:`conv2d_acc` by im2col + exact GEMM, produced in column blocks (for a fused requantization).
 
@@ -338,40 +383,25 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
     their row sums between calls.
     """
     cache = w_cache if w_cache is not None else {}
-    if "wmax" not in cache:
-        cache["wmax"] = abs_max(w)
-    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, _ = _validate(
-        x, x_zp, w, stride, pads, dilation, groups, cache["wmax"])
+    gp = _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols)
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups = gp["geo"]
     n_img, cin, h, wd = x.shape
     cout, cin_g, kh, kw = w.shape
-    _, _, ho, wo = shape
+    ho, wo = gp["out_hw"]
     cout_g = cout // groups
     k = cin_g * kh * kw
     p = ho * wo
-    center = _center(x.dtype)
-    pad = x_zp - center
-    padded = top or left or bottom or right
-    info = np.iinfo(x.dtype)
-    x_dev = max(abs(int(info.min) - center), abs(int(info.max) - center), abs(pad) if padded else 0)
-    if "wsum" not in cache:
-        w64 = w.reshape(cout, k).astype(np.int64)
-        cache["wsum"] = w64.sum(axis=1)
-        cache["wabs"] = int(np.abs(w64).sum(axis=1).max(initial=0))
-    if conv_int16.plan(x.dtype, pad if padded else None, cache["wabs"]):
-        if "int16" not in cache:
-            cache["int16"] = conv_int16.pack_weights(w, groups)
-        offset = (center - x_zp) * cache["wsum"]
-        for n, g, c0, c1, acc in conv_int16.blocks(x, center, pad, w, cache["int16"], groups, (sh, sw),
-                                                   (top, left, bottom, right), (dh, dw), ho, wo, block_cols):
+    center, pad, padded, offset = gp["center"], gp["pad"], gp["padded"], gp["offset"]
+    if gp["layout"] is not None:
+        for n, g, c0, c1, acc in conv_int16.blocks(x, center, pad, cache["int16"], gp["layout"]):
             yield n, g, c0, c1, acc, offset[g * cout_g:(g + 1) * cout_g]
         return
-    method, kc = plan(x_dev * cache["wmax"], k)
+    method, kc = gp["method"]
     key = ("w", method)
     if key not in cache:
         dt = np.int64 if method in ("loops", "zero") else float_dtype(method)
         cache[key] = np.ascontiguousarray(w.reshape(cout, k).astype(dt))
     w2 = cache[key]
-    offset = (center - x_zp) * cache["wsum"]
     dt = w2.dtype
     pointwise = kh == 1 and kw == 1 and sh == 1 and sw == 1 and not padded
     if sh == 1 and sw == 1:
@@ -380,7 +410,7 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
                  and hilo_ok(x.dtype, pad if padded else None, cache["wmax"], k))
         if split:
             dt = np.dtype(np.float32)
-            offset = offset + 128 * cache["wsum"]
+            offset = gp["offset_split"]
             if pointwise:
                 yield from _pointwise_split(x, center, w, cache, offset, groups, block_cols)
                 return
@@ -411,6 +441,77 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
                 else:
                     acc = matmul_float_chunked(wg, cb, kc)
                 yield n, g, c0, c1, acc, off
+
+
+def conv2d_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                            acc_bits, out, block_cols=8192, cache=None) -> bool:
+    """Convolution with the requantization fused in, on the int16-pair kernel (one kernel call for the whole
+    convolution): ``out`` (N, Cout, Ho, Wo) receives exactly
+    ``requantize(conv2d_acc(...), bias, mult, shift, out_zp, qmin, qmax, acc_bits, ...)``.
+
+    Used only where that is proven: :func:`kernels.conv_int16.plan` holds, no accumulator plus bias can reach
+    the board's ``acc_bits`` (``|acc| <= max|x - x_zp| * max_c sum|w[c]|`` over the activation dtype; so no
+    overflow can happen or need counting), and every channel has a saturation bound (the branch-free path of
+    ``requantize``). Returns False, leaving ``out`` untouched, when that does not hold; the caller then runs
+    :func:`conv2d_gemm_blocks` and requantizes separately.
+
+    ``cache`` (a dict owned by the caller, for constant ``w``, ``bias``, ``mult``, ``shift``, geometry and output
+    parameters: one per node) keeps, for the last input shape and dtype seen, everything the kernel needs: the
+    arguments are validated when that key changes, not on the calls that repeat it.
+    """
+    key = (x.shape, x.dtype.str, x.flags.c_contiguous, x_zp, out.shape, out.dtype.str, out.flags.c_contiguous,
+           block_cols)
+    if cache is not None and cache.get("key") == key:
+        prep = cache["prep"]
+    else:
+        prep = _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp,
+                                         qmin, qmax, acc_bits, out, block_cols)
+        if cache is not None:
+            cache["key"], cache["prep"] = key, prep
+    if prep is None:
+        return False
+    n_img, cout, ho, wo = out.shape
+    conv_int16.conv_requantized(x, *prep, out.reshape(n_img, cout, ho * wo))
+    return True
+
+
+def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                              acc_bits, out, block_cols):
+    """Validation and fusion decision of :func:`conv2d_gemm_requantized`: the arguments of
+    :func:`kernels.conv_int16.conv_requantized` but ``x`` and ``out``, or None when fusion is not proven."""
+    from .requantize import check_multiplier, check_out, per_channel_int64, saturation_bounds
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, _ = _validate(x, x_zp, w, stride, pads,
+                                                                                 dilation, groups)
+    cout = shape[1]
+    bias = per_channel_int64(bias, cout, "bias")
+    mult = per_channel_int64(mult, cout, "mult")
+    shift = per_channel_int64(shift, cout, "shift")
+    check_multiplier(mult, shift, "conv2d_gemm_requantized")
+    out_zp, qmin, qmax = check_out(out, shape, out_zp, qmin, qmax)
+    acc_bits = as_int(acc_bits, "acc_bits")
+    if not 2 <= acc_bits <= 64:
+        raise ValueError(f"acc_bits must be in [2, 64], got {acc_bits}")
+    center = _center(x.dtype)
+    pad = x_zp - center
+    padded = top or left or bottom or right
+    w64 = w.reshape(cout, -1).astype(np.int64)
+    wabs = int(np.abs(w64).sum(axis=1).max(initial=0))
+    if not conv_int16.plan(x.dtype, pad if padded else None, wabs):
+        return None
+    info = np.iinfo(x.dtype)
+    x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))  # padding contributes 0
+    max_bias = int(np.abs(bias).max()) if bias.size else 0
+    if x_dev * wabs + max_bias >= 1 << (acc_bits - 1):
+        return None
+    bound = saturation_bounds(mult, shift, out_zp, qmin, qmax)
+    if bound.size and int(bound.min()) == 0:
+        return None
+    w32 = conv_int16.pack_weights(w, groups)
+    layout = conv_int16.Layout(x.shape, w.shape, groups, (sh, sw), (top, left, bottom, right), (dh, dw), shape[2],
+                               shape[3], block_cols, w32.shape[2])
+    # the kernel sums (x - center) * w: the bias takes the rest, (center - x_zp) * sum(w)
+    bias_c = bias + (center - x_zp) * w64.sum(axis=1)
+    return (center, pad, w32, layout, bias_c, mult, shift, bound, out_zp, qmin, qmax)
 
 
 HILO_PAD_RANGE = (-(1 << 15), (1 << 15) - 1)  # centred 16-bit values: what the byte split covers

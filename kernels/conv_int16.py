@@ -32,6 +32,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ._jit import njit
+from .requantize import requantize_row
 
 LANES = 16          # int32 lanes of one 512-bit vector
 NV = 2              # vectors per tile row: NB outputs per tile
@@ -178,16 +179,76 @@ def _tiles(xp, offs, w32, npix, wide):
 
 
 @njit
-def _compact(wide, rows, wq, wo, out):
-    """out[c, r*wo + j] = wide[c, r*wq + j] for the channels of ``out``, r < rows and j < wo."""
-    for c in range(out.shape[0]):
+def _tiles_compact(xp, offs, w32, rows, wq, wo, wide, acc):
+    """:func:`_tiles` for ``rows`` output rows (of pitch ``wq`` on the wide grid), then
+    ``acc[c, r*wo + j] = wide[c, r*wq + j]`` for the channels of ``acc``, r < rows and j < wo."""
+    _tiles(xp, offs, w32, (rows - 1) * wq + wo, wide)
+    for c in range(acc.shape[0]):
         src = wide[c]
-        dst = out[c]
+        dst = acc[c]
         for r in range(rows):
             s = src[r * wq:r * wq + wo]
             d = dst[r * wo:(r + 1) * wo]
             for j in range(wo):
                 d[j] = s[j]
+
+
+@njit
+def _conv_requantized(x, center, pad, top, left, sh, sw, wq, psz, rows, wo, offs, w32, xp, wide, bias, mult, shift,
+                      bound, out_zp, qmin, qmax, out):
+    """The whole convolution into ``out`` (N, Cout, Ho*Wo) in one call, each finished output row of each channel
+    requantized on the spot by ``requantize_row`` (``bias`` per output channel, the centring offset included;
+    every ``bound`` > 0, no accumulator-width check: :func:`kernels.conv2d.conv2d_gemm_requantized` proved both
+    unnecessary)."""
+    n_img, cin = x.shape[0], x.shape[1]
+    groups = w32.shape[0]
+    cin_g = cin // groups
+    cout_g = out.shape[1] // groups
+    ho = out.shape[2] // wo
+    flat = xp.reshape(-1)
+    for n in range(n_img):
+        for g in range(groups):
+            _pair_planes(x, n, g * cin_g, center, pad, top, left, sh, sw, wq, psz, xp)
+            for r0 in range(0, ho, rows):
+                r1 = min(ho, r0 + rows)
+                # reads reach offs[-1] + r0*wq + npix rounded up to NB: inside the last pair's plane and its slack
+                _tiles(flat[r0 * wq:], offs, w32[g], (r1 - r0 - 1) * wq + wo, wide)
+                for c in range(cout_g):
+                    co = g * cout_g + c
+                    src = wide[c]
+                    dst = out[n, co]
+                    for r in range(r1 - r0):
+                        requantize_row(src[r * wq:r * wq + wo], dst[(r0 + r) * wo:(r0 + r + 1) * wo], bias[co],
+                                       mult[co], shift[co], bound[co], out_zp, qmin, qmax)
+
+
+class Layout:
+    """The shape-dependent part of the int16-pair convolution of one input shape: the plane geometry, the read
+    offset of every (pair, tap) and the rows per block, computed once per shape (callers keep it in their cache).
+    ``buffers()`` allocates the scratch planes (fresh per call: concurrent users never share them)."""
+
+    def __init__(self, x_shape, w_shape, groups, stride, pads, dilation, ho, wo, block_cols, mp):
+        h, wd = x_shape[2], x_shape[3]
+        cin_g, kh, kw = w_shape[1], w_shape[2], w_shape[3]
+        sh, sw = stride
+        top, left, bottom, right = pads
+        dh, dw = dilation
+        hq = (top + h + bottom + sh - 1) // sh
+        self.wq = wq = (left + wd + right + sw - 1) // sw
+        self.psz = psz = hq * wq
+        n_pairs = (cin_g + 1) // 2
+        plane = sh * sw * psz + NB
+        ky, kx = np.divmod(np.arange(kh * kw), kw)
+        tap_off = (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
+        self.offs = (np.arange(n_pairs)[:, None] * plane + tap_off).reshape(-1).astype(np.int64)
+        self.rows = rows = max(1, min(ho, block_cols // wo))
+        self.ho, self.wo, self.top, self.left, self.sh, self.sw = ho, wo, top, left, sh, sw
+        self.cout_g = w_shape[0] // groups
+        self.xp_shape = (n_pairs, plane)
+        self.wide_shape = (mp, -(-((rows - 1) * wq + wo) // NB) * NB)
+
+    def buffers(self):
+        return np.empty(self.xp_shape, np.int32), np.empty(self.wide_shape, np.int32)
 
 
 def pack_weights(w, groups: int) -> np.ndarray:
@@ -204,36 +265,31 @@ def pack_weights(w, groups: int) -> np.ndarray:
     return np.ascontiguousarray(packed.reshape(groups, mp, n_pairs * kh * kw).transpose(0, 2, 1))
 
 
-def blocks(x, center, pad, w, w32, groups, stride, pads, dilation, ho, wo, block_cols):
+def blocks(x, center, pad, w32, layout):
     """The blocks of :func:`kernels.conv2d.conv2d_gemm_blocks` (without the offset): yields
     ``(n, g, col0, col1, acc)``, ``acc`` int32 (Cout_g, col1 - col0) holding the exact sums of ``(x - center) * w``
-    over the padded input (padding ``pad``), for whole output rows. The caller checked :func:`plan`."""
-    n_img, cin, h, wd = x.shape
-    cout, cin_g, kh, kw = w.shape
-    cout_g = cout // groups
-    sh, sw = stride
-    top, left, bottom, right = pads
-    dh, dw = dilation
-    hq = (top + h + bottom + sh - 1) // sh
-    wq = (left + wd + right + sw - 1) // sw
-    psz = hq * wq
-    n_pairs = (cin_g + 1) // 2
-    plane = sh * sw * psz + NB
-    ky, kx = np.divmod(np.arange(kh * kw), kw)
-    tap_off = (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
-    offs = (np.arange(n_pairs)[:, None] * plane + tap_off).reshape(-1).astype(np.int64)
-    rows = max(1, min(ho, block_cols // wo))
-    xp = np.empty((n_pairs, plane), np.int32)
+    over the padded input (padding ``pad``), for whole output rows. The caller checked :func:`plan` and built
+    ``layout`` (:class:`Layout`) for this input shape and geometry."""
+    n_img = x.shape[0]
+    groups = w32.shape[0]
+    cin_g = x.shape[1] // groups
+    L = layout
+    xp, wide = L.buffers()
     flat = xp.reshape(-1)
-    wide = np.empty((w32.shape[2], -(-((rows - 1) * wq + wo) // NB) * NB), np.int32)
     for n in range(n_img):
         for g in range(groups):
-            _pair_planes(x, n, g * cin_g, center, pad, top, left, sh, sw, wq, psz, xp)
-            for r0 in range(0, ho, rows):
-                r1 = min(ho, r0 + rows)
-                npix = (r1 - r0 - 1) * wq + wo
-                # reads reach offs[-1] + r0*wq + npix rounded up to NB: inside the last pair's plane and its NB slack
-                _tiles(flat[r0 * wq:], offs, w32[g], npix, wide)
-                acc = np.empty((cout_g, (r1 - r0) * wo), np.int32)
-                _compact(wide, r1 - r0, wq, wo, acc)
-                yield n, g, r0 * wo, r1 * wo, acc
+            _pair_planes(x, n, g * cin_g, center, pad, L.top, L.left, L.sh, L.sw, L.wq, L.psz, xp)
+            for r0 in range(0, L.ho, L.rows):
+                r1 = min(L.ho, r0 + L.rows)
+                acc = np.empty((L.cout_g, (r1 - r0) * L.wo), np.int32)
+                # reads reach offs[-1] + r0*wq + npix rounded up to NB: inside the last pair's plane and its slack
+                _tiles_compact(flat[r0 * L.wq:], L.offs, w32[g], r1 - r0, L.wq, L.wo, wide, acc)
+                yield n, g, r0 * L.wo, r1 * L.wo, acc
+
+
+def conv_requantized(x, center, pad, w32, layout, bias, mult, shift, bound, out_zp, qmin, qmax, out):
+    """:func:`_conv_requantized` with the layout's geometry (the caller validated every argument)."""
+    L = layout
+    xp, wide = L.buffers()
+    _conv_requantized(x, center, pad, L.top, L.left, L.sh, L.sw, L.wq, L.psz, L.rows, L.wo, L.offs, w32, xp, wide,
+                      bias, mult, shift, bound, out_zp, qmin, qmax, out)

@@ -302,3 +302,31 @@ def test_depthwise_requantized_cache(case):
     assert conv2d_direct_requantized(x2, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin,
                                      qmax, acc_bits, out2, cache=cache)
     np.testing.assert_array_equal(out2[:acc.shape[0]], out)
+
+
+def _blocks_with_cache(x, x_zp, w, stride, pads, dilation, groups, w_cache):
+    expected = naive.conv2d_acc(x, x_zp, w, stride, pads, dilation, groups)
+    n_img, cout = expected.shape[:2]
+    got = np.zeros((n_img, cout, expected.shape[2] * expected.shape[3]), np.int64)
+    cg = cout // groups
+    for n, g, c0, c1, acc, off in conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=5,
+                                                     w_cache=w_cache):
+        got[n, g * cg:(g + 1) * cg, c0:c1] = acc.astype(np.int64) + off[:, None]
+    np.testing.assert_array_equal(got.reshape(expected.shape), expected)
+
+
+@settings(deadline=None, max_examples=80)
+@given(conv_case(), st.integers(1, 3), st.sampled_from([np.int8, np.uint8, np.int16, np.uint16]))
+def test_gemm_blocks_plan_cache_follows_shape_dtype_and_zero_point(case, extra, other_dtype):
+    """The plan kept in ``w_cache`` is reused for a repeated call and replaced (never reused stale) when the input
+    shape, dtype or zero point changes."""
+    x, x_zp, w, stride, pads, dilation, groups = case
+    cache = {}
+    for _ in range(2):
+        _blocks_with_cache(x, x_zp, w, stride, pads, dilation, groups, cache)
+    _blocks_with_cache(np.concatenate([x] * (1 + extra), axis=2), x_zp, w, stride, pads, dilation, groups, cache)
+    _blocks_with_cache(np.concatenate([x, x[..., :extra]], axis=3), x_zp, w, stride, pads, dilation, groups, cache)
+    info = np.iinfo(other_dtype)
+    x2 = np.clip(x.astype(np.int64), info.min, info.max).astype(other_dtype)
+    _blocks_with_cache(x2, int(info.max) - 1, w, stride, pads, dilation, groups, cache)
+    _blocks_with_cache(x, x_zp, w, stride, pads, dilation, groups, cache)

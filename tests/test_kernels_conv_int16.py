@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kernels import conv_int16
 from kernels.conv2d import conv2d_gemm, conv2d_gemm_blocks
 from tests import naive
+from tests.test_kernels_conv2d import fused_case
 
 pytestmark = pytest.mark.skipif(not conv_int16.AVAILABLE, reason="needs AVX-512BW (the float paths run instead)")
 
@@ -117,3 +118,64 @@ def test_pack_weights_pairs():
             assert lo[0, t, c] == w[c, 0, t, 0] and hi[0, t, c] == w[c, 1, t, 0]
             assert lo[0, 3 + t, c] == w[c, 2, t, 0] and hi[0, 3 + t, c] == 0
     assert not p[0, :, 5:].any()
+
+
+def _requantized(case, out_dtype=None, cache=None):
+    """conv2d_gemm_requantized of a fused_case, checked against the twins; whether it fused."""
+    from kernels.conv2d import conv2d_gemm_requantized
+    x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax, acc_bits, dtype = case
+    acc = naive.conv2d_acc(x, x_zp, wt, stride, pads, dilation, groups)
+    out = np.empty(acc.shape, dtype)
+    if not conv2d_gemm_requantized(x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin,
+                                   qmax, acc_bits, out, block_cols=7, cache=cache):
+        return False
+    n, c, h, w = acc.shape
+    expected, overflows = naive.requantize(acc.reshape(n, c, h * w), bias, mult, shift, out_zp, qmin, qmax,
+                                           acc_bits, False, dtype)
+    assert overflows == 0  # fusion is only allowed where overflow is impossible
+    np.testing.assert_array_equal(out, expected.reshape(acc.shape))
+    return True
+
+
+@settings(deadline=None, max_examples=200)
+@given(fused_case(case16()), st.booleans())
+def test_gemm_requantized_matches_twins(case, wide_acc):
+    if wide_acc:  # no accumulator limit: fusion then only needs every saturation bound (more cases fuse)
+        case = case[:13] + (64,) + case[14:]
+    _requantized(case)
+
+
+@settings(deadline=None, max_examples=60)
+@given(fused_case(case16()), st.integers(1, 3))
+def test_gemm_requantized_cache_follows_shape_and_dtype(case, crop):
+    """A second call with the same key reuses the cached plan (same result); another input shape, dtype or zero
+    point gets a new plan, never the stale one."""
+    cache = {}
+    if not (_requantized(case, cache=cache) and _requantized(case, cache=cache)):
+        return
+    x, x_zp = case[0], case[1]
+    plan = cache["prep"]
+    wider = np.concatenate([x, x[..., :crop]], axis=3)  # more columns: other planes, offsets and rows per block
+    _requantized((wider,) + case[1:], cache=cache)
+    assert cache["prep"] is not plan
+    other = (x.astype(np.int32) + (32768 if x.dtype == np.int16 else -32768)).astype(
+        np.uint16 if x.dtype == np.int16 else np.int16)  # the other 16-bit dtype: another centre
+    _requantized((other, x_zp ^ 1) + case[2:], cache=cache)
+    _requantized(case, cache=cache)
+
+
+def test_gemm_requantized_refuses_what_it_cannot_prove():
+    from kernels.conv2d import conv2d_gemm_requantized
+    x = np.full((1, 2, 4, 40), -32768, np.int16)
+    w = np.full((3, 2, 1, 1), 127, np.int8)
+    one = np.ones(3, np.int64)
+    args = (x, 0, w, (1, 1), (0, 0, 0, 0), (1, 1), 1, 0 * one, one << 30, one * 31, 0, -32768, 32767)
+    out = np.empty((1, 3, 4, 40), np.int16)
+    # |acc| <= 32768 * 254 < 2**23: a 24-bit accumulator is proven safe, a 23-bit one is not
+    assert not conv2d_gemm_requantized(*args, 23, out)
+    assert conv2d_gemm_requantized(*args, 24, out)
+    assert (out == -32768).all()
+    assert not conv2d_gemm_requantized(*args[:7], 0 * one, 0 * one + 1, 62 * one, 0, -32768, 32767, 64, out)
+    assert not conv2d_gemm_requantized(x.astype(np.int8), *args[1:11], -128, 127, 64, out.astype(np.int8))  # 8-bit
+    with pytest.raises(ValueError, match="out must have shape"):
+        conv2d_gemm_requantized(*args, 64, out[:, :2])

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.conv2d import (_center, _sub_zp, combine_hilo, conv2d_acc, conv2d_direct_requantized, conv2d_gemm_blocks,
-                            HILO_MIN_K, hilo_ok, split_hilo)
+                            conv2d_gemm_requantized, HILO_MIN_K, hilo_ok, split_hilo)
 from kernels.gemm import abs_max, float_dtype, plan
 from kernels import conv_int16
 from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tiles, tiled, untile
@@ -146,11 +146,17 @@ def _run_conv(node, inputs, ctx):
             pw = p["_pw"] = _prepare_pointwise(p, x) or {}  # {}: not this path (decided once: dtype and weights)
         if pw and pw["key"] == (x.dtype, x.shape[1:]):
             return [_run_pointwise(node, ctx, x, pw).reshape(out_shape)]
-    # GEMM path: requantize each block of columns while it is still in cache
-    y = np.empty((n_img, cout, int(np.prod(out_shape[2:]))), p["_out_dtype"])
+    y = np.empty((n_img, cout, 1 if p["_is1d"] else out_shape[2], out_shape[-1]), p["_out_dtype"])
     cg = cout // p["groups"]
     # column blocks as wide as the memory budget allows: a block spanning whole rows keeps acc and y contiguous
     block = max(8192, POINTWISE_BLOCK // max(1, cg))
+    if "mult" in p and conv2d_gemm_requantized(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"],
+                                               p["bias"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"],
+                                               p["acc_bits"], y, block_cols=block,
+                                               cache=p.setdefault("_gemm_rq_cache", {})):
+        return [y.reshape(out_shape)]
+    # GEMM path: requantize each block of columns while it is still in cache
+    y = y.reshape(n_img, cout, -1)
     for n, g, c0, c1, acc, off in conv2d_gemm_blocks(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"],
                                                      p["groups"], block_cols=block, w_cache=p["_w_cache"]):
         rows = slice(g * cg, (g + 1) * cg)
