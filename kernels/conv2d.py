@@ -345,7 +345,9 @@ def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) ->
         cache["wsum"] = w64.sum(axis=1)
         cache["wabs"] = int(np.abs(w64).sum(axis=1).max(initial=0))
     layout = None
-    if conv_int16.plan(x.dtype, pad if padded else None, cache["wabs"]):
+    if "w16" not in cache:
+        cache["w16"] = conv_int16.weights_fit(w)
+    if cache["w16"] and conv_int16.plan(x.dtype, pad if padded else None, cache["wabs"]):
         if "int16" not in cache:
             cache["int16"] = conv_int16.pack_weights(w, groups)
         layout = conv_int16.Layout(x.shape, w.shape, groups, (sh, sw), (top, left, bottom, right), (dh, dw),
@@ -496,7 +498,7 @@ def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     padded = top or left or bottom or right
     w64 = w.reshape(cout, -1).astype(np.int64)
     wabs = int(np.abs(w64).sum(axis=1).max(initial=0))
-    if not conv_int16.plan(x.dtype, pad if padded else None, wabs):
+    if not (conv_int16.weights_fit(w) and conv_int16.plan(x.dtype, pad if padded else None, wabs)):
         return None
     info = np.iinfo(x.dtype)
     x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))  # padding contributes 0

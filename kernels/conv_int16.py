@@ -19,8 +19,8 @@ Exactness. Every int32 value the tile forms -- a product, a pair sum, a partial 
 any order -- is a sum of a subset of the terms ``w[c, k] * v[k]`` of one output ``c``, so its magnitude is at
 most ``S_c * V`` with ``S_c = sum_k |w[c, k]|`` and ``V`` the largest possible ``|v|`` (from the activation
 dtype and the padding value). :func:`plan` admits a convolution only when ``max_c S_c * V <= 2**31 - 1`` and
-every ``v`` fits int16; then no int32 operation wraps and the results are the exact integer sums (the weights
-fit int16 too: ``|w| <= S_c``). The junk columns of the wide grid and the zero/padding slack they read are sums
+every ``v`` fits int16, and packs only weights that fit int16 (:func:`weights_fit`); then no int32 operation
+wraps and the results are the exact integer sums. The junk columns of the wide grid and the zero/padding slack they read are sums
 of the same kind of bounded terms.
 """
 import numba
@@ -63,6 +63,12 @@ def plan(dtype, pad, wabs_rowsum_max: int) -> bool:
     if pad is not None and not V_RANGE[0] <= pad <= V_RANGE[1]:
         return False
     return wabs_rowsum_max * (1 << 15) <= INT32_LIMIT  # max|v| = 2**15 over the centred int16 range
+
+
+def weights_fit(w) -> bool:
+    """True when every weight is an int16 value (what :func:`pack_weights` can pack; :func:`plan`'s bound
+    alone allows weights up to 65535 in magnitude)."""
+    return w.size == 0 or (int(w.min()) >= V_RANGE[0] and int(w.max()) <= V_RANGE[1])
 
 
 _I16, _I32, _I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)

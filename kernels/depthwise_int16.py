@@ -35,7 +35,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ._jit import njit
-from .conv_int16 import AVAILABLE, plan  # noqa: F401  (re-exported: the host check and the exactness bound)
+from .conv_int16 import AVAILABLE, plan, weights_fit  # noqa: F401  (AVAILABLE, plan: re-exported)
 from .requantize import requantize_row
 
 LANES = 16          # int32 lanes of one 512-bit vector
@@ -102,7 +102,7 @@ def prepare(wf, kh, kw, sw, dw):
     ``sumw`` (Cout,) int64 ``sum_t w[c, t]``, ``s_max`` the Python int ``max_c sum_t |w[c, t]|`` and ``d`` the
     cell distance ``D`` of the pairs (module docstring)."""
     wi = np.asarray(wf).astype(np.int64)
-    if not np.array_equal(wi, wf) or (wi.size and (int(wi.min()) < -(1 << 15) or int(wi.max()) >= 1 << 15)):
+    if not np.array_equal(wi, wf) or not weights_fit(wi):
         return None
     s = sw // math.gcd(dw, sw)
     d = s * dw // sw

@@ -179,3 +179,17 @@ def test_gemm_requantized_refuses_what_it_cannot_prove():
     assert not conv2d_gemm_requantized(x.astype(np.int8), *args[1:11], -128, 127, 64, out.astype(np.int8))  # 8-bit
     with pytest.raises(ValueError, match="out must have shape"):
         conv2d_gemm_requantized(*args, 64, out[:, :2])
+
+
+@pytest.mark.parametrize("big", [1 << 15, 40000, -(1 << 15) - 1])
+def test_weights_outside_int16_take_the_float_path(big):
+    """plan's bound admits a row sum up to 65535, but a single weight beyond int16 cannot be packed: such a
+    convolution (int32 weight array) must leave the int16-pair path and still be exact."""
+    x = np.full((1, 1, 2, 40), 3, np.int16)
+    w = np.array([[[[big]]], [[[-7]]]], np.int32)
+    assert not conv_int16.weights_fit(w) and conv_int16.weights_fit(w[1:])
+    _check(x, 0, w, (1, 1), (0, 0, 0, 0), (1, 1), 1, int_path=False)
+    mult, shift = np.array([1 << 30, 1 << 30]), np.array([31, 31])
+    case = (x, 0, w, (1, 1), (0, 0, 0, 0), (1, 1), 1, np.zeros(2, np.int64), mult, shift, 0, -(1 << 31),
+            (1 << 31) - 1, 48, np.int32)
+    assert not _requantized(case)  # the fused path declines too

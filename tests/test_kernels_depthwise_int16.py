@@ -67,7 +67,8 @@ def dw16_case(draw):
     sw = draw(st.sampled_from([sh, 1, 2]))
     dh, dw = draw(st.sampled_from([(1, 1), (1, 1), (2, 2), (1, 2), (3, 1)]))
     pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
-    h = draw(st.integers(max(1, dh * (kh - 1) + 1 - pads[0] - pads[2]), 12))
+    h_min = max(1, dh * (kh - 1) + 1 - pads[0] - pads[2])  # up to 19 (7x7, dilation 3)
+    h = draw(st.integers(h_min, max(h_min, 12)))
     # rows shorter than one 16-lane vector up to several 64-output tiles
     w = draw(st.integers(max(1, dw * (kw - 1) + 1 - pads[1] - pads[3]), 150))
     xd, xlo, xhi = draw(st.sampled_from(X16))
