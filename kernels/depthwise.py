@@ -31,6 +31,7 @@ import numpy as np
 
 from . import depthwise_int16
 from ._jit import njit
+from .polyphase import phase_offsets
 from .requantize import requantize_row
 
 F32_LIMIT = 1 << 24
@@ -189,21 +190,7 @@ def _depthwise(x, x_zp, wf, kh, kw, sh, sw, top, left, bottom, right, dh, dw, xq
     rows_blk = max(1, BLOCK // wq)
     yb = np.empty(rows_blk * wq + VEC if fuse else 1, out.dtype)
     zero = xq.dtype.type(0)
-    # where each input row / column phase lands (divisions hoisted out of the per-channel loops: 64-bit integer
-    # division costs tens of cycles)
-    rowoff = np.empty(h, np.int64)
-    for ih in range(h):
-        r = top + ih
-        rowoff[ih] = ((r % sh) * sw) * psz + (r // sh) * wq
-    col_q = np.zeros(sw, np.int64)
-    col_iw0 = np.zeros(sw, np.int64)
-    col_cnt = np.zeros(sw, np.int64)
-    for px in range(sw):
-        iw0 = (px - left) % sw  # first input column landing in phase px
-        if iw0 < wd:
-            col_iw0[px] = iw0
-            col_cnt[px] = (wd - 1 - iw0) // sw + 1
-            col_q[px] = px * psz + (left + iw0) // sw
+    rowoff, col_q, col_iw0, col_cnt = phase_offsets(h, wd, top, left, sh, sw, psz, wq)
     for n in range(n_img):
         for ci in range(c_in):
             xc = x[n, ci]

@@ -36,6 +36,7 @@ from numba.extending import intrinsic
 
 from ._jit import njit
 from .conv_int16 import AVAILABLE, plan, weights_fit  # noqa: F401  (AVAILABLE, plan: re-exported)
+from .polyphase import phase_offsets
 from .requantize import requantize_row
 
 LANES = 16          # int32 lanes of one 512-bit vector
@@ -213,19 +214,7 @@ def _depthwise16(x, center, pa, w32, d, kh, kw, sh, sw, top, left, bottom, right
         ky = pa[k] // kw
         kx = pa[k] % kw
         offs[k] = (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
-    rowoff = np.empty(h, np.int64)
-    for ih in range(h):
-        r = top + ih
-        rowoff[ih] = ((r % sh) * sw) * psz + (r // sh) * wq
-    col_q = np.zeros(sw, np.int64)
-    col_iw0 = np.zeros(sw, np.int64)
-    col_cnt = np.zeros(sw, np.int64)
-    for px in range(sw):
-        iw0 = (px - left) % sw  # first input column landing in phase px
-        if iw0 < wd:
-            col_iw0[px] = iw0
-            col_cnt[px] = (wd - 1 - iw0) // sw + 1
-            col_q[px] = px * psz + (left + iw0) // sw
+    rowoff, col_q, col_iw0, col_cnt = phase_offsets(h, wd, top, left, sh, sw, psz, wq)
     rows_blk = max(1, BLOCK // wq)
     for n in range(n_img):
         for ci in range(c_in):
