@@ -42,11 +42,6 @@ def tfl_quantize_multiplier(d: float) -> tuple[int, int]:
     return int(m), int(e)
 
 
-def tfl_reduce_multiplier(m: int) -> int:
-    """The 16-bit multiplier the int64 MultiplyByQuantizedMultiplier overload uses."""
-    return (int(m) + (1 << 15)) >> 16 if m < 0x7FFF0000 else 0x7FFF
-
-
 @njit
 def wrap32(x):
     """Two's-complement wrap of an int64 to the int32 range."""
