@@ -133,13 +133,6 @@ def _tap(acc, a0, w0):
 
 
 @njit
-def _store_int(src, dst):
-    """dst[j] = src[j] (exact float integers to an integer array)."""
-    for j in range(dst.shape[0]):
-        dst[j] = np.int64(src[j])
-
-
-@njit
 def _copy(src, dst):
     """dst[j] = src[j] over dst's length."""
     for j in range(dst.shape[0]):
