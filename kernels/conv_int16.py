@@ -2,27 +2,34 @@
 fuses with the accumulation into the VNNI ``vpdpwssd`` where the CPU has it).
 
 Used by :func:`kernels.conv2d.conv2d_gemm_blocks` where :func:`plan` proves it exact and the CPU has AVX-512BW
-(:data:`AVAILABLE`); elsewhere the float paths of :mod:`kernels.conv2d` run. Checked bit for bit against
-``tests/naive.py::conv2d_acc`` (``tests/test_kernels_conv_int16.py``).
+or AVX2 (:data:`AVAILABLE`; :data:`KERNELS` is the tile code of the best of the two, chosen once at import:
+:func:`kernel_set`); elsewhere the float paths of :mod:`kernels.conv2d` run. Checked bit for bit against
+``tests/naive.py::conv2d_acc`` for both instruction sets (``tests/test_kernels_conv_int16.py``).
 
 Layout. The centred activations ``v = x - center`` (int16; padding cells hold ``pad = x_zp - center``) of each
 pair of input channels ``(2p, 2p+1)`` share one int32 plane: low half channel ``2p``, high half ``2p+1`` (an odd
 last channel is paired with zeros). As in :mod:`kernels.depthwise`, each pair plane holds the ``sh*sw``
 polyphase components of the padded plane, row pitch ``wq``, so output ``(oh, ow)`` of tap ``(ky, kx)`` reads
 component ``((ky*dh) % sh, (kx*dw) % sw)`` at ``[oh + (ky*dh)//sh, ow + (kx*dw)//sw]``: on the "wide" output
-grid of pitch ``wq`` (columns ``>= Wo`` computed and discarded) every (pair, tap) term of 32 consecutive outputs
-is one unaligned 32-lane int16 load. The weights are packed alike, one int32 per (pair, tap, output channel).
-A register tile of ``MR`` output channels x 32 outputs accumulates all (pair, tap) terms with ``vpmaddwd``
-(lane i: ``a[2i]*b[2i] + a[2i+1]*b[2i+1]``, 16x16-bit products exact in 32 bits) and int32 additions.
+grid of pitch ``wq`` (columns ``>= Wo`` computed and discarded) every (pair, tap) term of ``NB`` consecutive
+outputs is ``NV`` unaligned vector loads. The weights are packed alike, one int32 per (pair, tap, output channel).
+A register tile of ``MR`` output channels x ``NB`` outputs accumulates all (pair, tap) terms with ``vpmaddwd``
+(lane i: ``a[2i]*b[2i] + a[2i+1]*b[2i+1]``, 16x16-bit products exact in 32 bits) and int32 additions. The
+instruction set fixes the vector (AVX-512BW: 16 int32 lanes, ``llvm.x86.avx512.pmaddw.d.512``; AVX2: 8 lanes,
+``llvm.x86.avx2.pmadd.wd``) and the tile that fits its registers (:data:`ISAS`); the arithmetic is the same.
 
 Exactness. Every int32 value the tile forms -- a product, a pair sum, a partial sum over (pair, tap) terms in
 any order -- is a sum of a subset of the terms ``w[c, k] * v[k]`` of one output ``c``, so its magnitude is at
 most ``S_c * V`` with ``S_c = sum_k |w[c, k]|`` and ``V`` the largest possible ``|v|`` (from the activation
 dtype and the padding value). :func:`plan` admits a convolution only when ``max_c S_c * V <= 2**31 - 1`` and
 every ``v`` fits int16, and packs only weights that fit int16 (:func:`weights_fit`); then no int32 operation
-wraps and the results are the exact integer sums. The junk columns of the wide grid and the zero/padding slack they read are sums
-of the same kind of bounded terms.
+wraps and the results are the exact integer sums, whatever the vector width, tile shape or summation order (so
+both instruction sets give identical results). The junk columns of the wide grid and the zero/padding slack they
+read are sums of the same kind of bounded terms.
 """
+import functools
+import types as pytypes
+
 import numba
 import numpy as np
 from llvmlite import binding as llvm_binding
@@ -34,23 +41,36 @@ from numba.extending import intrinsic
 from ._jit import njit
 from .requantize import requantize_row
 
-LANES = 16          # int32 lanes of one 512-bit vector
-NV = 2              # vectors per tile row: NB outputs per tile
-NB = NV * LANES
-MR = 12             # output channels per register tile (12 x 2 accumulators + 2 inputs + 1 weight of 32 registers)
-MR_TAIL = 4         # the remaining channels, 4 at a time (weights are padded to a multiple of 4 rows)
+PACK_ROWS = 4       # packed weights hold the output channels rounded up to this (a multiple of every MR_TAIL)
 INT32_LIMIT = (1 << 31) - 1
 V_RANGE = (-(1 << 15), (1 << 15) - 1)
 
 
-def _host_has_avx512bw() -> bool:
-    """Numba compiles for the host CPU (no NUMBA_CPU_NAME override) and that CPU has AVX-512BW."""
+class Isa:
+    """One instruction set's tile: ``lanes`` int32 lanes per vector (``vpmaddwd`` intrinsic ``madd``), ``nv``
+    vectors per tile row (``nb = nv * lanes`` outputs per tile), ``mr`` output channels per register tile and
+    ``mr_tail`` for the remaining channels (``mr_tail`` divides ``PACK_ROWS`` and ``mr``)."""
+
+    def __init__(self, name, madd, lanes, nv, mr, mr_tail):
+        self.name, self.madd, self.lanes, self.nv, self.mr, self.mr_tail = name, madd, lanes, nv, mr, mr_tail
+        self.nb = nv * lanes
+
+
+ISAS = {
+    # 12 x 2 accumulators + 2 inputs + 1 weight of 32 zmm registers
+    "avx512bw": Isa("avx512bw", "llvm.x86.avx512.pmaddw.d.512", 16, 2, 12, 4),
+    # 6 x 2 accumulators + 2 inputs + 1 weight of 16 ymm registers
+    "avx2": Isa("avx2", "llvm.x86.avx2.pmadd.wd", 8, 2, 6, 2),
+}
+
+
+def _host_isa():
+    """The best of :data:`ISAS` the host has ("avx512bw", else "avx2"), or None; None as well when Numba does not
+    compile for the host CPU (a NUMBA_CPU_NAME / NUMBA_CPU_FEATURES override)."""
     if numba.config.CPU_NAME not in (None, "host") or numba.config.CPU_FEATURES:
-        return False
-    return bool(llvm_binding.get_host_cpu_features().get("avx512bw", False))
-
-
-AVAILABLE = _host_has_avx512bw()
+        return None
+    features = llvm_binding.get_host_cpu_features()
+    return next((name for name in ISAS if features.get(name, False)), None)
 
 
 def plan(dtype, pad, wabs_rowsum_max: int) -> bool:
@@ -72,12 +92,10 @@ def weights_fit(w) -> bool:
 
 
 _I16, _I32, _I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
-_VEC = ir.VectorType(_I32, LANES)
-_V16 = ir.VectorType(_I16, 2 * LANES)
 
 
-def _make_tile(mr):
-    """Intrinsic ``tile(xp, base, offs, w32, m0, out, col)``: for m < mr and j < NB,
+def _make_tile(isa, mr):
+    """Intrinsic ``tile(xp, base, offs, w32, m0, out, col)`` of :class:`Isa` ``isa``: for m < mr and j < isa.nb,
     ``out[m0 + m, col + j] = sum_kk pmaddwd(xp[base + offs[kk] + j], w32[kk, m0 + m])`` (int32 pairs, see the
     module docstring). The caller guarantees every index is in bounds (no checks here)."""
 
@@ -87,31 +105,32 @@ def _make_tile(mr):
 
         def codegen(context, builder, sig, args):
             xa, base, oa, wa, m0, outa, col = args
-            madd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VEC, [_V16, _V16]),
-                                                  "llvm.x86.avx512.pmaddw.d.512")
+            lanes, nv = isa.lanes, isa.nv
+            vec, v16 = ir.VectorType(_I32, lanes), ir.VectorType(_I16, 2 * lanes)
+            madd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [v16, v16]), isa.madd)
             xs_, os_, ws_, outs_ = [cgutils.create_struct_proxy(sig.args[i])(context, builder, value=args[i])
                                     for i in (0, 2, 3, 5)]
             xptr, optr, wptr, outptr = xs_.data, os_.data, ws_.data, outs_.data
             wstride = builder.extract_value(ws_.strides, 0)  # bytes
             ostride = builder.extract_value(outs_.strides, 0)
             n_k = builder.extract_value(os_.shape, 0)
-            zero = ir.Constant(_VEC, None)
-            accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(NV)] for _ in range(mr)]
-            splat_mask = ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES)
+            zero = ir.Constant(vec, None)
+            accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(nv)] for _ in range(mr)]
+            splat_mask = ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes)
             wbase = builder.gep(builder.bitcast(wptr, _I32.as_pointer()), [m0])
             with cgutils.for_range(builder, n_k) as loop:
                 kk = loop.index
                 p = builder.gep(xptr, [builder.add(base, builder.load(builder.gep(optr, [kk])))])
-                xs = [builder.bitcast(builder.load(builder.bitcast(builder.gep(p, [ir.Constant(_I64, v * LANES)]),
-                                                                   _VEC.as_pointer()), align=4), _V16)
-                      for v in range(NV)]
+                xs = [builder.bitcast(builder.load(builder.bitcast(builder.gep(p, [ir.Constant(_I64, v * lanes)]),
+                                                                   vec.as_pointer()), align=4), v16)
+                      for v in range(nv)]
                 wrow = builder.bitcast(builder.gep(builder.bitcast(wbase, ir.IntType(8).as_pointer()),
                                                    [builder.mul(kk, wstride)]), _I32.as_pointer())
                 for m in range(mr):
                     wv = builder.load(builder.gep(wrow, [ir.Constant(_I64, m)]))
                     ws = builder.insert_element(zero, wv, ir.Constant(_I32, 0))
-                    ws = builder.bitcast(builder.shuffle_vector(ws, ws, splat_mask), _V16)
-                    for v in range(NV):
+                    ws = builder.bitcast(builder.shuffle_vector(ws, ws, splat_mask), v16)
+                    for v in range(nv):
                         a = accs[m][v]
                         builder.store(builder.add(builder.load(a), builder.call(madd, [xs[v], ws])), a)
             obase = builder.gep(builder.bitcast(outptr, ir.IntType(8).as_pointer()), [builder.mul(m0, ostride)])
@@ -119,18 +138,14 @@ def _make_tile(mr):
                 row = builder.bitcast(builder.gep(obase, [builder.mul(ir.Constant(_I64, m), ostride)]),
                                       _I32.as_pointer())
                 row = builder.gep(row, [col])
-                for v in range(NV):
-                    dst = builder.bitcast(builder.gep(row, [ir.Constant(_I64, v * LANES)]), _VEC.as_pointer())
+                for v in range(nv):
+                    dst = builder.bitcast(builder.gep(row, [ir.Constant(_I64, v * lanes)]), vec.as_pointer())
                     builder.store(builder.load(accs[m][v]), dst, align=4)
             return context.get_dummy_value()
 
         return sig, codegen
 
     return tile
-
-
-_tile = _make_tile(MR)
-_tile_tail = _make_tile(MR_TAIL)
 
 
 @njit
@@ -169,10 +184,11 @@ def _pair_planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
                 dst[row0 + (c % sw) * psz + c // sw] = ((np.int32(sa[iw]) - center) & 0xFFFF) | b
 
 
-@njit
 def _tiles(xp, offs, w32, npix, wide):
     """``wide[m, j] = sum_kk pmaddwd(xp[offs[kk] + j], w32[kk, m])`` for j < npix rounded up to NB, every
-    (padded) output channel m; ``xp`` flat, with at least NB - 1 readable cells past the last valid read."""
+    (padded) output channel m; ``xp`` flat, with at least NB - 1 readable cells past the last valid read.
+    (A template, like the next two: :func:`kernel_set` compiles it per :class:`Isa`, binding ``NB``, ``MR``,
+    ``MR_TAIL``, ``_tile`` and ``_tile_tail`` to the instruction set's values.)"""
     mp = w32.shape[1]
     for col in range(0, npix, NB):
         m0 = 0
@@ -184,7 +200,6 @@ def _tiles(xp, offs, w32, npix, wide):
             m0 += MR_TAIL
 
 
-@njit
 def _tiles_compact(xp, offs, w32, rows, wq, wo, wide, acc):
     """:func:`_tiles` for ``rows`` output rows (of pitch ``wq`` on the wide grid), then
     ``acc[c, r*wo + j] = wide[c, r*wq + j]`` for the channels of ``acc``, r < rows and j < wo."""
@@ -199,7 +214,6 @@ def _tiles_compact(xp, offs, w32, rows, wq, wo, wide, acc):
                 d[j] = s[j]
 
 
-@njit
 def _conv_requantized(x, center, pad, top, left, sh, sw, wq, psz, rows, wo, offs, w32, xp, wide, bias, mult, shift,
                       bound, out_zp, qmin, qmax, out):
     """The whole convolution into ``out`` (N, Cout, Ho*Wo) in one call, each finished output row of each channel
@@ -228,12 +242,50 @@ def _conv_requantized(x, center, pad, top, left, sh, sw, wq, psz, rows, wo, offs
                                        mult[co], shift[co], bound[co], out_zp, qmin, qmax)
 
 
+class KernelSet:
+    """The compiled tiles of one :class:`Isa`: ``tiles_compact`` and ``conv_requantized`` (the templates
+    :func:`_tiles_compact` and :func:`_conv_requantized`), with the tile geometry ``isa``."""
+
+    def __init__(self, isa):
+        self.isa = isa
+        globs = dict(globals(), NB=isa.nb, MR=isa.mr, MR_TAIL=isa.mr_tail, _tile=_make_tile(isa, isa.mr),
+                     _tile_tail=_make_tile(isa, isa.mr_tail))
+        for fn in (_tiles, _tiles_compact, _conv_requantized):  # _tiles first: the other two call it
+            globs[fn.__name__] = _compile(fn, isa.name, globs)
+        self.tiles_compact, self.conv_requantized = globs["_tiles_compact"], globs["_conv_requantized"]
+
+
+def _compile(fn, suffix, globs):
+    """``njit`` of a copy of template ``fn`` reading its globals from ``globs``, named ``fn_<suffix>`` (its own
+    entry in Numba's on-disk cache, which keys functions by qualified name and bytecode, not by globals)."""
+    copy = pytypes.FunctionType(fn.__code__, globs, f"{fn.__name__}_{suffix}")
+    copy.__qualname__ = copy.__name__
+    copy.__doc__ = fn.__doc__
+    return njit(copy)
+
+
+@functools.cache
+def kernel_set(name: str) -> KernelSet:
+    """The :class:`KernelSet` of instruction set ``name`` (a key of :data:`ISAS`), built once. Any set runs on a
+    CPU with its instructions: tests run the AVX2 set on AVX-512 hosts too."""
+    return KernelSet(ISAS[name])
+
+
+ISA = _host_isa()
+AVAILABLE = ISA is not None
+KERNELS = kernel_set(ISA) if AVAILABLE else None  # what Layout (hence blocks and conv_requantized) runs
+NB = KERNELS.isa.nb if AVAILABLE else 0  # outputs per tile of KERNELS (npu_sim.ops.mac: smaller planes go elsewhere)
+
+
 class Layout:
     """The shape-dependent part of the int16-pair convolution of one input shape: the plane geometry, the read
-    offset of every (pair, tap) and the rows per block, computed once per shape (callers keep it in their cache).
+    offset of every (pair, tap) and the rows per block, computed once per shape (callers keep it in their cache),
+    for the tiles of :data:`KERNELS` (``kernels``; their ``NB`` sets the plane slack and the wide-grid rounding).
     ``buffers()`` allocates the scratch planes (fresh per call: concurrent users never share them)."""
 
     def __init__(self, x_shape, w_shape, groups, stride, pads, dilation, ho, wo, block_cols, mp):
+        self.kernels = KERNELS
+        nb = KERNELS.isa.nb
         h, wd = x_shape[2], x_shape[3]
         cin_g, kh, kw = w_shape[1], w_shape[2], w_shape[3]
         sh, sw = stride
@@ -243,7 +295,7 @@ class Layout:
         self.wq = wq = (left + wd + right + sw - 1) // sw
         self.psz = psz = hq * wq
         n_pairs = (cin_g + 1) // 2
-        plane = sh * sw * psz + NB
+        plane = sh * sw * psz + nb
         ky, kx = np.divmod(np.arange(kh * kw), kw)
         tap_off = (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
         self.offs = (np.arange(n_pairs)[:, None] * plane + tap_off).reshape(-1).astype(np.int64)
@@ -251,19 +303,19 @@ class Layout:
         self.ho, self.wo, self.top, self.left, self.sh, self.sw = ho, wo, top, left, sh, sw
         self.cout_g = w_shape[0] // groups
         self.xp_shape = (n_pairs, plane)
-        self.wide_shape = (mp, -(-((rows - 1) * wq + wo) // NB) * NB)
+        self.wide_shape = (mp, -(-((rows - 1) * wq + wo) // nb) * nb)
 
     def buffers(self):
         return np.empty(self.xp_shape, np.int32), np.empty(self.wide_shape, np.int32)
 
 
 def pack_weights(w, groups: int) -> np.ndarray:
-    """int32 [groups, pairs*taps, Cout_g rounded up to MR_TAIL]: the pair (w[c, 2p, t], w[c, 2p+1, t]) of output
+    """int32 [groups, pairs*taps, Cout_g rounded up to PACK_ROWS] (for every instruction set): the pair (w[c, 2p, t], w[c, 2p+1, t]) of output
     channel c at row p*taps + t (low half channel 2p), zero for padded channels and the odd last channel."""
     cout, cin_g, kh, kw = w.shape
     cout_g = cout // groups
     n_pairs = (cin_g + 1) // 2
-    mp = -(-cout_g // MR_TAIL) * MR_TAIL
+    mp = -(-cout_g // PACK_ROWS) * PACK_ROWS
     w16 = np.zeros((groups, mp, 2 * n_pairs, kh * kw), np.int32)
     w16[:, :cout_g, :cin_g] = w.reshape(groups, cout_g, cin_g, kh * kw)
     lo, hi = w16[:, :, 0::2], w16[:, :, 1::2]  # (groups, mp, pairs, taps)
@@ -289,13 +341,13 @@ def blocks(x, center, pad, w32, layout):
                 r1 = min(L.ho, r0 + L.rows)
                 acc = np.empty((L.cout_g, (r1 - r0) * L.wo), np.int32)
                 # reads reach offs[-1] + r0*wq + npix rounded up to NB: inside the last pair's plane and its slack
-                _tiles_compact(flat[r0 * L.wq:], L.offs, w32[g], r1 - r0, L.wq, L.wo, wide, acc)
+                L.kernels.tiles_compact(flat[r0 * L.wq:], L.offs, w32[g], r1 - r0, L.wq, L.wo, wide, acc)
                 yield n, g, r0 * L.wo, r1 * L.wo, acc
 
 
 def conv_requantized(x, center, pad, w32, layout, bias, mult, shift, bound, out_zp, qmin, qmax, out):
-    """:func:`_conv_requantized` with the layout's geometry (the caller validated every argument)."""
+    """:func:`_conv_requantized` with the layout's geometry and tiles (the caller validated every argument)."""
     L = layout
     xp, wide = L.buffers()
-    _conv_requantized(x, center, pad, L.top, L.left, L.sh, L.sw, L.wq, L.psz, L.rows, L.wo, L.offs, w32, xp, wide,
+    L.kernels.conv_requantized(x, center, pad, L.top, L.left, L.sh, L.sw, L.wq, L.psz, L.rows, L.wo, L.offs, w32, xp, wide,
                       bias, mult, shift, bound, out_zp, qmin, qmax, out)

@@ -35,7 +35,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ._jit import njit
-from .conv_int16 import AVAILABLE, plan, weights_fit  # noqa: F401  (AVAILABLE, plan: re-exported)
+from .conv_int16 import ISA, plan, weights_fit  # noqa: F401  (plan: re-exported)
 from .polyphase import phase_offsets
 from .requantize import requantize_row
 
@@ -43,6 +43,7 @@ LANES = 16          # int32 lanes of one 512-bit vector
 NV = 4              # vectors per main tile
 NB = NV * LANES
 BLOCK = 4096        # wide accumulator elements per row block (16 KiB of int32)
+AVAILABLE = ISA == "avx512bw"  # the host has AVX-512BW (and Numba compiles for it)
 
 _I16, _I32, _I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
 _VEC = ir.VectorType(_I32, LANES)

@@ -1,5 +1,11 @@
 """The int16-pair convolution kernel (kernels/conv_int16.py), through conv2d_gemm_blocks, == golden twin, bit for
-bit: random geometries, the exactness bound just inside / just outside, extreme values and padding."""
+bit: random geometries, the exactness bound just inside / just outside, extreme values and padding; each for every
+instruction set's tiles the host can run (AVX-512BW hosts run the AVX2 tiles too)."""
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -12,7 +18,18 @@ from kernels.conv2d import conv2d_gemm, conv2d_gemm_blocks
 from tests import naive
 from tests.test_kernels_conv2d import fused_case
 
-pytestmark = pytest.mark.skipif(not conv_int16.AVAILABLE, reason="needs AVX-512BW (the float paths run instead)")
+pytestmark = pytest.mark.skipif(not conv_int16.AVAILABLE,
+                                reason="needs AVX-512BW or AVX2 (the float paths run instead)")
+# the host's instruction set and the narrower ones (ISAS lists the widest first)
+HOST_ISAS = list(conv_int16.ISAS)[list(conv_int16.ISAS).index(conv_int16.ISA):] if conv_int16.AVAILABLE else []
+per_isa = pytest.mark.parametrize("isa", HOST_ISAS)
+
+
+@contextlib.contextmanager
+def _using(isa):
+    """conv_int16 (and so conv2d) running the tiles of instruction set ``isa``."""
+    with mock.patch.object(conv_int16, "KERNELS", conv_int16.kernel_set(isa)):
+        yield
 
 
 def _blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=8192):
@@ -61,10 +78,12 @@ def case16(draw):
     return x, x_zp, w, (sh, sw), pads, (dh, dw), groups
 
 
+@per_isa
 @settings(deadline=None, max_examples=150)
 @given(case16(), st.sampled_from([1, 7, 8192]))
-def test_conv_int16_matches_twin(case, block_cols):
-    _check(*case, block_cols=block_cols)
+def test_conv_int16_matches_twin(isa, case, block_cols):
+    with _using(isa):
+        _check(*case, block_cols=block_cols)
 
 
 def test_conv_int16_plan_bounds():
@@ -77,8 +96,9 @@ def test_conv_int16_plan_bounds():
         assert not conv_int16.plan(np.int16, None, 1)
 
 
+@per_isa
 @pytest.mark.parametrize("dtype,lo,hi", [(np.int16, -32768, 32767), (np.uint16, 0, 65535)])
-def test_conv_int16_at_the_bound(dtype, lo, hi):
+def test_conv_int16_at_the_bound(isa, dtype, lo, hi):
     # every term at its extreme: all v = -32768 (x = lo, centred), sum|w| = 65535 -> |acc| = 2**31 - 32768,
     # the largest the proof admits; one more unit of weight and the float paths take over (still exact)
     cin = 58  # 58 channels x 3x3 = 522 taps: 516 of 127 and the remainder make sum|w| = 65535 / 65536
@@ -91,20 +111,23 @@ def test_conv_int16_at_the_bound(dtype, lo, hi):
         assert np.abs(flat).sum(axis=1).max() == total
         x = np.full((1, cin, 4, 5), lo, dtype)
         center = 32768 if dtype == np.uint16 else 0
-        _check(x, center, w.astype(np.int16), (1, 1), (0, 0, 0, 0), (1, 1), 1, int_path=int_path)
-        # padding cells at the extremes of the centred range, and alternating extreme inputs
         x2 = np.where(np.indices(x.shape).sum(axis=0) % 2 == 0, lo, hi).astype(dtype)
-        for zp in (lo, hi):
-            _check(x2, zp, w.astype(np.int16), (1, 1), (1, 1, 1, 1), (1, 1), 1, int_path=int_path)
+        with _using(isa):
+            _check(x, center, w.astype(np.int16), (1, 1), (0, 0, 0, 0), (1, 1), 1, int_path=int_path)
+            # padding cells at the extremes of the centred range, and alternating extreme inputs
+            for zp in (lo, hi):
+                _check(x2, zp, w.astype(np.int16), (1, 1), (1, 1, 1, 1), (1, 1), 1, int_path=int_path)
 
 
-def test_conv_int16_padding_outside_int16_falls_back():
+@per_isa
+def test_conv_int16_padding_outside_int16_falls_back(isa):
     x = np.full((1, 4, 5, 5), 7, np.uint16)
     w = np.ones((2, 4, 3, 3), np.int8)
-    _check(x, -1, w, (1, 1), (1, 1, 1, 1), (1, 1), 1, int_path=False)  # pad = -1 - 32768
-    _check(x, -1, w, (1, 1), (0, 0, 0, 0), (1, 1), 1, int_path=True)   # no padding: admitted
-    x = np.full((1, 4, 5, 5), -7, np.int16)
-    _check(x, 32768, w, (1, 1), (1, 0, 0, 1), (1, 1), 1, int_path=False)
+    with _using(isa):
+        _check(x, -1, w, (1, 1), (1, 1, 1, 1), (1, 1), 1, int_path=False)  # pad = -1 - 32768
+        _check(x, -1, w, (1, 1), (0, 0, 0, 0), (1, 1), 1, int_path=True)   # no padding: admitted
+        x = np.full((1, 4, 5, 5), -7, np.int16)
+        _check(x, 32768, w, (1, 1), (1, 0, 0, 1), (1, 1), 1, int_path=False)
 
 
 def test_pack_weights_pairs():
@@ -137,19 +160,27 @@ def _requantized(case, out_dtype=None, cache=None):
     return True
 
 
+@per_isa
 @settings(deadline=None, max_examples=200)
 @given(fused_case(case16()), st.booleans())
-def test_gemm_requantized_matches_twins(case, wide_acc):
+def test_gemm_requantized_matches_twins(isa, case, wide_acc):
     if wide_acc:  # no accumulator limit: fusion then only needs every saturation bound (more cases fuse)
         case = case[:13] + (64,) + case[14:]
-    _requantized(case)
+    with _using(isa):
+        _requantized(case)
 
 
+@per_isa
 @settings(deadline=None, max_examples=60)
 @given(fused_case(case16()), st.integers(1, 3))
-def test_gemm_requantized_cache_follows_shape_and_dtype(case, crop):
+def test_gemm_requantized_cache_follows_shape_and_dtype(isa, case, crop):
     """A second call with the same key reuses the cached plan (same result); another input shape, dtype or zero
     point gets a new plan, never the stale one."""
+    with _using(isa):
+        _cached_plans(case, crop)
+
+
+def _cached_plans(case, crop):
     cache = {}
     if not (_requantized(case, cache=cache) and _requantized(case, cache=cache)):
         return
@@ -193,3 +224,29 @@ def test_weights_outside_int16_take_the_float_path(big):
     case = (x, 0, w, (1, 1), (0, 0, 0, 0), (1, 1), 1, np.zeros(2, np.int64), mult, shift, 0, -(1 << 31),
             (1 << 31) - 1, 48, np.int32)
     assert not _requantized(case)  # the fused path declines too
+
+
+HASWELL_TILES = """
+import re, numba, numpy as np
+from kernels import conv_int16
+tiles = conv_int16.kernel_set("avx2").tiles_compact.py_func.__globals__["_tiles"]
+fresh = numba.njit(tiles.py_func)  # not cached: inspect_asm needs the compiled text
+xp, offs, w32 = np.arange(64, dtype=np.int32), np.array([0, 3], np.int64), np.ones((2, 8), np.int32)
+wide = np.zeros((8, 16), np.int32)
+fresh(xp, offs, w32, 16, wide)
+assert (wide == 2 * np.arange(16) + 3).all()  # xp[j] + xp[j + 3] (high halves 0), all 6 + 2 channels
+llvm, asm = fresh.inspect_llvm(fresh.signatures[0]), fresh.inspect_asm(fresh.signatures[0])
+assert "llvm.x86.avx2.pmadd.wd" in llvm and "avx512" not in llvm
+assert "vpmaddwd" in asm and "zmm" not in asm and not re.search("ymm(1[6-9]|[23][0-9])|[{]", asm)
+print("ok")
+"""
+
+
+@pytest.mark.skipif("avx2" not in HOST_ISAS, reason="needs AVX2")
+def test_avx2_tiles_are_avx2_code(tmp_path):
+    """The AVX2 tiles compiled for an AVX2-only CPU (Haswell) are AVX2 code -- no zmm register, no ymm16-31, no
+    EVEX mask, no AVX-512 intrinsic -- and compute the tile sums (on this host, which runs AVX2 code too)."""
+    env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="+avx2", NUMBA_CACHE_DIR=str(tmp_path))
+    res = subprocess.run([sys.executable, "-c", HASWELL_TILES], cwd=Path(__file__).resolve().parent.parent, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-3000:]
