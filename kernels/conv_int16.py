@@ -251,11 +251,11 @@ class KernelSet:
         globs = dict(globals(), NB=isa.nb, MR=isa.mr, MR_TAIL=isa.mr_tail, _tile=_make_tile(isa, isa.mr),
                      _tile_tail=_make_tile(isa, isa.mr_tail))
         for fn in (_tiles, _tiles_compact, _conv_requantized):  # _tiles first: the other two call it
-            globs[fn.__name__] = _compile(fn, isa.name, globs)
+            globs[fn.__name__] = compile_template(fn, isa.name, globs)
         self.tiles_compact, self.conv_requantized = globs["_tiles_compact"], globs["_conv_requantized"]
 
 
-def _compile(fn, suffix, globs):
+def compile_template(fn, suffix, globs):
     """``njit`` of a copy of template ``fn`` reading its globals from ``globs``, named ``fn_<suffix>`` (its own
     entry in Numba's on-disk cache, which keys functions by qualified name and bytecode, not by globals)."""
     copy = pytypes.FunctionType(fn.__code__, globs, f"{fn.__name__}_{suffix}")
@@ -310,8 +310,9 @@ class Layout:
 
 
 def pack_weights(w, groups: int) -> np.ndarray:
-    """int32 [groups, pairs*taps, Cout_g rounded up to PACK_ROWS] (for every instruction set): the pair (w[c, 2p, t], w[c, 2p+1, t]) of output
-    channel c at row p*taps + t (low half channel 2p), zero for padded channels and the odd last channel."""
+    """int32 [groups, pairs*taps, Cout_g rounded up to PACK_ROWS] (for every instruction set): the pair
+    (w[c, 2p, t], w[c, 2p+1, t]) of output channel c at row p*taps + t (low half channel 2p), zero for padded
+    channels and the odd last channel."""
     cout, cin_g, kh, kw = w.shape
     cout_g = cout // groups
     n_pairs = (cin_g + 1) // 2
@@ -349,5 +350,5 @@ def conv_requantized(x, center, pad, w32, layout, bias, mult, shift, bound, out_
     """:func:`_conv_requantized` with the layout's geometry and tiles (the caller validated every argument)."""
     L = layout
     xp, wide = L.buffers()
-    L.kernels.conv_requantized(x, center, pad, L.top, L.left, L.sh, L.sw, L.wq, L.psz, L.rows, L.wo, L.offs, w32, xp, wide,
-                      bias, mult, shift, bound, out_zp, qmin, qmax, out)
+    L.kernels.conv_requantized(x, center, pad, L.top, L.left, L.sh, L.sw, L.wq, L.psz, L.rows, L.wo, L.offs, w32,
+                               xp, wide, bias, mult, shift, bound, out_zp, qmin, qmax, out)

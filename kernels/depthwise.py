@@ -22,7 +22,7 @@ Fused requantization: each block of accumulators goes through ``requantize_row``
 ``kernels.requantize``), which truncates the float accumulator to int64 (exact: it is an integer).
 
 16-bit activations: :func:`depthwise` runs :mod:`kernels.depthwise_int16` instead (int16 tap pairs, int32
-accumulators) where ``kernels.conv_int16.plan`` proves it exact and the host has AVX-512BW; the packed weights
+accumulators) where ``kernels.conv_int16.plan`` proves it exact and the host has AVX-512BW or AVX2; the packed weights
 are kept per weight array (the callers keep one float weight array per node).
 """
 import weakref

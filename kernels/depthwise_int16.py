@@ -2,9 +2,10 @@
 fused by LLVM with the accumulation into the VNNI ``vpdpwssd`` where the CPU has it).
 
 Used by :func:`kernels.depthwise.depthwise` for int16/uint16 activations where :func:`prepare` and
-``kernels.conv_int16.plan`` prove it exact and the CPU has AVX-512BW; elsewhere the float path of
-:mod:`kernels.depthwise` runs. Checked bit for bit against ``tests/naive.py::conv2d_acc``
-(``tests/test_kernels_depthwise_int16.py``).
+``kernels.conv_int16.plan`` prove it exact and the CPU has AVX-512BW or AVX2 (the instruction set
+``kernels.conv_int16`` chose; :data:`KERNELS` its tiles, :func:`kernel_set`); elsewhere the float path of
+:mod:`kernels.depthwise` runs. Checked bit for bit against ``tests/naive.py::conv2d_acc`` for both instruction
+sets (``tests/test_kernels_depthwise_int16.py``).
 
 Layout. As in :mod:`kernels.depthwise`, each input plane is written, centred (``v = x - center``: int16, with
 ``center`` 0 for int16 and 2**15 for uint16 inputs), into the ``sh*sw`` polyphase components of its padded plane
@@ -14,9 +15,9 @@ kernel row, ``s = sw / gcd(dw, sw)``, lie in the same component ``D = s*dw/sw`` 
 ``P[q] = (U[q], U[q + D])`` (low half, high half) holds both operands of the pair at ``P[toff[kx] + ...]``; the
 weight word ``(w[kx], w[kx + s])`` multiplies them in one ``vpmaddwd`` lane. Each row's taps are paired greedily
 (``kx`` with ``kx + s`` when both are free; a tap left alone gets a zero high weight): 5 taps make 3 pairs. On the
-"wide" output grid of pitch ``wq`` (columns ``>= Wo`` computed and discarded) every pair term of 16 consecutive
-outputs is one unaligned 16-lane int32 load; a register tile of 4 (or, for the tail, 1) such vectors accumulates
-all pairs of a channel.
+"wide" output grid of pitch ``wq`` (columns ``>= Wo`` computed and discarded) every pair term of ``LANES``
+consecutive outputs is one unaligned int32 vector load (AVX-512BW: 16 lanes, AVX2: 8); a register tile of
+``NB = 64`` outputs (4 vectors, resp. 8; for the tail, 1 vector) accumulates all pairs of a channel.
 
 Exactness. ``sum_t w[t] * (x_t - x_zp) = sum_t w[t] * v_t - pad * sum_t w[t]`` (padding cells hold ``v = pad``),
 so the kernel forms ``A = sum_t w[t] * v_t`` in int32 and the caller subtracts ``pad * sum_t w[t]`` in int64
@@ -24,8 +25,10 @@ so the kernel forms ``A = sum_t w[t] * v_t`` in int32 and the caller subtracts `
 of a lane -- a product, a pair sum, a partial sum in any order -- is a sum of a subset of the terms
 ``w[c, t] * v`` with ``|v| <= 2**15`` (any int16 half, junk columns included), so its magnitude is at most
 ``S_c * 2**15`` with ``S_c = sum_t |w[c, t]|``; ``kernels.conv_int16.plan`` admits only
-``max_c S_c * 2**15 <= 2**31 - 1`` and :func:`prepare` only weights that fit int16, so no int32 operation wraps.
+``max_c S_c * 2**15 <= 2**31 - 1`` and :func:`prepare` only weights that fit int16, so no int32 operation wraps,
+whatever the vector width or tile (both instruction sets give identical results).
 """
+import functools
 import math
 
 import numpy as np
@@ -35,25 +38,21 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ._jit import njit
-from .conv_int16 import ISA, plan, weights_fit  # noqa: F401  (plan: re-exported)
+from .conv_int16 import ISA, ISAS, compile_template, plan, weights_fit  # noqa: F401  (plan: re-exported)
 from .polyphase import phase_offsets
 from .requantize import requantize_row
 
-LANES = 16          # int32 lanes of one 512-bit vector
-NV = 4              # vectors per main tile
-NB = NV * LANES
+NB = 64             # outputs per main tile: 4 vectors of 16 int32 lanes (AVX-512BW), 8 of 8 (AVX2: 8 accumulators,
+                    # 1 weight and a product of the 16 ymm registers)
 BLOCK = 4096        # wide accumulator elements per row block (16 KiB of int32)
-AVAILABLE = ISA == "avx512bw"  # the host has AVX-512BW (and Numba compiles for it)
 
 _I16, _I32, _I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
-_VEC = ir.VectorType(_I32, LANES)
-_V16 = ir.VectorType(_I16, 2 * LANES)
 
 
-def _make_tile(nv):
-    """Intrinsic ``tile(p, base, offs, wrow, acc, col)``: for j < nv*16,
-    ``acc[col + j] = sum_k pmaddwd(p[base + offs[k] + j], wrow[k])`` (int32 pairs, module docstring). The caller
-    guarantees every index is in bounds (no checks here)."""
+def _make_tile(isa, nv):
+    """Intrinsic ``tile(p, base, offs, wrow, acc, col)`` of ``kernels.conv_int16.Isa`` ``isa``: for
+    j < nv*isa.lanes, ``acc[col + j] = sum_k pmaddwd(p[base + offs[k] + j], wrow[k])`` (int32 pairs, module
+    docstring). The caller guarantees every index is in bounds (no checks here)."""
 
     @intrinsic
     def tile(typingctx, p, base, offs, wrow, acc, col):
@@ -61,39 +60,36 @@ def _make_tile(nv):
 
         def codegen(context, builder, sig, args):
             _, base, _, _, _, col = args
-            madd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VEC, [_V16, _V16]),
-                                                  "llvm.x86.avx512.pmaddw.d.512")
+            lanes = isa.lanes
+            vec, v16 = ir.VectorType(_I32, lanes), ir.VectorType(_I16, 2 * lanes)
+            madd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [v16, v16]), isa.madd)
             ps, os_, ws, accs_ = [cgutils.create_struct_proxy(sig.args[i])(context, builder, value=args[i])
                                   for i in (0, 2, 3, 4)]
             n_k = builder.extract_value(os_.shape, 0)
-            zero = ir.Constant(_VEC, None)
+            zero = ir.Constant(vec, None)
             accs = [cgutils.alloca_once_value(builder, zero) for _ in range(nv)]
-            splat_mask = ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES)
+            splat_mask = ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes)
             with cgutils.for_range(builder, n_k) as loop:
                 k = loop.index
                 src = builder.gep(ps.data, [builder.add(base, builder.load(builder.gep(os_.data, [k])))])
                 wv = builder.load(builder.gep(ws.data, [k]))
                 wsp = builder.insert_element(zero, wv, ir.Constant(_I32, 0))
-                wsp = builder.bitcast(builder.shuffle_vector(wsp, wsp, splat_mask), _V16)
+                wsp = builder.bitcast(builder.shuffle_vector(wsp, wsp, splat_mask), v16)
                 for v in range(nv):
-                    xv = builder.load(builder.bitcast(builder.gep(src, [ir.Constant(_I64, v * LANES)]),
-                                                      _VEC.as_pointer()), align=4)
+                    xv = builder.load(builder.bitcast(builder.gep(src, [ir.Constant(_I64, v * lanes)]),
+                                                      vec.as_pointer()), align=4)
                     a = accs[v]
-                    builder.store(builder.add(builder.load(a), builder.call(madd, [builder.bitcast(xv, _V16), wsp])),
+                    builder.store(builder.add(builder.load(a), builder.call(madd, [builder.bitcast(xv, v16), wsp])),
                                   a)
             dst = builder.gep(accs_.data, [col])
             for v in range(nv):
-                d = builder.bitcast(builder.gep(dst, [ir.Constant(_I64, v * LANES)]), _VEC.as_pointer())
+                d = builder.bitcast(builder.gep(dst, [ir.Constant(_I64, v * lanes)]), vec.as_pointer())
                 builder.store(builder.load(accs[v]), d, align=4)
             return context.get_dummy_value()
 
         return sig, codegen
 
     return tile
-
-
-_tile = _make_tile(NV)
-_tile1 = _make_tile(1)
 
 
 def prepare(wf, kh, kw, sw, dw):
@@ -194,13 +190,14 @@ def _store_rows(src, dst, pitch, corr):
             d[j] = np.int64(s[j]) - corr
 
 
-@njit
 def _depthwise16(x, center, pa, w32, d, kh, kw, sh, sw, top, left, bottom, right, dh, dw, u, p, acc, yb, out, fuse,
                  corr, bias, mult, shift, bound, out_zp, qmin, qmax):
     """Depthwise convolution of 16-bit ``x`` (module docstring). ``u``: int16 buffer, every cell the centred
     padding value, at least ``len(p) + d`` long; ``p`` int32 of length :func:`plane_len`; ``acc`` int32 and ``yb``
     (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. Without ``fuse`` ``out`` receives ``A - corr[c]``
-    (the exact accumulators); with it their requantization with ``bias`` (the correction already folded in)."""
+    (the exact accumulators); with it their requantization with ``bias`` (the correction already folded in).
+    (A template: :func:`kernel_set` compiles it per instruction set, binding ``LANES``, ``_tile`` (NB outputs) and
+    ``_tile1`` (LANES outputs) to the instruction set's values.)"""
     n_img, c_in, h, wd = x.shape
     cout = w32.shape[0]
     per = cout // c_in
@@ -249,9 +246,30 @@ def _depthwise16(x, center, pa, w32, d, kh, kw, sh, sw, top, left, bottom, right
     return out
 
 
-def plane_len(x_shape, kh, kw, stride, pads, dilation, ho):
+class KernelSet:
+    """The depthwise tiles of one ``kernels.conv_int16.Isa`` ``isa``: ``depthwise16`` (the template
+    :func:`_depthwise16` compiled for it)."""
+
+    def __init__(self, isa):
+        self.isa = isa
+        globs = dict(globals(), LANES=isa.lanes, _tile=_make_tile(isa, NB // isa.lanes), _tile1=_make_tile(isa, 1))
+        self.depthwise16 = compile_template(_depthwise16, isa.name, globs)
+
+
+@functools.cache
+def kernel_set(name: str) -> KernelSet:
+    """The :class:`KernelSet` of instruction set ``name`` (a key of ``kernels.conv_int16.ISAS``), built once. Any
+    set runs on a CPU with its instructions: tests run the AVX2 set on AVX-512 hosts too."""
+    return KernelSet(ISAS[name])
+
+
+AVAILABLE = ISA is not None
+KERNELS = kernel_set(ISA) if AVAILABLE else None  # what depthwise16 runs
+
+
+def plane_len(x_shape, kh, kw, stride, pads, dilation, ho, lanes):
     """Length of the packed plane ``p``: every polyphase cell, and every read of the tiles (the last row block's
-    wide range rounded up to 16 lanes, at the largest tap offset)."""
+    wide range rounded up to ``lanes``, at the largest tap offset)."""
     _, _, h, wd = x_shape
     sh, sw = stride
     top, left, bottom, right = pads
@@ -261,17 +279,18 @@ def plane_len(x_shape, kh, kw, stride, pads, dilation, ho):
     psz = hq * wq
     ky, kx = kh - 1, kw - 1
     max_off = (sh * sw - 1) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw  # bounds every tap offset
-    return max(sh * sw * psz, max_off + ho * wq + LANES), wq
+    return max(sh * sw * psz, max_off + ho * wq + lanes), wq
 
 
 def depthwise16(x, x_zp, prep, kh, kw, stride, pads, dilation, out, fuse=False, bias=None, mult=None, shift=None,
                 bound=None, out_zp=0, qmin=0, qmax=0):
-    """Run :func:`_depthwise16`; ``prep`` from :func:`prepare`, admitted by ``plan`` for this ``x`` (the caller
-    checked it, with the same ``center`` as here: 0 for int16, 2**15 for uint16)."""
+    """Run :func:`_depthwise16` of :data:`KERNELS`; ``prep`` from :func:`prepare`, admitted by ``plan`` for this
+    ``x`` (the caller checked it, with the same ``center`` as here: 0 for int16, 2**15 for uint16)."""
     pa, w32, sumw, _, d = prep
+    ks = KERNELS
     center = 0 if x.dtype == np.int16 else 1 << 15
     pad = int(x_zp) - center
-    plen, wq = plane_len(x.shape, kh, kw, stride, pads, dilation, out.shape[2])
+    plen, wq = plane_len(x.shape, kh, kw, stride, pads, dilation, out.shape[2], ks.isa.lanes)
     u = np.full(plen + d, pad, np.int16)
     p = np.empty(plen, np.int32)
     rows_blk = max(1, BLOCK // wq)
@@ -284,6 +303,6 @@ def depthwise16(x, x_zp, prep, kh, kw, stride, pads, dilation, out, fuse=False, 
     else:
         bias = mult = shift = bound = none
     yb = np.empty(cells if fuse and out.shape[3] < 32 else 0, out.dtype)
-    return _depthwise16(x, center, pa, w32, d, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3],
+    return ks.depthwise16(x, center, pa, w32, d, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3],
                         dilation[0], dilation[1], u, p, acc, yb, out, fuse, corr, bias, mult, shift, bound, out_zp,
                         qmin, qmax)

@@ -1,7 +1,13 @@
 """The int16 tap-pair depthwise kernel (kernels/depthwise_int16.py), through kernels.depthwise.depthwise, == golden
 twin (tests/naive.py conv2d_acc with groups = channels, and naive.requantize for the fused requantization), bit
 for bit: random geometries (kernel sizes, strides, dilations, padding, channel multipliers, rows shorter than a
-vector and several tiles long), the exactness bound just inside / just outside, padding values at the int16 edges."""
+vector and several tiles long), the exactness bound just inside / just outside, padding values at the int16 edges;
+each for every instruction set's tiles the host can run (AVX-512BW hosts run the AVX2 tiles too)."""
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -9,12 +15,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import depthwise, depthwise_int16
+from kernels import conv_int16, depthwise, depthwise_int16
 from kernels.requantize import saturation_bounds
 from tests import naive
 
 pytestmark = pytest.mark.skipif(not depthwise_int16.AVAILABLE,
-                                reason="needs AVX-512BW (the float path runs instead)")
+                                reason="needs AVX-512BW or AVX2 (the float path runs instead)")
+# the host's instruction set and the narrower ones (ISAS lists the widest first)
+HOST_ISAS = list(conv_int16.ISAS)[list(conv_int16.ISAS).index(conv_int16.ISA):] if conv_int16.AVAILABLE else []
+per_isa = pytest.mark.parametrize("isa", HOST_ISAS)
+
+
+@contextlib.contextmanager
+def _using(isa):
+    """depthwise_int16 running the tiles of instruction set ``isa``."""
+    with mock.patch.object(depthwise_int16, "KERNELS", depthwise_int16.kernel_set(isa)):
+        yield
 
 X16 = [(np.int16, -32768, 32767), (np.uint16, 0, 65535)]
 
@@ -82,22 +98,26 @@ def _admitted(wt) -> bool:
     return int(np.abs(wt.astype(np.int64)).reshape(wt.shape[0], -1).sum(axis=1).max()) * (1 << 15) <= (1 << 31) - 1
 
 
+@per_isa
 @settings(deadline=None, max_examples=200)
 @given(dw16_case())
-def test_depthwise_int16_matches_twin(case):
-    _check(*case, int_path=_admitted(case[2]))
+def test_depthwise_int16_matches_twin(isa, case):
+    with _using(isa):
+        _check(*case, int_path=_admitted(case[2]))
 
 
+@per_isa
 @settings(deadline=None, max_examples=150)
 @given(dw16_case(), st.data())
-def test_depthwise_int16_requantized_matches_twin(case, data):
+def test_depthwise_int16_requantized_matches_twin(isa, case, data):
     cout = case[2].shape[0]
     ms = [data.draw(naive.multipliers()) for _ in range(cout)]
     mult = np.array([m for m, _ in ms], np.int64)
     shift = np.array([r for _, r in ms], np.int64)
     bias = np.array([data.draw(st.integers(-2 ** 40, 2 ** 40)) for _ in range(cout)], np.int64)
     dtype, out_zp, qmin, qmax = data.draw(naive.out_params())
-    _check_fused(*case, bias, mult, shift, out_zp, qmin, qmax, dtype)
+    with _using(isa):
+        _check_fused(*case, bias, mult, shift, out_zp, qmin, qmax, dtype)
 
 
 def _bound_case(last):
@@ -105,9 +125,10 @@ def _bound_case(last):
     return np.array([32767, 32767, last], np.int16).reshape(1, 1, 1, 3)
 
 
+@per_isa
 @pytest.mark.parametrize("dtype,lo", [(np.int16, -32768), (np.uint16, 0)])
 @pytest.mark.parametrize("x_zp_of", ["lo", "hi", "mid"])
-def test_depthwise_int16_at_the_bound(dtype, lo, x_zp_of):
+def test_depthwise_int16_at_the_bound(isa, dtype, lo, x_zp_of):
     """sum|w| * 2**15 == 2**31 - 1 (sum|w| = 65535) is admitted and exact; one more falls back to float64."""
     info = np.iinfo(dtype)
     x_zp = {"lo": int(info.min), "hi": int(info.max), "mid": int(info.min) + (1 << 15)}[x_zp_of]
@@ -116,23 +137,27 @@ def test_depthwise_int16_at_the_bound(dtype, lo, x_zp_of):
     for last, int_path in ((1, True), (-1, True), (2, False)):
         w = _bound_case(last)
         assert (65534 + abs(last)) * (1 << 15) <= (1 << 31) - 1 or not int_path
-        _check(x, x_zp, w, (1, 1), (0, 1, 0, 1), (1, 1), int_path=int_path)
+        with _using(isa):
+            _check(x, x_zp, w, (1, 1), (0, 1, 0, 1), (1, 1), int_path=int_path)
     # the bound itself
     assert depthwise_int16.plan(dtype, 0, 65535) and not depthwise_int16.plan(dtype, 0, 65536)
 
 
-def test_depthwise_int16_reaches_the_int32_extreme():
+@per_isa
+def test_depthwise_int16_reaches_the_int32_extreme(isa):
     """Centred inputs all -2**15 and sum|w| = 65535: the int32 pair sums reach -65535 * 2**15 exactly."""
     x = np.full((1, 1, 1, 37), -32768, np.int16)
     w = _bound_case(1)
-    acc = _check(x, 0, w, (1, 1), (0, 0, 0, 0), (1, 1))
+    with _using(isa):
+        acc = _check(x, 0, w, (1, 1), (0, 0, 0, 0), (1, 1))
     assert int(acc.min()) == -65535 * 32768
 
 
 @pytest.mark.parametrize("dtype,x_zp", [(np.int16, -32768), (np.int16, 32767), (np.uint16, 0), (np.uint16, 65535),
                                         (np.int16, 0), (np.uint16, 32768)])
 @pytest.mark.parametrize("stride", [(1, 1), (2, 2), (2, 1), (1, 2)])
-def test_depthwise_int16_padding_at_the_edges(dtype, x_zp, stride):
+@per_isa
+def test_depthwise_int16_padding_at_the_edges(isa, dtype, x_zp, stride):
     """Padding values (x_zp - center) at -2**15 and 2**15 - 1, extreme inputs and weights, 5x5 and 3x3."""
     info = np.iinfo(dtype)
     rng = np.random.default_rng(x_zp & 0xFFFF)
@@ -141,9 +166,10 @@ def test_depthwise_int16_padding_at_the_edges(dtype, x_zp, stride):
     for k in (3, 5):
         w = rng.choice(np.array([-128, 127], np.int64), (3, 1, k, k)).astype(np.int8)
         pads = (k // 2,) * 4
-        _check(x, x_zp, w, stride, pads, (1, 1))
         lims_args = (np.array([5, -7, 2 ** 40]), np.array([1 << 30] * 3), np.array([40, 31, 45]))
-        _check_fused(x, x_zp, w, stride, pads, (1, 1), *lims_args, -3, -32768, 32767, np.int16)
+        with _using(isa):
+            _check(x, x_zp, w, stride, pads, (1, 1))
+            _check_fused(x, x_zp, w, stride, pads, (1, 1), *lims_args, -3, -32768, 32767, np.int16)
 
 
 def test_depthwise_int16_refuses_what_it_cannot_prove():
@@ -155,7 +181,7 @@ def test_depthwise_int16_refuses_what_it_cannot_prove():
     # 8-bit activations keep the float32 path
     out = np.empty((1, 1, 4, 4), np.int64)
     assert not _run(x.astype(np.int8), 0, np.ones((1, 1, 3, 3), np.int8), (1, 1), (1, 1, 1, 1), (1, 1), out)
-    # no AVX-512BW: the float path
+    # neither AVX-512BW nor AVX2: the float path
     with mock.patch.object(depthwise_int16, "AVAILABLE", False):
         _check(x, 0, np.ones((1, 1, 3, 3), np.int8), (1, 1), (1, 1, 1, 1), (1, 1), int_path=False)
 
@@ -191,3 +217,33 @@ def test_depthwise_int16_pairing():
     assert [(int(v) & 0xFFFF, int(v) >> 16) for v in w32[0, :3]] == [(1, 3), (2, 4), (5, 0)]
     _, _, _, _, d = depthwise_int16.prepare(wf, 5, 5, 1, 2)
     assert d == 2
+
+
+HASWELL_TILES = """
+import re, numba, numpy as np
+from kernels import depthwise_int16
+tmpl = depthwise_int16.kernel_set("avx2").depthwise16.py_func
+fresh = numba.njit(tmpl)  # not cached: inspect_asm needs the compiled text
+x = np.arange(-40, 40, dtype=np.int16).reshape(1, 1, 1, 80)
+prep = depthwise_int16.prepare(np.array([[1.0, -2.0, 3.0]]), 1, 3, 1, 1)
+out = np.empty((1, 1, 1, 78), np.int64)
+depthwise_int16.KERNELS = type("K", (), {"isa": depthwise_int16.ISAS["avx2"], "depthwise16": fresh})
+depthwise_int16.depthwise16(x, 0, prep, 1, 3, (1, 1), (0, 0, 0, 0), (1, 1), out)
+v = x[0, 0, 0].astype(np.int64)
+assert (out[0, 0, 0] == v[:-2] - 2 * v[1:-1] + 3 * v[2:]).all()  # 78 outputs: one 64-output tile, 2 tails
+sig = fresh.signatures[0]
+llvm, asm = fresh.inspect_llvm(sig), fresh.inspect_asm(sig)
+assert "llvm.x86.avx2.pmadd.wd" in llvm and "avx512" not in llvm
+assert "vpmaddwd" in asm and "zmm" not in asm and not re.search("ymm(1[6-9]|[23][0-9])|[{]", asm)
+print("ok")
+"""
+
+
+@pytest.mark.skipif("avx2" not in HOST_ISAS, reason="needs AVX2")
+def test_avx2_tiles_are_avx2_code(tmp_path):
+    """The AVX2 depthwise tiles compiled for an AVX2-only CPU (Haswell) are AVX2 code -- no zmm register, no
+    ymm16-31, no EVEX mask, no AVX-512 intrinsic -- and compute the sums (on this host, which runs AVX2 code)."""
+    env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="+avx2", NUMBA_CACHE_DIR=str(tmp_path))
+    res = subprocess.run([sys.executable, "-c", HASWELL_TILES], cwd=Path(__file__).resolve().parent.parent, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-3000:]
