@@ -79,6 +79,18 @@ def _validate(x, x_zp, w, stride, pads, dilation, groups, wmax=None):
 # --------------------------------------------------------------------------------------------------------
 # direct path
 # --------------------------------------------------------------------------------------------------------
+def _requant_args(bias, mult, shift, out, shape, out_zp, qmin, qmax, name):
+    """Validated per-output-channel requantization arguments of a fused convolution: ``bias``, ``mult``,
+    ``shift`` as int64 arrays of ``shape[1]`` entries, and the output's ``out_zp, qmin, qmax``."""
+    from .requantize import check_multiplier, check_out, per_channel_int64
+    cout = shape[1]
+    bias = per_channel_int64(bias, cout, "bias")
+    mult = per_channel_int64(mult, cout, "mult")
+    shift = per_channel_int64(shift, cout, "shift")
+    check_multiplier(mult, shift, name)
+    return (bias, mult, shift) + tuple(check_out(out, shape, out_zp, qmin, qmax))
+
+
 @njit
 def _valid_range(n_out, n_in, stride, offset):
     """Output indices o in [0, n_out) with 0 <= o*stride + offset < n_in, as (lo, hi), 0 <= lo <= hi <= n_out."""
@@ -237,16 +249,12 @@ def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
 def _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
                                 acc_bits, out):
     """Validation and fusion decision of :func:`conv2d_direct_requantized`; None when fusion is not proven."""
-    from .requantize import check_multiplier, check_out, per_channel_int64, saturation_bounds
+    from .requantize import saturation_bounds
     x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, bound = _validate(x, x_zp, w, stride, pads,
                                                                                      dilation, groups)
     taps = w.shape[1] * w.shape[2] * w.shape[3]
-    cout = shape[1]
-    bias = per_channel_int64(bias, cout, "bias")
-    mult = per_channel_int64(mult, cout, "mult")
-    shift = per_channel_int64(shift, cout, "shift")
-    check_multiplier(mult, shift, "conv2d_direct_requantized")
-    out_zp, qmin, qmax = check_out(out, shape, out_zp, qmin, qmax)
+    bias, mult, shift, out_zp, qmin, qmax = _requant_args(bias, mult, shift, out, shape, out_zp, qmin, qmax,
+                                                          "conv2d_direct_requantized")
     acc_max = bound * taps
     max_bias = int(np.abs(bias).max()) if bias.size else 0
     if acc_max >= (1 << 31) - 1 or acc_max + max_bias >= 1 << (min(acc_bits, 64) - 1):
@@ -481,15 +489,12 @@ def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
                               acc_bits, out, block_cols):
     """Validation and fusion decision of :func:`conv2d_gemm_requantized`: the arguments of
     :func:`kernels.conv_int16.conv_requantized` but ``x`` and ``out``, or None when fusion is not proven."""
-    from .requantize import check_multiplier, check_out, per_channel_int64, saturation_bounds
+    from .requantize import saturation_bounds
     x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, _ = _validate(x, x_zp, w, stride, pads,
                                                                                  dilation, groups)
     cout = shape[1]
-    bias = per_channel_int64(bias, cout, "bias")
-    mult = per_channel_int64(mult, cout, "mult")
-    shift = per_channel_int64(shift, cout, "shift")
-    check_multiplier(mult, shift, "conv2d_gemm_requantized")
-    out_zp, qmin, qmax = check_out(out, shape, out_zp, qmin, qmax)
+    bias, mult, shift, out_zp, qmin, qmax = _requant_args(bias, mult, shift, out, shape, out_zp, qmin, qmax,
+                                                          "conv2d_gemm_requantized")
     acc_bits = as_int(acc_bits, "acc_bits")
     if not 2 <= acc_bits <= 64:
         raise ValueError(f"acc_bits must be in [2, 64], got {acc_bits}")
