@@ -15,15 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import conv_int16, depthwise, depthwise_int16
+from kernels import depthwise, depthwise_int16
 from kernels.requantize import saturation_bounds
 from tests import naive
+from tests.test_kernels_conv_int16 import HOST_ISAS, per_isa
 
 pytestmark = pytest.mark.skipif(not depthwise_int16.AVAILABLE,
                                 reason="needs AVX-512BW or AVX2 (the float path runs instead)")
-# the host's instruction set and the narrower ones (ISAS lists the widest first)
-HOST_ISAS = list(conv_int16.ISAS)[list(conv_int16.ISAS).index(conv_int16.ISA):] if conv_int16.AVAILABLE else []
-per_isa = pytest.mark.parametrize("isa", HOST_ISAS)
 
 
 @contextlib.contextmanager
