@@ -102,11 +102,14 @@ def keep_freed_memory() -> bool:
         return False
 
 
-def execute(program: Program, feeds: dict, hooks=(), keep_all: bool = False) -> RunResult:
-    keep_freed_memory()
-    values = check_feeds(program, feeds)
-    result = RunResult(values)
-    ctx = _Context(program, result)
+def _plan(program: Program, keep_all: bool) -> list:
+    """Per node, in order: ``(node, names of its activation inputs, names whose last use it is)`` -- what the
+    loop needs, worked out once per program (kept on it, rebuilt when its nodes or outputs change)."""
+    key = (tuple(map(id, program.nodes)), tuple(program.outputs.values()), keep_all)
+    cached = program.exec_plan
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    tensors = program.tensors
     last_use = {}
     if not keep_all:
         for i, node in enumerate(program.nodes):
@@ -114,22 +117,34 @@ def execute(program: Program, feeds: dict, hooks=(), keep_all: bool = False) -> 
                 last_use[name] = i
         for name in program.outputs.values():
             last_use[name] = len(program.nodes)
-    tensors = program.tensors
+    plan = []
     for i, node in enumerate(program.nodes):
-        inputs = [values[n] for n in node.inputs if not tensors[n].is_const]
-        t0 = time.perf_counter()
+        free = tuple(dict.fromkeys(n for n in node.inputs if last_use.get(n) == i))
+        plan.append((node, tuple(n for n in node.inputs if not tensors[n].is_const), free))
+    program.exec_plan = (key, plan)
+    return plan
+
+
+def execute(program: Program, feeds: dict, hooks=(), keep_all: bool = False) -> RunResult:
+    keep_freed_memory()
+    values = check_feeds(program, feeds)
+    result = RunResult(values)
+    ctx = _Context(program, result)
+    seconds = result.seconds
+    clock = time.perf_counter
+    for node, in_names, free in _plan(program, keep_all):
+        inputs = [values[n] for n in in_names]
+        t0 = clock()
         try:
             outputs = node.run(node, inputs, ctx)
         except Exception as exc:
             raise RuntimeError(f"node {node.name!r} ({node.op}) failed: {type(exc).__name__}: {exc}") from exc
-        dt = time.perf_counter() - t0
-        result.seconds[node.name] = dt
+        dt = clock() - t0
+        seconds[node.name] = dt
         for name, arr in zip(node.outputs, outputs):
             values[name] = arr
         for hook in hooks:
             hook(node, inputs, outputs, dt)
-        if not keep_all:
-            for name in node.inputs:
-                if last_use.get(name) == i and name in values:
-                    del values[name]
+        for name in free:
+            values.pop(name, None)
     return result
