@@ -261,30 +261,44 @@ def _int16_prep(wf, kh, kw, sw, dw):
     return prep
 
 
-def _int16_admits(x, x_zp, prep, fuse, bias) -> bool:
-    """Whether :mod:`kernels.depthwise_int16` computes this call exactly (its module docstring)."""
-    if prep is None or x.dtype not in (np.dtype(np.int16), np.dtype(np.uint16)):
+def _int16_admits(x_dtype, x_zp, prep, fuse, bias) -> bool:
+    """Whether :mod:`kernels.depthwise_int16` computes a call on ``x_dtype`` inputs exactly (its module docstring)."""
+    if prep is None or x_dtype not in (np.dtype(np.int16), np.dtype(np.uint16)):
         return False
-    pad = int(x_zp) - (0 if x.dtype == np.int16 else 1 << 15)
-    if not depthwise_int16.plan(x.dtype, pad, prep[3]):
+    pad = int(x_zp) - (0 if x_dtype == np.int16 else 1 << 15)
+    if not depthwise_int16.plan(x_dtype, pad, prep[3]):
         return False
     # the correction pad * sum_t w folded into the bias stays far inside int64
     corr = abs(pad) * (int(np.abs(prep[2]).max()) if prep[2].size else 0)
     return not fuse or not bias.size or int(np.abs(bias).max()) + corr < 1 << 62
 
 
-def depthwise(x, x_zp, wf, kh, kw, stride, pads, dilation, out, fuse=False, bias=None, mult=None, shift=None,
-              bound=None, out_zp=0, qmin=0, qmax=0):
-    """Run :func:`_depthwise` (arguments already validated by the caller, ``wf`` float (Cout, kh*kw) of the
-    dtype :func:`plan` chose), or for 16-bit activations the exact int16-pair kernel where it is proven exact."""
-    if depthwise_int16.AVAILABLE and x.dtype.itemsize == 2:
+def bind(x_shape, x_dtype, x_zp, wf, kh, kw, stride, pads, dilation, out_shape, fuse=False, bias=None, mult=None,
+         shift=None, bound=None, out_zp=0, qmin=0, qmax=0):
+    """The depthwise convolution of :func:`depthwise` for inputs of ``x_shape``/``x_dtype`` and outputs of
+    ``out_shape``, decided and set up once: returns ``run(x, out)`` (arguments already validated by the caller,
+    ``wf`` float (Cout, kh*kw) of the dtype :func:`plan` chose). 16-bit activations take the exact int16-pair
+    kernel where it is proven exact, everything else :func:`_depthwise`; scratch buffers are fresh per call."""
+    if depthwise_int16.AVAILABLE and np.dtype(x_dtype).itemsize == 2:
         prep = _int16_prep(wf, kh, kw, stride[1], dilation[1])
-        if _int16_admits(x, x_zp, prep, fuse, bias):
-            return depthwise_int16.depthwise16(x, x_zp, prep, kh, kw, stride, pads, dilation, out, fuse, bias, mult,
-                                               shift, bound, out_zp, qmin, qmax)
-    xq, acc = buffers(x.shape, (wf.shape[0], 1, kh, kw), stride, pads, wf.dtype)
+        if _int16_admits(np.dtype(x_dtype), x_zp, prep, fuse, bias):
+            return depthwise_int16.bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape,
+                                        fuse, bias, mult, shift, bound, out_zp, qmin, qmax)
     none = np.zeros(0, np.int64)
     if not fuse:
         bias = mult = shift = bound = none
-    return _depthwise(x, x_zp, wf, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3], dilation[0],
-                      dilation[1], xq, acc, out, fuse, bias, mult, shift, bound, out_zp, qmin, qmax)
+    head = (x_zp, wf, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3], dilation[0], dilation[1])
+    tail = (fuse, bias, mult, shift, bound, out_zp, qmin, qmax)
+    w_shape = (wf.shape[0], 1, kh, kw)
+
+    def run(x, out):
+        return _depthwise(x, *head, *buffers(x_shape, w_shape, stride, pads, wf.dtype), out, *tail)
+
+    return run
+
+
+def depthwise(x, x_zp, wf, kh, kw, stride, pads, dilation, out, fuse=False, bias=None, mult=None, shift=None,
+              bound=None, out_zp=0, qmin=0, qmax=0):
+    """:func:`bind` for ``x`` and ``out``, run once."""
+    return bind(x.shape, x.dtype, x_zp, wf, kh, kw, stride, pads, dilation, out.shape, fuse, bias, mult, shift,
+                bound, out_zp, qmin, qmax)(x, out)

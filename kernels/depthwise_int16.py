@@ -282,27 +282,39 @@ def plane_len(x_shape, kh, kw, stride, pads, dilation, ho, lanes):
     return max(sh * sw * psz, max_off + ho * wq + lanes), wq
 
 
-def depthwise16(x, x_zp, prep, kh, kw, stride, pads, dilation, out, fuse=False, bias=None, mult=None, shift=None,
-                bound=None, out_zp=0, qmin=0, qmax=0):
-    """Run :func:`_depthwise16` of :data:`KERNELS`; ``prep`` from :func:`prepare`, admitted by ``plan`` for this
-    ``x`` (the caller checked it, with the same ``center`` as here: 0 for int16, 2**15 for uint16)."""
+def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape, fuse=False, bias=None, mult=None,
+         shift=None, bound=None, out_zp=0, qmin=0, qmax=0):
+    """:func:`_depthwise16` of :data:`KERNELS` for inputs of ``x_shape``/``x_dtype`` and outputs of ``out_shape``,
+    everything that does not depend on the values worked out once: returns ``run(x, out)`` (scratch planes fresh per
+    call, so concurrent runs never share them). ``prep`` from :func:`prepare`, admitted by ``plan`` for this input
+    (the caller checked it, with the same ``center`` as here: 0 for int16, 2**15 for uint16)."""
     pa, w32, sumw, _, d = prep
-    ks = KERNELS
-    center = 0 if x.dtype == np.int16 else 1 << 15
+    kernel = KERNELS.depthwise16
+    center = 0 if np.dtype(x_dtype) == np.int16 else 1 << 15
     pad = int(x_zp) - center
-    plen, wq = plane_len(x.shape, kh, kw, stride, pads, dilation, out.shape[2], ks.isa.lanes)
-    u = np.full(plen + d, pad, np.int16)
-    p = np.empty(plen, np.int32)
+    plen, wq = plane_len(x_shape, kh, kw, stride, pads, dilation, out_shape[2], KERNELS.isa.lanes)
     rows_blk = max(1, BLOCK // wq)
-    cells = min(rows_blk, out.shape[2]) * wq + NB
-    acc = np.empty(cells, np.int32)
+    cells = min(rows_blk, out_shape[2]) * wq + NB
     corr = sumw * pad
     none = np.zeros(0, np.int64)
     if fuse:
         bias = np.asarray(bias, np.int64) - corr
     else:
         bias = mult = shift = bound = none
-    yb = np.empty(cells if fuse and out.shape[3] < 32 else 0, out.dtype)
-    return ks.depthwise16(x, center, pa, w32, d, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3],
-                        dilation[0], dilation[1], u, p, acc, yb, out, fuse, corr, bias, mult, shift, bound, out_zp,
-                        qmin, qmax)
+    n_yb = cells if fuse and out_shape[3] < 32 else 0
+    head = (center, pa, w32, d, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3], dilation[0],
+            dilation[1])
+    tail = (fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax)
+
+    def run(x, out):
+        return kernel(x, *head, np.full(plen + d, pad, np.int16), np.empty(plen, np.int32),
+                      np.empty(cells, np.int32), np.empty(n_yb, out.dtype), out, *tail)
+
+    return run
+
+
+def depthwise16(x, x_zp, prep, kh, kw, stride, pads, dilation, out, fuse=False, bias=None, mult=None, shift=None,
+                bound=None, out_zp=0, qmin=0, qmax=0):
+    """:func:`bind` for ``x`` and ``out``, run once."""
+    return bind(x.shape, x.dtype, x_zp, prep, kh, kw, stride, pads, dilation, out.shape, fuse, bias, mult, shift,
+                bound, out_zp, qmin, qmax)(x, out)

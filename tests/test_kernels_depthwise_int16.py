@@ -38,7 +38,7 @@ def _run(x, x_zp, wt, stride, pads, dilation, out, fuse=False, rq=None):
     and whether the int16 kernel ran."""
     wf = wt.reshape(wt.shape[0], -1).astype(np.float64)
     kh, kw = wt.shape[2:]
-    with mock.patch.object(depthwise_int16, "depthwise16", wraps=depthwise_int16.depthwise16) as spy:
+    with mock.patch.object(depthwise_int16, "bind", wraps=depthwise_int16.bind) as spy:
         if fuse:
             depthwise.depthwise(x, x_zp, wf, kh, kw, stride, pads, dilation, out, True, *rq)
         else:
