@@ -12,6 +12,8 @@ This module also holds the small validation helpers the other kernels share for 
 (output dtype, ``qmin``/``qmax``, multiplier/shift pairs): every kernel that ends in a requantization
 validates it the same way.
 """
+import functools
+
 import numpy as np
 
 from ._jit import njit
@@ -48,13 +50,18 @@ def as_int_tuple(value, n: int, name: str) -> tuple:
     return tuple(as_int(v, f"{name}[{i}]") for i, v in enumerate(items))
 
 
+@functools.cache
+def _dtype_set(dtypes) -> frozenset:
+    return frozenset(np.dtype(d) for d in dtypes)
+
+
 def check_int_array(arr, name: str, ndim: int | None = None, dtypes=None) -> None:
     """Raise ValueError unless ``arr`` is a C-contiguous integer numpy array (of ``dtypes`` / ``ndim``)."""
     if not isinstance(arr, np.ndarray):
         raise ValueError(f"{name} must be a numpy array, got {type(arr).__name__}")
     if arr.dtype.kind not in "iu":
         raise ValueError(f"{name} must have an integer dtype, got {arr.dtype}")
-    if dtypes is not None and arr.dtype not in [np.dtype(d) for d in dtypes]:
+    if dtypes is not None and arr.dtype not in _dtype_set(dtypes):
         allowed = ", ".join(np.dtype(d).name for d in dtypes)
         raise ValueError(f"{name} must have dtype in ({allowed}), got {arr.dtype}")
     if ndim is not None and arr.ndim != ndim:

@@ -17,7 +17,7 @@ import numpy as np
 from kernels.conv2d import (_center, _sub_zp, combine_hilo, conv2d_acc, conv2d_direct_requantized, conv2d_gemm_blocks,
                             conv2d_gemm_requantized, HILO_MIN_K, hilo_ok, split_hilo)
 from kernels.gemm import abs_max, float_dtype, plan
-from kernels import conv_int16
+from kernels import conv_int16, pointwise_small
 from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tiles, tiled, untile
 from kernels.gemm import int_matmul
 
@@ -141,6 +141,11 @@ def _run_conv(node, inputs, ctx):
         acc = conv2d_acc(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], compact=True)
         return [requantize_acc(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
     if "mult" in p and _is_pointwise(p):
+        hw = x[0, 0].size
+        small = _small_prep(p, x.dtype, w.reshape(cout, -1)) if hw <= pointwise_small.MAX_PIXELS else None
+        if small is not None:
+            y = np.empty((n_img, cout, hw), p["_out_dtype"])
+            return [pointwise_small.run(x.reshape(n_img, -1, hw), small, y).reshape(out_shape)]
         pw = p.get("_pw")
         if pw is None:
             pw = p["_pw"] = _prepare_pointwise(p, x) or {}  # {}: not this path (decided once: dtype and weights)
@@ -162,6 +167,15 @@ def _run_conv(node, inputs, ctx):
         rows = slice(g * cg, (g + 1) * cg)
         requantize_acc(node, ctx, acc, 1, cg, c1 - c0, out=y[n:n + 1, rows, c0:c1], channel_slice=rows, offset=off)
     return [y.reshape(out_shape)]
+
+
+def _small_prep(p, x_dtype, w2):
+    """``kernels.pointwise_small.prepare`` for this node and input dtype (None: not proven), kept in the params."""
+    key = "_small_" + x_dtype.str
+    if key not in p:
+        p[key] = pointwise_small.prepare(x_dtype, p["x_zp"], w2, p["bias"], p["mult"], p["shift"], p["out_zp"],
+                                         p["qmin"], p["qmax"], p["acc_bits"])
+    return p[key]
 
 
 def _is_pointwise(p) -> bool:
@@ -323,6 +337,12 @@ def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
 def _run_gemm(node, inputs, ctx):
     p = node.params
     a = inputs[0].T if p["trans_a"] else inputs[0]
+    if "mult" in p and a.shape[0] <= pointwise_small.MAX_PIXELS:  # a few rows: the fused small kernel
+        small = _small_prep(p, a.dtype, p["_w"].T)
+        if small is not None:
+            m, n = a.shape[0], p["_w"].shape[1]
+            y = np.empty((m, n, 1), p["_out_dtype"])
+            return [pointwise_small.run(np.ascontiguousarray(a).reshape(m, -1, 1), small, y).reshape(m, n)]
     a = a.astype(np.int32) - p["x_zp"]
     acc = int_matmul(np.ascontiguousarray(a), p["_w"], compact=True, b_cache=p["_w_cache"])
     return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]

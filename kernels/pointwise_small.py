@@ -1,0 +1,87 @@
+"""Pointwise (1x1) convolution -- or a fully connected layer -- over a few pixels, requantization fused: per pixel,
+the exact int64 dot product of every output channel's weights with the input column, requantized on the spot.
+
+For input ``x`` (N, Cin, P) and weights ``w`` (Cout, Cin)::
+
+    acc[n, co, p] = sum_ci w[co, ci] * (x[n, ci, p] - x_zp)                                  (int64, exact)
+    v             = clamp(acc[n, co, p] + bias[co], -L[co], L[co])
+    out[n, co, p] = clamp(((v * mult[co] + 2**(shift[co]-1)) >> shift[co]) + out_zp, qmin, qmax)
+
+the branch-free requantization of ``kernels.requantize.requantize_row`` (``L`` from ``saturation_bounds``: the
+clamp of ``v`` never changes the output and keeps ``v * mult`` inside int64). Meant for the planes too
+small for the GEMM kernels (squeeze-excitation convolutions on a 1x1 plane, a classifier's Gemm): there the
+call overhead of a GEMM and a separate requantization dominates. :func:`prepare` validates everything once and
+proves the fusion exact; ``tests/test_kernels_pointwise_small.py`` checks it bit for bit against
+``tests/naive.py`` (``int_matmul`` + ``requantize``).
+"""
+import numpy as np
+
+from ._jit import njit
+from .requantize import ACC_LIMIT, check_int_array, saturation_bounds
+
+X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
+MAX_PIXELS = 4  # planes up to this many pixels (a GEMM's M rows) take this kernel: beyond, the GEMM paths win
+
+
+@njit
+def _pointwise_small(x, x_zp, wt, bias, mult, shift, rnd, bound, out_zp, qmin, qmax, acc, out):
+    """out[n, :, p] from the column x[n, :, p] (module docstring), ``wt`` the weights transposed (Cin, Cout):
+    the accumulators of all output channels grow together (vectorized over Cout), then each is requantized
+    exactly as ``requantize_row`` does (``rnd[c] = 2**(shift[c]-1)``, 0 for shift 0). ``acc`` int64 (Cout,)."""
+    n_img, cin, npix = x.shape
+    cout = wt.shape[1]
+    for n in range(n_img):
+        for p in range(npix):
+            for co in range(cout):
+                acc[co] = 0
+            for ci in range(cin):
+                xv = np.int64(x[n, ci, p]) - x_zp
+                if xv == 0:
+                    continue
+                wr = wt[ci]
+                for co in range(cout):
+                    acc[co] += xv * wr[co]
+            for co in range(cout):
+                v = min(max(acc[co] + bias[co], -bound[co]), bound[co])
+                y = ((v * mult[co] + rnd[co]) >> shift[co]) + out_zp
+                out[n, co, p] = min(max(y, qmin), qmax)
+    return out
+
+
+def prepare(x_dtype, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, acc_bits):
+    """The constant arguments of :func:`run` for inputs of ``x_dtype``, or None where the fused requantization is
+    not proven the same as accumulate-then-:func:`kernels.requantize.requantize`: some channel has no saturation
+    bound, or ``max|x - x_zp| * max_c sum|w[c]| + max|bias|`` could reach the board's ``acc_bits`` (then an
+    overflow would have to be handled and counted).
+
+    ``w`` (Cout, Cin) integers; ``bias``, ``mult``, ``shift`` (Cout,) integers as validated by the caller's
+    requantization (|mult| < 2**31, 0 <= shift <= 62); ``acc_bits`` in [2, 64]."""
+    x_dtype = np.dtype(x_dtype)
+    if x_dtype not in [np.dtype(d) for d in X_DTYPES]:
+        return None
+    w64 = np.asarray(w).astype(np.int64)
+    info = np.iinfo(x_dtype)
+    x_dev = max(abs(int(info.min) - int(x_zp)), abs(int(info.max) - int(x_zp)))
+    wabs = int(np.abs(w64).sum(axis=1).max(initial=0))
+    bias = np.ascontiguousarray(bias, np.int64)
+    max_bias = int(np.abs(bias).max(initial=0))
+    if x_dev * wabs + max_bias >= min(1 << (acc_bits - 1), ACC_LIMIT):
+        return None
+    mult = np.ascontiguousarray(mult, np.int64)
+    shift = np.ascontiguousarray(shift, np.int64)
+    bound = saturation_bounds(mult, shift, int(out_zp), int(qmin), int(qmax))
+    if bound.size and int(bound.min()) == 0:
+        return None
+    rnd = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0).astype(np.int64)
+    return (int(x_zp), np.ascontiguousarray(w64.T), bias, mult, shift, rnd, bound, int(out_zp), int(qmin), int(qmax))
+
+
+def run(x, prep, out) -> np.ndarray:
+    """``out`` (N, Cout, P) receives the requantized pointwise convolution of ``x`` (N, Cin, P), C-contiguous
+    (module docstring); ``prep`` from :func:`prepare` for ``x``'s dtype."""
+    check_int_array(x, "x", ndim=3, dtypes=X_DTYPES)
+    check_int_array(out, "out", ndim=3)
+    cin, cout = prep[1].shape
+    if x.shape[1] != cin or out.shape != (x.shape[0], cout, x.shape[2]):
+        raise ValueError(f"shapes do not match: x {x.shape}, weights ({cout}, {cin}), out {out.shape}")
+    return _pointwise_small(x, *prep, np.empty(cout, np.int64), out)
