@@ -150,3 +150,17 @@ def test_avgpool_validation():
     with pytest.raises(ValueError, match="out must have shape"):
         avgpool2d(x, 0, (2, 2), (2, 2), (0, 0, 0, 0), False, np.zeros(5, np.int64), np.zeros(5, np.int64), 0,
                   -128, 127, np.empty((1, 2, 2, 2), np.int8))
+
+
+def test_maxpool2d_cache_keeps_geometry_per_input_shape():
+    """With a cache the geometry is validated once per input shape and dtype; another shape is validated again."""
+    cache = {}
+    x = np.arange(2 * 3 * 6 * 6, dtype=np.int16).reshape(2, 3, 6, 6)
+    for _ in range(2):
+        np.testing.assert_array_equal(maxpool2d(x, (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), (3, 3), cache=cache),
+                                      naive.maxpool2d(x, (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), (3, 3)))
+    x2 = -x[:, :, :4, :4].copy()
+    np.testing.assert_array_equal(maxpool2d(x2, (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), (2, 2), cache=cache),
+                                  naive.maxpool2d(x2, (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), (2, 2)))
+    with pytest.raises(ValueError, match="padding"):
+        maxpool2d(x2, (1, 1), (2, 2), (0, 0, 3, 0), (1, 1), (4, 2), cache={})

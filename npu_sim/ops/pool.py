@@ -99,7 +99,8 @@ def _run_maxpool(node, inputs, ctx):
     else:
         x4 = x[:, :, None, :] if p["_is1d"] else x
         oh, ow = (1, out_shape[2]) if p["_is1d"] else out_shape[2:]
-        y = maxpool2d(np.ascontiguousarray(x4), p["kernel"], p["stride"], p["pads"], p["dilation"], (oh, ow))
+        y = maxpool2d(np.ascontiguousarray(x4), p["kernel"], p["stride"], p["pads"], p["dilation"], (oh, ow),
+                      cache=p.setdefault("_k_cache", {}))
         y = y.reshape(out_shape)
     return [y]
 
