@@ -204,6 +204,16 @@ def conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> 
     return out if compact or acc_t is np.int64 else out.astype(np.int64)
 
 
+def _bound(cache, key, make):
+    """``make()`` (a bound run function, or None), kept in ``cache`` (a caller's dict, or None) while ``key``
+    repeats."""
+    if cache is None:
+        return make()
+    if cache.get("key") != key:
+        cache["key"], cache["run"] = key, make()
+    return cache["run"]
+
+
 def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
                               acc_bits, out, cache=None) -> bool:
     """Direct convolution with the requantization fused in: ``out`` receives exactly
@@ -215,31 +225,38 @@ def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     when that does not hold; the caller then requantizes separately.
 
     ``cache`` (a dict owned by the caller, for constant ``w``, ``bias``, ``mult``, ``shift`` and output
-    parameters: one per node) keeps, for the last input and output shapes, dtypes, layout and zero point seen,
-    the validated parameters, the decision and the bound depthwise kernel: the arguments are validated when
-    that key changes, not on the calls that repeat it.
+    parameters: one per node) keeps :func:`bind_direct_requantized`'s result for the last input and output
+    shapes, dtypes, layout and zero point seen: the arguments are validated when that key changes, not on the
+    calls that repeat it.
     """
     key = (x.shape, x.dtype.str, x.flags.c_contiguous, x_zp, out.shape, out.dtype.str, out.flags.c_contiguous)
-    if cache is not None and cache.get("key") == key:
-        prep = cache["prep"]
-    else:
-        prep = _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp,
-                                           qmin, qmax, acc_bits, out)
-        if cache is not None:
-            cache["key"] = key
-            cache["prep"] = prep
-    if prep is None:
+    run = _bound(cache, key, lambda: bind_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult,
+                                                             shift, out_zp, qmin, qmax, acc_bits, out))
+    if run is None:
         return False
-    if prep["run"] is not None:  # the depthwise kernels, set up for this key
-        prep["run"](x, out)
-        return True
+    run(x, out)
+    return True
+
+
+def bind_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                            acc_bits, out):
+    """:func:`conv2d_direct_requantized` set up for arrays shaped and typed like ``x`` and ``out`` (both
+    validated here, C-contiguous): returns ``run(x, out)``, or None when fusion is not proven."""
+    prep = _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin,
+                                       qmax, acc_bits, out)
+    if prep is None or prep["run"] is not None:  # None, or the depthwise kernels already bound
+        return None if prep is None else prep["run"]
     (x_zp, sh, sw, top, left, bottom, right, dh, dw, groups) = prep["geo"]
     bias, mult, shift, lims, out_zp, qmin, qmax = prep["rq"]
     shape = prep["shape"]
-    ext = np.empty((shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3], dtype=np.int32)
-    _conv2d_direct(x, x_zp, prep["w32"], sh, sw, top, left, bottom, right, dh, dw, groups, out, ext, True, bias,
-                   mult, shift, lims, out_zp, qmin, qmax)
-    return True
+    n_ext = (shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3]
+    w32 = prep["w32"]
+
+    def run(x, out):
+        _conv2d_direct(x, x_zp, w32, sh, sw, top, left, bottom, right, dh, dw, groups, out,
+                       np.empty(n_ext, dtype=np.int32), True, bias, mult, shift, lims, out_zp, qmin, qmax)
+
+    return run
 
 
 def _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
@@ -258,9 +275,6 @@ def _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias
     lims = saturation_bounds(mult, shift, out_zp, qmin, qmax)
     if lims.size and int(lims.min()) == 0:
         return None
-    check_int_array(out, "out")
-    if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"out must have shape {tuple(shape)}, got {out.shape}")
     fdt = depthwise.plan(w.shape[2] * w.shape[3], bound) if w.shape[1] == 1 else None
     run = None
     if fdt is not None:
@@ -469,23 +483,34 @@ def conv2d_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mu
     :func:`conv2d_gemm_blocks` and requantizes separately.
 
     ``cache`` (a dict owned by the caller, for constant ``w``, ``bias``, ``mult``, ``shift``, geometry and output
-    parameters: one per node) keeps, for the last input shape and dtype seen, everything the kernel needs: the
-    arguments are validated when that key changes, not on the calls that repeat it.
+    parameters: one per node) keeps :func:`bind_gemm_requantized`'s result for the last input shape and dtype
+    seen: the arguments are validated when that key changes, not on the calls that repeat it.
     """
     key = (x.shape, x.dtype.str, x.flags.c_contiguous, x_zp, out.shape, out.dtype.str, out.flags.c_contiguous,
            block_cols)
-    if cache is not None and cache.get("key") == key:
-        prep = cache["prep"]
-    else:
-        prep = _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp,
-                                         qmin, qmax, acc_bits, out, block_cols)
-        if cache is not None:
-            cache["key"], cache["prep"] = key, prep
-    if prep is None:
+    run = _bound(cache, key, lambda: bind_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult,
+                                                           shift, out_zp, qmin, qmax, acc_bits, out, block_cols))
+    if run is None:
         return False
-    n_img, cout, ho, wo = out.shape
-    conv_int16.conv_requantized(x, *prep, out.reshape(n_img, cout, ho * wo))
+    run(x, out)
     return True
+
+
+def bind_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                          acc_bits, out, block_cols=8192):
+    """:func:`conv2d_gemm_requantized` set up for arrays shaped and typed like ``x`` and ``out`` (both validated
+    here, C-contiguous): returns ``run(x, out)``, or None when fusion is not proven."""
+    prep = _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin,
+                                     qmax, acc_bits, out, block_cols)
+    if prep is None:
+        return None
+    n_img, cout, ho, wo = out.shape
+    flat = (n_img, cout, ho * wo)
+
+    def run(x, out):
+        conv_int16.conv_requantized(x, *prep, out.reshape(flat))
+
+    return run
 
 
 def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,

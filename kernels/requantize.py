@@ -103,7 +103,7 @@ def check_out(out, shape, out_zp, qmin, qmax, contiguous=True) -> tuple[int, int
     ``contiguous=False`` accepts a strided view (e.g. a block of a larger output)."""
     if contiguous:
         check_int_array(out, "out", dtypes=OUT_DTYPES)
-    elif not isinstance(out, np.ndarray) or out.dtype not in [np.dtype(d) for d in OUT_DTYPES]:
+    elif not isinstance(out, np.ndarray) or out.dtype not in _dtype_set(OUT_DTYPES):
         raise ValueError("out must be a numpy array of an 8/16/32-bit integer dtype")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"out must have shape {tuple(shape)}, got {out.shape}")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.conv2d import (_center, _sub_zp, combine_hilo, conv2d_acc, conv2d_direct_requantized, conv2d_gemm_blocks,
-                            conv2d_gemm_requantized, HILO_MIN_K, hilo_ok, split_hilo)
+from kernels.conv2d import (_center, _sub_zp, bind_direct_requantized, bind_gemm_requantized, combine_hilo, conv2d_acc,
+                            conv2d_gemm_blocks, HILO_MIN_K, hilo_ok, split_hilo)
 from kernels.gemm import abs_max, float_dtype, plan
 from kernels import conv_int16, pointwise_small
 from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tiles, tiled, untile
@@ -125,48 +125,76 @@ def lower_conv(lowering, onode, args, out: Tensor, act) -> Node:
 def _run_conv(node, inputs, ctx):
     p = node.params
     x = np.ascontiguousarray(inputs[0])
+    fused = p.get("_fused")  # (input shape, dtype, conv or None): decided once per input shape and dtype
+    if fused is None or fused[0] != x.shape or fused[1] != x.dtype:
+        fused = p["_fused"] = (x.shape, x.dtype, _bind_fused(p, x, ctx.shape_of(node.outputs[0])))
+    if fused[2] is not None:
+        return [fused[2](x)]
     if p["_is1d"]:
         x = x[:, :, None, :]
     w = p["_w"]
     out_shape = ctx.shape_of(node.outputs[0])
     n_img, cout = x.shape[0], w.shape[0]
-    if w.shape[1] == 1:  # depthwise: direct loop, int32 accumulator and fused requantization where provably exact
-        if "mult" in p:
-            y = np.empty((n_img, cout) + tuple(out_shape[2:]) if not p["_is1d"] else x.shape[:2] + (1, out_shape[2]),
-                         p["_out_dtype"])
-            if conv2d_direct_requantized(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"],
-                                         p["bias"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"],
-                                         p["acc_bits"], y, cache=p.setdefault("_dw_cache", {})):
-                return [y.reshape(out_shape)]
+    if w.shape[1] == 1:  # depthwise: direct loop, int32 accumulator
         acc = conv2d_acc(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], compact=True)
         return [requantize_acc(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
-    if "mult" in p and _is_pointwise(p):
-        hw = x[0, 0].size
-        small = _small_prep(p, x.dtype, w.reshape(cout, -1)) if hw <= pointwise_small.MAX_PIXELS else None
-        if small is not None:
-            y = np.empty((n_img, cout, hw), p["_out_dtype"])
-            return [pointwise_small.run(x.reshape(n_img, -1, hw), small, y).reshape(out_shape)]
-        pw = p.get("_pw")
-        if pw is None:
-            pw = p["_pw"] = _prepare_pointwise(p, x) or {}  # {}: not this path (decided once: dtype and weights)
-        if pw and pw["key"] == (x.dtype, x.shape[1:]):
-            return [_run_pointwise(node, ctx, x, pw).reshape(out_shape)]
+    pw = p.get("_pw")
+    if pw and pw["key"] == (x.dtype, x.shape[1:]):
+        return [_run_pointwise(node, ctx, x, pw).reshape(out_shape)]
     y = np.empty((n_img, cout, 1 if p["_is1d"] else out_shape[2], out_shape[-1]), p["_out_dtype"])
     cg = cout // p["groups"]
-    # column blocks as wide as the memory budget allows: a block spanning whole rows keeps acc and y contiguous
-    block = max(8192, POINTWISE_BLOCK // max(1, cg))
-    if "mult" in p and conv2d_gemm_requantized(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"],
-                                               p["bias"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"],
-                                               p["acc_bits"], y, block_cols=block,
-                                               cache=p.setdefault("_gemm_rq_cache", {})):
-        return [y.reshape(out_shape)]
     # GEMM path: requantize each block of columns while it is still in cache
     y = y.reshape(n_img, cout, -1)
     for n, g, c0, c1, acc, off in conv2d_gemm_blocks(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"],
-                                                     p["groups"], block_cols=block, w_cache=p["_w_cache"]):
+                                                     p["groups"], block_cols=_block_cols(cg), w_cache=p["_w_cache"]):
         rows = slice(g * cg, (g + 1) * cg)
         requantize_acc(node, ctx, acc, 1, cg, c1 - c0, out=y[n:n + 1, rows, c0:c1], channel_slice=rows, offset=off)
     return [y.reshape(out_shape)]
+
+
+def _block_cols(cout_g: int) -> int:
+    """Column blocks as wide as the memory budget allows: a block spanning whole rows keeps acc and y
+    contiguous."""
+    return max(8192, POINTWISE_BLOCK // max(1, cout_g))
+
+
+def _bind_fused(p, x, out_shape):
+    """The node's convolution with its requantization fused into one kernel, set up once for inputs shaped and
+    typed like ``x``: ``conv(x) -> y`` (shaped ``out_shape``), or None where no fused kernel is proven exact
+    (then ``_run_conv`` accumulates and requantizes separately; for 1x1 convolutions that take the float GEMM,
+    ``p["_pw"]`` is set here)."""
+    if "mult" not in p:
+        return None
+    w = p["_w"]
+    is1d = p["_is1d"]
+    x4 = x[:, :, None, :] if is1d else x
+    n_img, cout = x4.shape[0], w.shape[0]
+    shape4 = (n_img, cout, 1 if is1d else out_shape[2], out_shape[-1])
+    dt = p["_out_dtype"]
+    args = (p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], p["bias"], p["mult"], p["shift"],
+            p["out_zp"], p["qmin"], p["qmax"], p["acc_bits"])
+    hw = shape4[2] * shape4[3]
+    if w.shape[1] == 1:  # depthwise (or one input channel): the direct loop, int32 accumulator
+        run = bind_direct_requantized(x4, *args, np.empty(shape4, dt))
+    elif _is_pointwise(p) and hw <= pointwise_small.MAX_PIXELS:
+        small = _small_prep(p, x.dtype, w.reshape(cout, -1))
+        run = None if small is None else (lambda x4, y: pointwise_small.run(x4.reshape(n_img, -1, hw), small,
+                                                                           y.reshape(n_img, cout, hw)))
+    else:
+        if _is_pointwise(p) and "_pw" not in p:
+            p["_pw"] = _prepare_pointwise(p, x4) or {}  # {}: not this path (decided once: dtype and weights)
+        if _is_pointwise(p) and p["_pw"]:
+            return None  # the exact float GEMM, requantized separately
+        run = bind_gemm_requantized(x4, *args, np.empty(shape4, dt), _block_cols(cout // p["groups"]))
+    if run is None:
+        return None
+
+    def conv(x):
+        y = np.empty(shape4, dt)
+        run(x[:, :, None, :] if is1d else x, y)
+        return y.reshape(out_shape)
+
+    return conv
 
 
 def _small_prep(p, x_dtype, w2):
