@@ -26,7 +26,7 @@ def _lut16(x, table, offset, shift, qmin, qmax, out):
     return out
 
 
-def lut16(x, table, qmin, qmax, out) -> None:
+def lut16(x, table, qmin, qmax, out, cache=None) -> None:
     """Interpolated table lookup of every element of a 16-bit integer array.
 
     Parameters
@@ -40,6 +40,9 @@ def lut16(x, table, qmin, qmax, out) -> None:
         Output clamp, inside the range of ``out``'s dtype.
     out : 1-D ndarray, same length as ``x``, int8/uint8/int16/uint16/int32
         Preallocated, written in place.
+    cache : dict, optional
+        Owned by the caller for a constant ``table``, ``qmin``, ``qmax`` (one per graph node): keeps the validated
+        arguments, so a later call with the same shapes and dtypes goes straight to the loop.
 
     Notes
     -----
@@ -55,6 +58,10 @@ def lut16(x, table, qmin, qmax, out) -> None:
     (``2**(s-1)`` is 0 when s == 0, a full table.) ``y`` always lies between the two entries, so the clamp only
     matters for entries outside [qmin, qmax].
     """
+    key = (x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype, out.flags.c_contiguous)
+    if cache is not None and cache.get("key") == key:
+        _lut16(x, table, *cache["args"], out)
+        return
     check_int_array(x, "x", ndim=1, dtypes=IN_DTYPES)
     check_int_array(table, "table", ndim=1, dtypes=TABLE_DTYPES)
     n = table.shape[0]
@@ -63,5 +70,7 @@ def lut16(x, table, qmin, qmax, out) -> None:
         raise ValueError(f"table must have 2**k + 1 entries with 1 <= k <= 16, got {n}")
     _, qmin, qmax = check_out(out, x.shape, 0, qmin, qmax)
     qmin, qmax = as_int(qmin, "qmin"), as_int(qmax, "qmax")
-    offset = int(np.iinfo(x.dtype).min)
-    _lut16(x, table, offset, 16 - k, qmin, qmax, out)
+    args = (int(np.iinfo(x.dtype).min), 16 - k, qmin, qmax)
+    if cache is not None:
+        cache["key"], cache["args"] = key, args
+    _lut16(x, table, *args, out)

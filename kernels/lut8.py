@@ -16,7 +16,7 @@ def _lut8(x, table, offset, out):
     return out
 
 
-def lut8(x, table, out) -> None:
+def lut8(x, table, out, cache=None) -> None:
     """Table lookup of every element of an 8-bit integer array.
 
     Parameters
@@ -28,6 +28,9 @@ def lut8(x, table, out) -> None:
         (-128 for int8, 0 for uint8).
     out : 1-D ndarray, same length as ``x``, same dtype as ``table``
         Preallocated, written in place.
+    cache : dict, optional
+        Owned by the caller for a constant ``table`` (one per graph node): keeps the validated arguments, so a
+        later call with the same shapes and dtypes goes straight to the loop.
 
     Notes
     -----
@@ -38,6 +41,10 @@ def lut8(x, table, out) -> None:
     Every value the table holds is a legal output (the table builder clamps), so there is no rounding or
     saturation here.
     """
+    key = (x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype, out.flags.c_contiguous)
+    if cache is not None and cache.get("key") == key:
+        _lut8(x, table, cache["offset"], out)
+        return
     check_int_array(x, "x", ndim=1, dtypes=IN_DTYPES)
     check_int_array(table, "table", ndim=1, dtypes=TABLE_DTYPES)
     if table.shape[0] != 256:
@@ -48,4 +55,6 @@ def lut8(x, table, out) -> None:
     if out.shape != x.shape:
         raise ValueError(f"out must have shape {x.shape}, got {out.shape}")
     offset = int(np.iinfo(x.dtype).min)
+    if cache is not None:
+        cache["key"], cache["offset"] = key, offset
     _lut8(x, table, offset, out)

@@ -245,7 +245,8 @@ def softmax_lut16(x, pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, out_mu
         As in :func:`softmax_lut8`.
     cache : dict, optional
         Owned by the caller for one graph node (constant exponent parameters and tables): keeps the validated
-        tables and ``exp2_q30`` of every possible distance, computed on the first call and looked up after.
+        arguments and ``exp2_q30`` of every possible distance, computed on the first call for an input and output
+        shape and dtype and looked up after.
 
     Notes
     -----
@@ -258,18 +259,18 @@ def softmax_lut16(x, pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, out_mu
         v = T[i] - (((T[i] - T[i+1]) * fr + 2**(G-1)) >> G)   (v = T[i] when G == 0)
         e = (v + 2**(k-1)) >> k                            (e = v when k == 0)
     """
-    _rows(x, IN_DTYPES_16)
-    info = np.iinfo(x.dtype)
-    key = (pos_mult, pos_shift, frac_bits, x.dtype)
+    key = (pos_mult, pos_shift, frac_bits, x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype,
+           out.flags.c_contiguous, out_mult, out_shift, out_zp, qmin, qmax)
     if cache is not None and cache.get("key") == key:
-        e_table, recip, rk = cache["tables"]
+        args = cache["args"]
     else:
-        e_table, recip, rk = _lut16_tables(pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut,
-                                           int(info.max) - int(info.min) + 1)
+        _rows(x, IN_DTYPES_16)
+        info = np.iinfo(x.dtype)
+        args = _lut16_tables(pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, int(info.max) - int(info.min) + 1)
+        args += _out(out, x.shape, out_mult, out_shift, out_zp, qmin, qmax)
         if cache is not None:
-            cache["key"], cache["tables"] = key, (e_table, recip, rk)
-    out_mult, out_shift, out_zp, qmin, qmax = _out(out, x.shape, out_mult, out_shift, out_zp, qmin, qmax)
-    _softmax_table(x, e_table, recip, rk, out_mult, out_shift, out_zp, qmin, qmax, out)
+            cache["key"], cache["args"] = key, args
+    _softmax_table(x, *args, out)
 
 
 def _lut16_tables(pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, n_d):

@@ -47,6 +47,11 @@ def test_lut8_matches_twin(case):
     out = np.empty(x.shape, table.dtype)
     lut8(x, table, out)
     np.testing.assert_array_equal(out, naive_lut.lut8(x, table, table.dtype))
+    cache = {}  # a node's cache: other data of the same shape reuses it, another shape is validated again
+    for data in (x, x[::-1].copy(), np.concatenate([x, x[:1]])):
+        out = np.empty(data.shape, table.dtype)
+        lut8(data, table, out, cache=cache)
+        np.testing.assert_array_equal(out, naive_lut.lut8(data, table, table.dtype))
 
 
 def test_lut8_every_code():
@@ -81,6 +86,11 @@ def test_lut16_matches_twin(case):
     expected = naive_lut.lut16(x, table, qmin, qmax, od)
     np.testing.assert_array_equal(out, expected)
     assert out.min() >= qmin and out.max() <= qmax  # saturation holds for any table
+    cache = {}  # a node's cache: other data of the same shape reuses it, another shape is validated again
+    for data in (x, x[::-1].copy(), np.concatenate([x, x[:1]])):
+        out = np.empty(data.shape, od)
+        lut16(data, table, qmin, qmax, out, cache=cache)
+        np.testing.assert_array_equal(out, naive_lut.lut16(data, table, qmin, qmax, od))
 
 
 def test_lut16_grid_points_and_ties():

@@ -329,9 +329,10 @@ def _run_div(node, inputs, ctx):
     p = node.params
     shape = ctx.shape_of(node.outputs[0])
     c = p["mult"].size
+    x = inputs[0]
     if c == 1:  # the quantized input is the accumulator, its zero point goes into the bias
-        return [scalar_rescale(node, ctx, np.broadcast_to(inputs[0], shape), p)]
-    acc = np.broadcast_to(inputs[0].astype(np.int64) - p["x_zp"], shape)
+        return [scalar_rescale(node, ctx, x if x.shape == shape else np.broadcast_to(x, shape), p)]
+    acc = np.broadcast_to(x.astype(np.int64) - p["x_zp"], shape)
     return [requantize_acc(node, ctx, acc, acc.size // c, c, 1).reshape(shape)]
 
 

@@ -265,18 +265,19 @@ def table_params(f: Function, in_q: QParams, out_q: QParams, lo: int, hi: int, e
 
 
 def apply_table(p: dict, q: np.ndarray, out_dtype) -> np.ndarray:
-    """Run the table kernel on an integer array of any shape."""
+    """Run the table kernel on an integer array of any shape (the kernels' validated arguments kept in ``p``)."""
     flat = np.ascontiguousarray(q).reshape(-1)
     out = np.empty(flat.size, out_dtype)
+    cache = p.setdefault("_k_cache", {})
     if p["_in_q"].bits <= 8:
         if out.dtype != p["table"].dtype:
             tmp = np.empty(flat.size, p["table"].dtype)
-            lut8(flat, p["table"], tmp)
+            lut8(flat, p["table"], tmp, cache=cache)
             out[...] = tmp
         else:
-            lut8(flat, p["table"], out)
+            lut8(flat, p["table"], out, cache=cache)
     else:
-        lut16(flat, p["table"], p["qmin"], p["qmax"], out)
+        lut16(flat, p["table"], p["qmin"], p["qmax"], out, cache=cache)
     return out.reshape(np.shape(q))
 
 

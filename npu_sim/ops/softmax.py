@@ -108,6 +108,12 @@ def to_rows(x: np.ndarray, axes: tuple[int, ...]):
     """``x`` as a C-contiguous (rows, n) array with ``axes`` moved last, and a function mapping such an array
     back to ``x``'s layout."""
     rank = x.ndim
+    if tuple(axes) == tuple(range(rank - len(axes), rank)):  # trailing axes (the usual case): a reshape
+        shape = x.shape
+        n = 1
+        for a in axes:
+            n *= shape[a]
+        return np.ascontiguousarray(x).reshape(-1, n), lambda y: y.reshape(shape)
     rest = [a for a in range(rank) if a not in axes]
     order = rest + list(axes)
     moved = x if order == list(range(rank)) else np.transpose(x, order)
