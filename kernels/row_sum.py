@@ -1,9 +1,10 @@
 """Exact int64 sums of the rows of a 2-D integer array: the accumulator of GlobalAveragePool and ReduceMean over
-trailing axes (``npu_sim/ops/pool.py`` removes the zero point and requantizes it)."""
+trailing axes. ``npu_sim/ops/pool.py`` requantizes it (the zero point in the bias): with
+:func:`row_means_requantized` in the same kernel call where that is proven the same, else separately."""
 import numpy as np
 
 from ._jit import njit
-from .requantize import check_int_array
+from .requantize import ACC_LIMIT, check_int_array, check_multiplier, check_out, requantize_row, saturation_bounds
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 
@@ -35,3 +36,49 @@ def row_sums(x, out) -> None:
     if x.shape[1] * max(-int(info.min), int(info.max)) >= 1 << 63:
         raise ValueError("row_sums: rows too long for an exact int64 sum")
     _row_sums(x, out)
+
+
+@njit
+def _row_sums_requantized(x, bias, mult, shift, bound, out_zp, qmin, qmax, acc, out):
+    """acc = the row sums of x; out = requantize_row(acc) with one (bias, mult, shift, bound) for every row."""
+    _row_sums(x, acc)
+    requantize_row(acc, out, bias, mult, shift, bound, out_zp, qmin, qmax)
+    return out
+
+
+def row_sums_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out, cache=None) -> bool:
+    """``out[r] = requantize(x[r, 0] + ... + x[r, n-1], bias, mult, shift, out_zp, qmin, qmax, acc_bits)`` (one
+    multiplier for all rows, as ``kernels.requantize.requantize`` computes it) in one kernel call: the sums, then
+    the branch-free ``requantize_row``. Used only where that is proven the same: ``n * max|x| + |bias|`` stays
+    below the board's ``acc_bits`` (no overflow to count) and the multiplier has a saturation bound. Returns False,
+    leaving ``out`` untouched, when that does not hold; the caller then sums and requantizes separately.
+
+    ``x`` as :func:`row_sums`; ``bias``, ``mult``, ``shift``, ``out_zp``, ``qmin``, ``qmax``, ``acc_bits`` ints;
+    ``out`` (rows,), 8/16/32-bit integers. ``cache`` (a dict owned by the caller for constant requantization
+    arguments: one per graph node) keeps the validated arguments per input/output shape and dtype.
+    """
+    key = (x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype, out.flags.c_contiguous)
+    if cache is not None and cache.get("key") == key:
+        args = cache["args"]
+    else:
+        args = _prepare_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out)
+        if cache is not None:
+            cache["key"], cache["args"] = key, args
+    if args is None:
+        return False
+    _row_sums_requantized(x, *args, np.empty(x.shape[0], np.int64), out)
+    return True
+
+
+def _prepare_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out):
+    check_int_array(x, "x", ndim=2, dtypes=IN_DTYPES)
+    out_zp, qmin, qmax = check_out(out, x.shape[:1], out_zp, qmin, qmax)
+    bias, mult, shift, acc_bits = int(bias), int(mult), int(shift), int(acc_bits)
+    check_multiplier(mult, shift, "row_sums_requantized")
+    info = np.iinfo(x.dtype)
+    if x.shape[1] * max(-int(info.min), int(info.max)) + abs(bias) >= min(1 << (acc_bits - 1), ACC_LIMIT):
+        return None
+    bound = int(saturation_bounds(np.array([mult]), np.array([shift]), out_zp, qmin, qmax)[0])
+    if bound == 0:
+        return None
+    return bias, mult, shift, bound, out_zp, qmin, qmax

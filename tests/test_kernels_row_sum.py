@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.row_sum import row_sums
+from kernels.requantize import saturation_bounds
+from kernels.row_sum import row_sums, row_sums_requantized
 from tests import naive
 
 
@@ -29,3 +30,31 @@ def test_row_sums_extremes_and_validation():
         row_sums(x, np.empty(2, np.int32))
     with pytest.raises(ValueError, match="dtype"):
         row_sums(x.astype(np.int64), out)
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.data())
+def test_row_sums_requantized_matches_twins(data):
+    """row sums then requantize (naive.row_sums, naive.requantize) in one call, through a node's cache: other data
+    of the same shape reuses it, another shape is validated again; False exactly where fusion is not proven."""
+    dt, lo, hi = data.draw(naive.value_ranges(naive.OUT_RANGES))
+    shape = (data.draw(st.integers(1, 6)), data.draw(st.integers(1, 300)))
+    mult, shift = data.draw(naive.multipliers(allow_negative=True))
+    bias = data.draw(st.integers(-2 ** 40, 2 ** 40))
+    out_dtype, out_zp, qmin, qmax = data.draw(naive.out_params())
+    acc_bits = data.draw(st.sampled_from([32, 48, 64]))
+    cache = {}
+    for rows in (shape[0], shape[0], shape[0] + 1):
+        x = data.draw(naive.int_arrays((rows, shape[1]), dt, lo, hi))
+        out = np.empty(rows, out_dtype)
+        fused = row_sums_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out, cache=cache)
+        info = np.iinfo(dt)
+        proven = (shape[1] * max(-int(info.min), int(info.max)) + abs(bias) < 2 ** (acc_bits - 1)
+                  and int(saturation_bounds(np.array([mult]), np.array([shift]), out_zp, qmin, qmax)[0]) > 0)
+        assert fused == proven
+        if fused:
+            acc = naive.row_sums(x).reshape(1, 1, rows)
+            expected, overflows = naive.requantize(acc, [bias], [mult], [shift], out_zp, qmin, qmax, acc_bits, False,
+                                                   out_dtype)
+            assert overflows == 0
+            np.testing.assert_array_equal(out, expected.reshape(rows))

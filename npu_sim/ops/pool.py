@@ -26,7 +26,7 @@ import numpy as np
 from kernels.ort_qlgavgpool import ort_qlgavgpool, qlgavgpool_scale
 from kernels.ort_qlavgpool import qlinear_avgpool
 from kernels.pool2d import avgpool2d, maxpool2d
-from kernels.row_sum import row_sums
+from kernels.row_sum import row_sums, row_sums_requantized
 
 from ..ir import Node, Tensor
 from .common import (attrs, check_per_tensor, clamp_bounds, fixed_multipliers, int_const, output_params, prepare_requant,
@@ -187,7 +187,9 @@ def lower_mean(lowering, onode, args, out: Tensor, act) -> Node:
                         {"axes": axes, "n": n, "arithmetic": "onnxruntime QLinearGlobalAveragePool (MLAS x86-64)"})
         return lower_float_reference(lowering, onode, args, [out], act)
     p = {"x_zp": int(x.q.zero_point), "axes": axes, "n": n}
-    prepare_requant(lowering, p, float(x.q.scale), 1.0 / n, float(out.q.scale), 1, (x.q.bits,))
+    # sum(x - x_zp) = sum(x) - x_zp * n: the zero point goes into the bias
+    prepare_requant(lowering, p, float(x.q.scale), 1.0 / n, float(out.q.scale), 1, (x.q.bits,),
+                    bias=-int(x.q.zero_point) * n)
     p["acc_bits"] = 64
     p.update(output_params(lowering, out, act))
     return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_mean, p, {"axes": axes, "n": n})
@@ -206,10 +208,16 @@ def _run_mean(node, inputs, ctx):
     p = node.params
     x = inputs[0]
     axes = p["axes"]
+    out_shape = ctx.shape_of(node.outputs[0])
     if axes == tuple(range(axes[0], x.ndim)):  # trailing axes: the sums of contiguous rows
-        acc = np.empty(x.size // p["n"], np.int64)
-        row_sums(np.ascontiguousarray(x).reshape(acc.size, p["n"]), acc)
+        rows = np.ascontiguousarray(x).reshape(-1, p["n"])
+        out = np.empty(rows.shape[0], p["_out_dtype"])
+        if "mult" in p and row_sums_requantized(rows, p["bias"][0], p["mult"][0], p["shift"][0], p["out_zp"],
+                                                p["qmin"], p["qmax"], p["acc_bits"], out,
+                                                cache=p.setdefault("_k_cache", {})):
+            return [out.reshape(out_shape)]
+        acc = np.empty(rows.shape[0], np.int64)
+        row_sums(rows, acc)
     else:
-        acc = x.astype(np.int64).sum(axis=axes)
-    acc -= p["x_zp"] * p["n"]
-    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(ctx.shape_of(node.outputs[0]))]
+        acc = x.astype(np.int64).sum(axis=axes).reshape(-1)
+    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
