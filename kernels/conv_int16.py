@@ -178,6 +178,17 @@ def _pair_planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
                     for j in range(wd):
                         d[j] = (np.int32(sa[j]) - center) & 0xFFFF
                 continue
+            if sw == 2:  # even input columns land in phase left % 2, odd ones in the other (unit-stride stores)
+                de = dst[row0 + (left % 2) * psz + left // 2:]
+                do = dst[row0 + ((left + 1) % 2) * psz + (left + 1) // 2:]
+                sb = x[n, ca + 1, ih] if has_b else sa
+                hb = np.int32(-1) if has_b else np.int32(0)  # keeps the high half only for a real second channel
+                for j in range((wd + 1) // 2):
+                    de[j] = ((np.int32(sa[2 * j]) - center) & 0xFFFF) | (((np.int32(sb[2 * j]) - center) << 16) & hb)
+                for j in range(wd // 2):
+                    do[j] = (((np.int32(sa[2 * j + 1]) - center) & 0xFFFF)
+                             | (((np.int32(sb[2 * j + 1]) - center) << 16) & hb))
+                continue
             for iw in range(wd):
                 c = left + iw
                 b = (np.int32(x[n, ca + 1, ih, iw]) - center) << 16 if has_b else np.int32(0)
