@@ -133,7 +133,8 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
         Preallocated, written in place.
     cache : dict, optional
         Owned by the caller for constant zero points, factors and output parameters (one per graph node):
-        keeps the validated arguments, so a later call with the same shapes and dtypes goes straight to the loop.
+        keeps :func:`bind`'s result, so a later call with the same shapes, dtypes and layout goes straight to the
+        loop.
 
     Notes
     -----
@@ -145,14 +146,22 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
 
     ValueError if a value reaching ``mrs`` leaves its exact domain [-2**48, 2**48).
     """
-    key = None
-    if cache is not None:
-        key = (a.shape, a.dtype, b.shape, b.dtype, out.shape, out.dtype)
-        if (cache.get("key") == key and a.flags.c_contiguous and b.flags.c_contiguous
-                and out.flags.c_contiguous):
-            s3, args = cache["shapes"], cache["args"]
-            _add_rescaled(a.reshape(s3[0]), *args[:3], b.reshape(s3[1]), *args[3:], out.reshape(s3[2]))
-            return
+    key = (a.shape, a.dtype, a.flags.c_contiguous, b.shape, b.dtype, b.flags.c_contiguous, out.shape, out.dtype,
+           out.flags.c_contiguous)
+    if cache is not None and cache.get("key") == key:
+        run = cache["run"]
+    else:
+        run = bind(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
+                   out_zp, qmin, qmax, out)
+        if cache is not None:
+            cache["key"], cache["run"] = key, run
+    run(a, b, out)
+
+
+def bind(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift, out_zp, qmin,
+         qmax, out):
+    """:func:`add_rescaled` validated once for arrays shaped, typed and laid out like ``a``, ``b`` and ``out``:
+    returns ``run(a, b, out)`` for such arrays (the constant arguments bound)."""
     check_int_array(a, "a", dtypes=IN_DTYPES)
     check_int_array(b, "b", dtypes=IN_DTYPES)
     out3 = out.reshape(1, 1, -1) if out.ndim == 1 else out
@@ -177,9 +186,12 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
         raise ValueError(f"sign_b must be +1 or -1, got {sign_b}")
     direct, fold = _direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, out_mult, out_shift,
                               out_zp)
-    _add_rescaled(a3, a_zp, a_mult, a_shift, b3, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
-                  out_zp, qmin, qmax, direct, fold, out3)
-    if key is not None:
-        cache["key"], cache["shapes"] = key, (a3.shape, b3.shape, out3.shape)
-        cache["args"] = (a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
-                         out_zp, qmin, qmax, direct, fold)
+    s3a, s3b, s3o = a3.shape, b3.shape, out3.shape
+    head = (a_zp, a_mult, a_shift)
+    rest = (b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift, out_zp, qmin, qmax, direct, fold)
+
+    def run(a, b, out):
+        _add_rescaled(a.reshape(s3a), *head, b.reshape(s3b), *rest, out.reshape(s3o))
+
+    run.args = head + rest  # the loop's scalar arguments (direct, fold: which paths it proved)
+    return run

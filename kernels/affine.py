@@ -58,16 +58,23 @@ def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out, cache=None) -> None:
     out : ndarray (outer, C, inner), preallocated, written in place
     cache : dict, optional
         Owned by the caller for constant ``x_zp, w, b, f_bits, out_zp, qmin, qmax`` (one per graph node): keeps
-        the validated arguments, so a later call with the same shapes and dtypes goes straight to the loop.
+        :func:`bind`'s result, so a later call with the same shapes, dtypes and layout goes straight to the loop.
 
     Raises ValueError when ``|x - x_zp| * |w| + |b|`` could reach 2**62 (the sum would not be exact).
     """
-    key = None
-    if cache is not None:
-        key = (x.shape, x.dtype, out.shape, out.dtype)
-        if cache.get("key") == key and x.flags.c_contiguous and out.flags.c_contiguous:
-            _affine(x, *cache["args"], out)
-            return
+    key = (x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype, out.flags.c_contiguous)
+    if cache is not None and cache.get("key") == key:
+        run = cache["run"]
+    else:
+        run = bind(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out)
+        if cache is not None:
+            cache["key"], cache["run"] = key, run
+    run(x, out)
+
+
+def bind(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out):
+    """:func:`affine` validated once for arrays shaped, typed and laid out like ``x`` and ``out``: returns
+    ``run(x, out)`` for such arrays (the constant arguments bound)."""
     check_int_array(x, "x", ndim=3, dtypes=IN_DTYPES)
     out_zp, qmin, qmax = check_out(out, x.shape, out_zp, qmin, qmax)
     x_zp = as_int(x_zp, "x_zp")
@@ -86,6 +93,9 @@ def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out, cache=None) -> None:
     folded = _fold(x.dtype, x_zp, w, b, f_bits, out_zp)
     args = (x_zp, w, b, f_bits, out_zp, qmin, qmax, False) if folded is None else \
         (x_zp, w, folded, f_bits, out_zp, qmin, qmax, True)
-    _affine(x, *args, out)
-    if key is not None:
-        cache["key"], cache["args"] = key, args
+
+    def run(x, out):
+        _affine(x, *args, out)
+
+    run.args = args  # the loop's arguments (the last: whether the constants were folded)
+    return run

@@ -506,9 +506,10 @@ def bind_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult
         return None
     n_img, cout, ho, wo = out.shape
     flat = (n_img, cout, ho * wo)
+    run3 = conv_int16.bind_requantized(*prep)
 
     def run(x, out):
-        conv_int16.conv_requantized(x, *prep, out.reshape(flat))
+        run3(x, out.reshape(flat))
 
     return run
 
@@ -516,7 +517,7 @@ def bind_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult
 def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
                               acc_bits, out, block_cols):
     """Validation and fusion decision of :func:`conv2d_gemm_requantized`: the arguments of
-    :func:`kernels.conv_int16.conv_requantized` but ``x`` and ``out``, or None when fusion is not proven."""
+    :func:`kernels.conv_int16.bind_requantized`, or None when fusion is not proven."""
     from .requantize import saturation_bounds
     x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, _ = _validate(x, x_zp, w, stride, pads,
                                                                                  dilation, groups)

@@ -284,7 +284,7 @@ def kernel_set(name: str) -> KernelSet:
 
 ISA = _host_isa()
 AVAILABLE = ISA is not None
-KERNELS = kernel_set(ISA) if AVAILABLE else None  # what Layout (hence blocks and conv_requantized) runs
+KERNELS = kernel_set(ISA) if AVAILABLE else None  # what Layout (hence blocks and bind_requantized) runs
 NB = KERNELS.isa.nb if AVAILABLE else 0  # outputs per tile of KERNELS (npu_sim.ops.mac: smaller planes go elsewhere)
 
 
@@ -357,9 +357,15 @@ def blocks(x, center, pad, w32, layout):
                 yield n, g, r0 * L.wo, r1 * L.wo, acc
 
 
-def conv_requantized(x, center, pad, w32, layout, bias, mult, shift, bound, out_zp, qmin, qmax, out):
-    """:func:`_conv_requantized` with the layout's geometry and tiles (the caller validated every argument)."""
+def bind_requantized(center, pad, w32, layout, bias, mult, shift, bound, out_zp, qmin, qmax):
+    """:func:`_conv_requantized` with the layout's geometry and tiles bound once (the caller validated every
+    argument): returns ``run(x, out)``, ``out`` (N, Cout, Ho*Wo); scratch planes fresh per call."""
     L = layout
-    xp, wide = L.buffers()
-    L.kernels.conv_requantized(x, center, pad, L.top, L.left, L.sh, L.sw, L.wq, L.psz, L.rows, L.wo, L.offs, w32,
-                               xp, wide, bias, mult, shift, bound, out_zp, qmin, qmax, out)
+    kernel = L.kernels.conv_requantized
+    head = (center, pad, L.top, L.left, L.sh, L.sw, L.wq, L.psz, L.rows, L.wo, L.offs, w32)
+    tail = (bias, mult, shift, bound, out_zp, qmin, qmax)
+
+    def run(x, out):
+        kernel(x, *head, np.empty(L.xp_shape, np.int32), np.empty(L.wide_shape, np.int32), *tail, out)
+
+    return run

@@ -97,7 +97,8 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> N
 
     cache : dict, optional
         Owned by the caller for constant ``a_zp, b_zp, mult, shift, out_zp, qmin, qmax`` (one per graph node):
-        keeps the validated arguments, so a later call with the same shapes and dtypes goes straight to the loop.
+        keeps :func:`bind`'s result, so a later call with the same shapes, dtypes and layout goes straight to the
+        loop.
 
     Notes
     -----
@@ -111,14 +112,20 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> N
     is the plain ``clamp(((p*mult + 2**(shift-1)) >> shift) + out_zp)`` in int64 (no branches), which the loop
     then uses; with ``out_zp*2**shift`` inside the same bound too, ``out_zp`` joins the constant.
     """
-    key = None
-    if cache is not None:
-        key = (a.shape, a.dtype, b.shape, b.dtype, out.shape, out.dtype)
-        hit = cache.get("key") == key
-        if hit and a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous:
-            s3, args = cache["shapes"], cache["args"]
-            _mul(a.reshape(s3[0]), args[0], b.reshape(s3[1]), *args[1:], out.reshape(s3[2]))
-            return
+    key = (a.shape, a.dtype, a.flags.c_contiguous, b.shape, b.dtype, b.flags.c_contiguous, out.shape, out.dtype,
+           out.flags.c_contiguous)
+    if cache is not None and cache.get("key") == key:
+        run = cache["run"]
+    else:
+        run = bind(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out)
+        if cache is not None:
+            cache["key"], cache["run"] = key, run
+    run(a, b, out)
+
+
+def bind(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out):
+    """:func:`mul` validated once for arrays shaped, typed and laid out like ``a``, ``b`` and ``out``: returns
+    ``run(a, b, out)`` for such arrays (the constant arguments bound)."""
     check_int_array(a, "a", dtypes=IN_DTYPES)
     check_int_array(b, "b", dtypes=IN_DTYPES)
     out3 = out.reshape(1, 1, -1) if out.ndim == 1 else out
@@ -139,8 +146,11 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> N
     # out_zp added after the shift: |out_zp| of headroom covers shift 0
     direct = _proven(a.dtype, a_zp, dev_a, b.dtype, b_zp, dev_b, abs(mult), rnd + abs(out_zp))
     fold = direct and _proven(a.dtype, a_zp, dev_a, b.dtype, b_zp, dev_b, abs(mult), rnd + (abs(out_zp) << shift))
-    args = (a_zp, b_zp, mult, shift, direct, fold, pmax < 1 << 31, out_zp, qmin, qmax)
-    _mul(a3, a_zp, b3, *args[1:], out3)
-    if key is not None:
-        cache["key"], cache["shapes"] = key, (a3.shape, b3.shape, out3.shape)
-        cache["args"] = args
+    s3a, s3b, s3o = a3.shape, b3.shape, out3.shape
+    rest = (b_zp, mult, shift, direct, fold, pmax < 1 << 31, out_zp, qmin, qmax)
+
+    def run(a, b, out):
+        _mul(a.reshape(s3a), a_zp, b.reshape(s3b), *rest, out.reshape(s3o))
+
+    run.args = (a_zp,) + rest  # the loop's scalar arguments (direct, fold: which paths it proved)
+    return run

@@ -158,7 +158,7 @@ def _add_direct_case(a, b, a_zp, b_zp, m, r, left, o_m, o_r, out_zp, sign, dtype
     cache = {}
     add_rescaled(a, a_zp, m, r, b, b_zp, m, r, left, sign, o_m, o_r, out_zp, info.min, info.max, out, cache=cache)
     np.testing.assert_array_equal(out, expected)
-    return cache["args"][-2:]
+    return cache["run"].args[-2:]
 
 
 @pytest.mark.parametrize("sign", [1, -1])

@@ -80,7 +80,7 @@ def test_mul_direct_path_bound():
                     out = np.empty(a.shape, dtype)
                     cache = {}
                     mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=cache)
-                    assert cache["args"][4:6] == (abs(mult) <= edge, abs(mult) <= fold_edge)
+                    assert cache["run"].args[4:6] == (abs(mult) <= edge, abs(mult) <= fold_edge)
                     np.testing.assert_array_equal(out, expected)
                     # one operand broadcast along the inner axis (its value folded into the multiplier)
                     for i in (0, 1, 5):

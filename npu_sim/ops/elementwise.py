@@ -47,11 +47,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.add import add_rescaled
+from kernels.add import bind as add_bind
 from kernels.affine import IN_DTYPES as AFFINE_DTYPES
-from kernels.affine import affine
+from kernels.affine import bind as affine_bind
 from kernels.leaky_relu import leaky_relu
-from kernels.mul import mul
+from kernels.mul import bind as mul_bind
 from kernels.ort_qladd import ort_qladd
 from kernels.ort_qlmul import ort_qlmul
 
@@ -147,33 +147,51 @@ def _value(t: Tensor, inputs, i):
     return (t.data, i) if t.is_const else (inputs[i], i + 1)
 
 
-def _binary_operands(node, inputs, ctx):
-    """The two operands (constant or run-time) as (outer, mid, inner) views, the output array, its shape."""
+def _run_binary(node, inputs, ctx, bind):
+    """Run a two-operand node (either operand may be a constant) through its closure for these operand shapes
+    and dtypes: ``_binary_closure`` builds it on the first such call (``bind(p, a3, b3, out)`` sets the kernel
+    up), later calls go straight to it."""
     p = node.params
     a, i = _value(p["_a"], inputs, 0)
     b, _ = _value(p["_b"], inputs, i)
-    prep = p.get("_bcast")
-    if prep is not None and prep[0] == (a.shape, b.shape) and a.flags.c_contiguous and b.flags.c_contiguous:
-        _, a3s, b3s, out3, shape = prep  # the same operand shapes as the last call: the same plan
-        return a.reshape(a3s), b.reshape(b3s), np.empty(out3, p["_out_dtype"]), shape
-    shape = ctx.shape_of(node.outputs[0])
+    fast = p.get("_fast")
+    if fast is None or fast[0] != (a.shape, a.dtype, b.shape, b.dtype):
+        fast = p["_fast"] = ((a.shape, a.dtype, b.shape, b.dtype), _binary_closure(p, a, b, ctx.shape_of(
+            node.outputs[0]), bind))
+    return [fast[1](a, b)]
+
+
+def _binary_closure(p, a, b, shape, bind):
+    """``f(a, b) -> out`` (shaped ``shape``) for operands shaped and typed like ``a`` and ``b``: the broadcast
+    collapsed to (outer, mid, inner) views (``broadcast_3d``), or materialized where it does not collapse."""
+    dt = p["_out_dtype"]
     plan = broadcast_3d(shape, a.shape, b.shape)
     if plan is None:  # unusual broadcasting: materialize it
-        a3, b3, out3 = _flat(a, shape), _flat(b, shape), (int(np.prod(shape)),)
-    else:
-        out3, (a3s, b3s) = plan
-        a3, b3 = np.ascontiguousarray(a).reshape(a3s), np.ascontiguousarray(b).reshape(b3s)
-        p["_bcast"] = ((a.shape, b.shape), a3s, b3s, out3, shape)
-    return a3, b3, np.empty(out3, p["_out_dtype"]), shape
+        n = int(np.prod(shape))
+        run = bind(p, _flat(a, shape), _flat(b, shape), np.empty(n, dt))
+
+        def flat(a, b):
+            out = np.empty(n, dt)
+            run(_flat(a, shape), _flat(b, shape), out)
+            return out.reshape(shape)
+        return flat
+    out3, (a3s, b3s) = plan
+    run = bind(p, np.ascontiguousarray(a).reshape(a3s), np.ascontiguousarray(b).reshape(b3s), np.empty(out3, dt))
+
+    def collapsed(a, b):
+        out = np.empty(out3, dt)
+        run(np.ascontiguousarray(a).reshape(a3s), np.ascontiguousarray(b).reshape(b3s), out)
+        return out.reshape(shape)
+    return collapsed
 
 
 def _run_add(node, inputs, ctx):
-    p = node.params
-    a3, b3, out, shape = _binary_operands(node, inputs, ctx)
-    add_rescaled(a3, p["a_zp"], p["a_mult"], p["a_shift"], b3, p["b_zp"], p["b_mult"], p["b_shift"],
-                 p["left_shift"], p["sign_b"], p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], out,
-                 cache=p.setdefault("_k_cache", {}))
-    return [out.reshape(shape)]
+    return _run_binary(node, inputs, ctx, _bind_add)
+
+
+def _bind_add(p, a3, b3, out):
+    return add_bind(a3, p["a_zp"], p["a_mult"], p["a_shift"], b3, p["b_zp"], p["b_mult"], p["b_shift"], p["left_shift"],
+                    p["sign_b"], p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], out)
 
 
 def lower_mul(lowering, onode, args, out: Tensor, act) -> Node:
@@ -191,11 +209,11 @@ def lower_mul(lowering, onode, args, out: Tensor, act) -> Node:
 
 
 def _run_mul(node, inputs, ctx):
-    p = node.params
-    a3, b3, out, shape = _binary_operands(node, inputs, ctx)
-    mul(a3, p["a_zp"], b3, p["b_zp"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"], out,
-        cache=p.setdefault("_k_cache", {}))
-    return [out.reshape(shape)]
+    return _run_binary(node, inputs, ctx, _bind_mul)
+
+
+def _bind_mul(p, a3, b3, out):
+    return mul_bind(a3, p["a_zp"], b3, p["b_zp"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"], out)
 
 
 # ---- onnxruntime's fused QDQ groups (the ``onnx`` arithmetic) ---------------------------------------------
@@ -339,15 +357,31 @@ def _run_div(node, inputs, ctx):
 def scalar_rescale(node, ctx, x, p: dict) -> np.ndarray:
     """``clamp(R(x - x_zp, mult, shift) + out_zp)`` with one multiplier (``p`` from ``rescale_params``, or a Div by
     a scalar): for 8/16-bit ``x`` and ``shift >= 1`` it is ``((x - x_zp) * mult + 2^(shift-1)) >> shift``, the
-    affine kernel with one channel (the same integers as the requantization, |x - x_zp| < 2^31); else
-    ``common.rescale``."""
-    if p["shift"][0] < 1 or x.dtype not in AFFINE_DTYPES or abs(p["x_zp"]) > 1 << 16:
+    affine kernel with one channel (the same integers as the requantization, |x - x_zp| < 2^31), bound once per
+    input shape and dtype (kept in ``p``); else ``common.rescale``."""
+    fast = p.get("_fast_rescale")
+    if fast is None or fast[0] != (x.shape, x.dtype):
+        run = None
+        if p["shift"][0] >= 1 and x.dtype in AFFINE_DTYPES and abs(p["x_zp"]) <= 1 << 16:
+            run = _affine_closure(np.ascontiguousarray(x).reshape(1, 1, -1), x.shape, p["_out_dtype"], p["x_zp"],
+                                  p["mult"], p["bias"], int(p["shift"][0]), p)
+        fast = p["_fast_rescale"] = ((x.shape, x.dtype), run)
+    if fast[1] is None:
         return rescale(node, ctx, x, p)
-    x3 = np.ascontiguousarray(x).reshape(1, 1, -1)
-    out = np.empty(x3.shape, p["_out_dtype"])
-    affine(x3, p["x_zp"], p["mult"], p["bias"], int(p["shift"][0]), p["out_zp"], p["qmin"], p["qmax"], out,
-           cache=p.setdefault("_k_cache", {}))
-    return out.reshape(x.shape)
+    return fast[1](x)
+
+
+def _affine_closure(x3, shape, out_dtype, x_zp, w, b, f_bits, p):
+    """``f(x) -> out`` (shaped ``shape``): ``kernels.affine`` bound for inputs laid out as ``x3`` (output
+    parameters from ``p``)."""
+    s3 = x3.shape
+    run = affine_bind(x3, x_zp, w, b, f_bits, p["out_zp"], p["qmin"], p["qmax"], np.empty(s3, out_dtype))
+
+    def f(x):
+        out = np.empty(s3, out_dtype)
+        run(np.ascontiguousarray(x).reshape(s3), out)
+        return out.reshape(shape)
+    return f
 
 
 def lower_concat(lowering, onode, args, out: Tensor, act) -> Node:
@@ -531,9 +565,10 @@ def _affine_params(x: Tensor, w: np.ndarray, b, f_bits: int, what: str) -> dict:
 def _run_affine(node, inputs, ctx):
     p = node.params
     x = inputs[0]
-    c = p["w"].size
-    x3 = np.ascontiguousarray(x).reshape(x.shape[0] if x.ndim > 1 else 1, c, -1)
-    out = np.empty(x3.shape, p["_out_dtype"])
-    affine(x3, p["x_zp"], p["w"], p["b"], p["f_bits"], p["out_zp"], p["qmin"], p["qmax"], out,
-           cache=p.setdefault("_k_cache", {}))
-    return [out.reshape(x.shape)]
+    fast = p.get("_fast")
+    if fast is None or fast[0] != (x.shape, x.dtype):
+        c = p["w"].size
+        x3 = np.ascontiguousarray(x).reshape(x.shape[0] if x.ndim > 1 else 1, c, -1)
+        fast = p["_fast"] = ((x.shape, x.dtype), _affine_closure(x3, x.shape, p["_out_dtype"], p["x_zp"], p["w"],
+                                                                  p["b"], p["f_bits"], p))
+    return [fast[1](x)]

@@ -189,12 +189,19 @@ def _bind_fused(p, x, out_shape):
     if run is None:
         return None
 
-    def conv(x):
-        y = np.empty(shape4, dt)
-        run(x[:, :, None, :] if is1d else x, y)
-        return y.reshape(out_shape)
+    if is1d or shape4 != tuple(out_shape):
+        def conv(x):
+            y = np.empty(shape4, dt)
+            run(x[:, :, None, :] if is1d else x, y)
+            return y.reshape(out_shape)
+        return conv
 
-    return conv
+    def conv4(x):
+        y = np.empty(shape4, dt)
+        run(x, y)
+        return y
+
+    return conv4
 
 
 def _small_prep(p, x_dtype, w2):
