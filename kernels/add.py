@@ -83,7 +83,6 @@ def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift
                     va = mrs_checked((np.int64(ra[i * si]) - a_zp) << left_shift, a_mult, a_shift)
                     vb = mrs_checked((np.int64(rb[i * ti]) - b_zp) << left_shift, b_mult, b_shift)
                     dst[i] = clamp(mrs_checked(va + sign_b * vb, out_mult, out_shift) + out_zp, qmin, qmax)
-    return out
 
 
 def _direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, out_mult, out_shift,

@@ -33,7 +33,6 @@ def _affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, folded, out):
             for i in range(n_inner):
                 y = (((np.int64(x[o, c, i]) - x_zp) * wc + bc) >> f_bits) + out_zp
                 out[o, c, i] = min(max(y, qmin), qmax)
-    return out
 
 
 def _fold(x_dtype, x_zp, w, b, f_bits, out_zp):

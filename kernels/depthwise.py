@@ -231,7 +231,6 @@ def _depthwise(x, x_zp, wf, kh, kw, sh, sw, top, left, bottom, right, dh, dw, xq
                                 _copy(yb[k0:k0 + wo], out[n, co, oh])
                     else:
                         _store_rows(acc, out[n, co, oh0:oh1], wq)
-    return out
 
 
 def buffers(x_shape, w_shape, stride, pads, dtype):
@@ -292,7 +291,8 @@ def bind(x_shape, x_dtype, x_zp, wf, kh, kw, stride, pads, dilation, out_shape, 
     w_shape = (wf.shape[0], 1, kh, kw)
 
     def run(x, out):
-        return _depthwise(x, *head, *buffers(x_shape, w_shape, stride, pads, wf.dtype), out, *tail)
+        _depthwise(x, *head, *buffers(x_shape, w_shape, stride, pads, wf.dtype), out, *tail)
+        return out
 
     return run
 

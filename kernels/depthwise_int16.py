@@ -190,10 +190,10 @@ def _store_rows(src, dst, pitch, corr):
             d[j] = np.int64(s[j]) - corr
 
 
-def _depthwise16(x, center, pa, w32, d, kh, kw, sh, sw, top, left, bottom, right, dh, dw, u, p, acc, yb, out, fuse,
-                 corr, bias, mult, shift, bound, out_zp, qmin, qmax):
-    """Depthwise convolution of 16-bit ``x`` (module docstring). ``u``: int16 buffer, every cell the centred
-    padding value, at least ``len(p) + d`` long; ``p`` int32 of length :func:`plane_len`; ``acc`` int32 and ``yb``
+def _depthwise16(x, center, pad, pa, w32, d, kh, kw, sh, sw, top, left, bottom, right, dh, dw, u, p, acc, yb, out,
+                 fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax):
+    """Depthwise convolution of 16-bit ``x`` (module docstring). ``u``: int16 scratch, at least ``len(p) + d``
+    long, first filled with the centred padding value ``pad``; ``p`` int32 of length :func:`plane_len`; ``acc`` int32 and ``yb``
     (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. Without ``fuse`` ``out`` receives ``A - corr[c]``
     (the exact accumulators); with it their requantization with ``bias`` (the correction already folded in).
     (A template: :func:`kernel_set` compiles it per instruction set, binding ``LANES``, ``_tile`` (NB outputs) and
@@ -214,6 +214,9 @@ def _depthwise16(x, center, pa, w32, d, kh, kw, sh, sw, top, left, bottom, right
         offs[k] = (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
     rowoff, col_q, col_iw0, col_cnt = phase_offsets(h, wd, top, left, sh, sw, psz, wq)
     rows_blk = max(1, BLOCK // wq)
+    pad16 = np.int16(pad)
+    for i in range(u.shape[0]):  # the padding cells keep it: _fill_rows writes the input cells only
+        u[i] = pad16
     for n in range(n_img):
         for ci in range(c_in):
             _fill_rows(x[n, ci], u, rowoff, col_q, col_iw0, col_cnt, sw, left, center)
@@ -243,7 +246,6 @@ def _depthwise16(x, center, pa, w32, d, kh, kw, sh, sw, top, left, bottom, right
                                            out_zp, qmin, qmax)
                     else:
                         _store_rows(acc, out[n, co, oh0:oh1], wq, corr[co])
-    return out
 
 
 class KernelSet:
@@ -302,13 +304,14 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
     else:
         bias = mult = shift = bound = none
     n_yb = cells if fuse and out_shape[3] < 32 else 0
-    head = (center, pa, w32, d, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3], dilation[0],
+    head = (center, pad, pa, w32, d, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3], dilation[0],
             dilation[1])
     tail = (fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax)
 
     def run(x, out):
-        return kernel(x, *head, np.full(plen + d, pad, np.int16), np.empty(plen, np.int32),
-                      np.empty(cells, np.int32), np.empty(n_yb, out.dtype), out, *tail)
+        kernel(x, *head, np.empty(plen + d, np.int16), np.empty(plen, np.int32), np.empty(cells, np.int32),
+               np.empty(n_yb, out.dtype), out, *tail)
+        return out
 
     return run
 

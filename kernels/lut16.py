@@ -23,7 +23,6 @@ def _lut16(x, table, offset, shift, qmin, qmax, out):
         nxt = np.int64(table[idx + 1])
         y = base + (((nxt - base) * frac + half) >> shift)
         out[i] = clamp(y, qmin, qmax)
-    return out
 
 
 def lut16(x, table, qmin, qmax, out, cache=None) -> None:

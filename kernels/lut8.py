@@ -13,7 +13,6 @@ def _lut8(x, table, offset, out):
     """out[i] = table[x[i] - offset] (offset = the input dtype's minimum: -128 for int8, 0 for uint8)."""
     for i in range(x.shape[0]):
         out[i] = table[np.int64(x[i]) - offset]
-    return out
 
 
 def lut8(x, table, out, cache=None) -> None:

@@ -71,7 +71,6 @@ def _mul(a, a_zp, b, b_zp, mult, shift, direct, fold, pmax_small, out_zp, qmin, 
                 for i in range(n_i):
                     p = (np.int64(ra[i * si]) - a_zp) * (np.int64(rb[i * ti]) - b_zp)
                     dst[i] = clamp(mrs_checked(p, mult, shift) + out_zp, qmin, qmax)
-    return out
 
 
 def _proven(a_dtype, a_zp, dev_a, b_dtype, b_zp, dev_b, m, c) -> bool:

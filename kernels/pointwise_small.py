@@ -45,7 +45,6 @@ def _pointwise_small(x, x_zp, wt, bias, mult, shift, rnd, bound, out_zp, qmin, q
                 v = min(max(acc[co] + bias[co], -bound[co]), bound[co])
                 y = ((v * mult[co] + rnd[co]) >> shift[co]) + out_zp
                 out[n, co, p] = min(max(y, qmin), qmax)
-    return out
 
 
 def prepare(x_dtype, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, acc_bits):
@@ -84,4 +83,5 @@ def run(x, prep, out) -> np.ndarray:
     cin, cout = prep[1].shape
     if x.shape[1] != cin or out.shape != (x.shape[0], cout, x.shape[2]):
         raise ValueError(f"shapes do not match: x {x.shape}, weights ({cout}, {cin}), out {out.shape}")
-    return _pointwise_small(x, *prep, np.empty(cout, np.int64), out)
+    _pointwise_small(x, *prep, np.empty(cout, np.int64), out)
+    return out

@@ -18,7 +18,6 @@ def _row_sums(x, out):
         for i in range(row.shape[0]):
             s += np.int64(row[i])
         out[r] = s
-    return out
 
 
 def row_sums(x, out) -> None:
@@ -43,7 +42,6 @@ def _row_sums_requantized(x, bias, mult, shift, bound, out_zp, qmin, qmax, acc, 
     """acc = the row sums of x; out = requantize_row(acc) with one (bias, mult, shift, bound) for every row."""
     _row_sums(x, acc)
     requantize_row(acc, out, bias, mult, shift, bound, out_zp, qmin, qmax)
-    return out
 
 
 def row_sums_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out, cache=None) -> bool:
