@@ -17,7 +17,9 @@ weight word ``(w[kx], w[kx + s])`` multiplies them in one ``vpmaddwd`` lane. Eac
 (``kx`` with ``kx + s`` when both are free; a tap left alone gets a zero high weight): 5 taps make 3 pairs. On the
 "wide" output grid of pitch ``wq`` (columns ``>= Wo`` computed and discarded) every pair term of ``LANES``
 consecutive outputs is one unaligned int32 vector load (AVX-512BW: 16 lanes, AVX2: 8); a register tile of
-``NB = 64`` outputs (4 vectors, resp. 8; for the tail, 1 vector) accumulates all pairs of a channel.
+``NB = 64`` outputs (4 vectors, resp. 8) accumulates all pairs of a channel. The last tile of a row block is a full
+one too, its extra outputs discarded (the planes carry ``NB`` cells of slack): one tile of independent
+accumulators costs about what a single vector's chain of dependent multiply-adds does.
 
 Exactness. ``sum_t w[t] * (x_t - x_zp) = sum_t w[t] * v_t - pad * sum_t w[t]`` (padding cells hold ``v = pad``),
 so the kernel forms ``A = sum_t w[t] * v_t`` in int32 and the caller subtracts ``pad * sum_t w[t]`` in int64
@@ -196,8 +198,8 @@ def _depthwise16(x, center, pad, pa, w32, d, kh, kw, sh, sw, top, left, bottom, 
     long, first filled with the centred padding value ``pad``; ``p`` int32 of length :func:`plane_len`; ``acc`` int32 and ``yb``
     (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. Without ``fuse`` ``out`` receives ``A - corr[c]``
     (the exact accumulators); with it their requantization with ``bias`` (the correction already folded in).
-    (A template: :func:`kernel_set` compiles it per instruction set, binding ``LANES``, ``_tile`` (NB outputs) and
-    ``_tile1`` (LANES outputs) to the instruction set's values.)"""
+    (A template: :func:`kernel_set` compiles it per instruction set, binding ``_tile`` (NB outputs) to the
+    instruction set's tile.)"""
     n_img, c_in, h, wd = x.shape
     cout = w32.shape[0]
     per = cout // c_in
@@ -229,12 +231,9 @@ def _depthwise16(x, center, pad, pa, w32, d, kh, kw, sh, sw, top, left, bottom, 
                     base = oh0 * wq
                     npix = (oh1 - oh0 - 1) * wq + wo
                     col = 0
-                    while col + NB <= npix:
+                    while col < npix:  # the last tile overruns npix: outputs past it are discarded
                         _tile(p, base + col, offs, wrow, acc, col)
                         col += NB
-                    while col < npix:
-                        _tile1(p, base + col, offs, wrow, acc, col)
-                        col += LANES
                     if fuse and wo < 32:  # short rows: the whole wide block (vectorizes), then its rows
                         requantize_row(acc[:col], yb[:col], bias[co], mult[co], shift[co], bound[co], out_zp, qmin,
                                        qmax)
@@ -254,7 +253,7 @@ class KernelSet:
 
     def __init__(self, isa):
         self.isa = isa
-        globs = dict(globals(), LANES=isa.lanes, _tile=_make_tile(isa, NB // isa.lanes), _tile1=_make_tile(isa, 1))
+        globs = dict(globals(), _tile=_make_tile(isa, NB // isa.lanes))
         self.depthwise16 = compile_template(_depthwise16, isa.name, globs)
 
 
@@ -269,9 +268,9 @@ AVAILABLE = ISA is not None
 KERNELS = kernel_set(ISA) if AVAILABLE else None  # what depthwise16 runs
 
 
-def plane_len(x_shape, kh, kw, stride, pads, dilation, ho, lanes):
+def plane_len(x_shape, kh, kw, stride, pads, dilation, ho):
     """Length of the packed plane ``p``: every polyphase cell, and every read of the tiles (the last row block's
-    wide range rounded up to ``lanes``, at the largest tap offset)."""
+    wide range rounded up to ``NB``, at the largest tap offset)."""
     _, _, h, wd = x_shape
     sh, sw = stride
     top, left, bottom, right = pads
@@ -281,7 +280,7 @@ def plane_len(x_shape, kh, kw, stride, pads, dilation, ho, lanes):
     psz = hq * wq
     ky, kx = kh - 1, kw - 1
     max_off = (sh * sw - 1) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw  # bounds every tap offset
-    return max(sh * sw * psz, max_off + ho * wq + lanes), wq
+    return max(sh * sw * psz, max_off + ho * wq + NB), wq
 
 
 def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape, fuse=False, bias=None, mult=None,
@@ -294,7 +293,7 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
     kernel = KERNELS.depthwise16
     center = 0 if np.dtype(x_dtype) == np.int16 else 1 << 15
     pad = int(x_zp) - center
-    plen, wq = plane_len(x_shape, kh, kw, stride, pads, dilation, out_shape[2], KERNELS.isa.lanes)
+    plen, wq = plane_len(x_shape, kh, kw, stride, pads, dilation, out_shape[2])
     rows_blk = max(1, BLOCK // wq)
     cells = min(rows_blk, out_shape[2]) * wq + NB
     corr = sumw * pad

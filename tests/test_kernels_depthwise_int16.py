@@ -228,7 +228,7 @@ out = np.empty((1, 1, 1, 78), np.int64)
 depthwise_int16.KERNELS = type("K", (), {"isa": depthwise_int16.ISAS["avx2"], "depthwise16": fresh})
 depthwise_int16.depthwise16(x, 0, prep, 1, 3, (1, 1), (0, 0, 0, 0), (1, 1), out)
 v = x[0, 0, 0].astype(np.int64)
-assert (out[0, 0, 0] == v[:-2] - 2 * v[1:-1] + 3 * v[2:]).all()  # 78 outputs: one 64-output tile, 2 tails
+assert (out[0, 0, 0] == v[:-2] - 2 * v[1:-1] + 3 * v[2:]).all()  # 78 outputs: two 64-output tiles (the second partly discarded)
 sig = fresh.signatures[0]
 llvm, asm = fresh.inspect_llvm(sig), fresh.inspect_asm(sig)
 assert "llvm.x86.avx2.pmadd.wd" in llvm and "avx512" not in llvm
