@@ -78,10 +78,20 @@ def prepare(x_dtype, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, acc_bits):
 def run(x, prep, out) -> np.ndarray:
     """``out`` (N, Cout, P) receives the requantized pointwise convolution of ``x`` (N, Cin, P), C-contiguous
     (module docstring); ``prep`` from :func:`prepare` for ``x``'s dtype."""
+    bind(x, prep, out)(x, out)
+    return out
+
+
+def bind(x, prep, out):
+    """:func:`run` validated once for arrays shaped, typed and laid out like ``x`` and ``out``: returns
+    ``run(x, out)`` for such arrays."""
     check_int_array(x, "x", ndim=3, dtypes=X_DTYPES)
     check_int_array(out, "out", ndim=3)
     cin, cout = prep[1].shape
     if x.shape[1] != cin or out.shape != (x.shape[0], cout, x.shape[2]):
         raise ValueError(f"shapes do not match: x {x.shape}, weights ({cout}, {cin}), out {out.shape}")
-    _pointwise_small(x, *prep, np.empty(cout, np.int64), out)
-    return out
+
+    def run(x, out):
+        _pointwise_small(x, *prep, np.empty(cout, np.int64), out)
+
+    return run

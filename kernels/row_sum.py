@@ -57,18 +57,20 @@ def row_sums_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out
     """
     key = (x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype, out.flags.c_contiguous)
     if cache is not None and cache.get("key") == key:
-        args = cache["args"]
+        run = cache["run"]
     else:
-        args = _prepare_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out)
+        run = bind_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out)
         if cache is not None:
-            cache["key"], cache["args"] = key, args
-    if args is None:
+            cache["key"], cache["run"] = key, run
+    if run is None:
         return False
-    _row_sums_requantized(x, *args, np.empty(x.shape[0], np.int64), out)
+    run(x, out)
     return True
 
 
-def _prepare_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out):
+def bind_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out):
+    """:func:`row_sums_requantized` validated once for arrays shaped, typed and laid out like ``x`` and ``out``:
+    returns ``run(x, out)`` for such arrays, or None where the fusion is not proven."""
     check_int_array(x, "x", ndim=2, dtypes=IN_DTYPES)
     out_zp, qmin, qmax = check_out(out, x.shape[:1], out_zp, qmin, qmax)
     bias, mult, shift, acc_bits = int(bias), int(mult), int(shift), int(acc_bits)
@@ -79,4 +81,10 @@ def _prepare_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out
     bound = int(saturation_bounds(np.array([mult]), np.array([shift]), out_zp, qmin, qmax)[0])
     if bound == 0:
         return None
-    return bias, mult, shift, bound, out_zp, qmin, qmax
+    args = (bias, mult, shift, bound, out_zp, qmin, qmax)
+    rows = x.shape[0]
+
+    def run(x, out):
+        _row_sums_requantized(x, *args, np.empty(rows, np.int64), out)
+
+    return run

@@ -178,8 +178,10 @@ def _bind_fused(p, x, out_shape):
         run = bind_direct_requantized(x4, *args, np.empty(shape4, dt))
     elif _is_pointwise(p) and hw <= pointwise_small.MAX_PIXELS:
         small = _small_prep(p, x.dtype, w.reshape(cout, -1))
-        run = None if small is None else (lambda x4, y: pointwise_small.run(x4.reshape(n_img, -1, hw), small,
-                                                                           y.reshape(n_img, cout, hw)))
+        run = None
+        if small is not None:
+            run3 = pointwise_small.bind(x4.reshape(n_img, -1, hw), small, np.empty((n_img, cout, hw), dt))
+            run = lambda x4, y: run3(x4.reshape(n_img, -1, hw), y.reshape(n_img, cout, hw))  # noqa: E731
     else:
         if _is_pointwise(p) and "_pw" not in p:
             p["_pw"] = _prepare_pointwise(p, x4) or {}  # {}: not this path (decided once: dtype and weights)

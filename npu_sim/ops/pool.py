@@ -26,7 +26,8 @@ import numpy as np
 from kernels.ort_qlgavgpool import ort_qlgavgpool, qlgavgpool_scale
 from kernels.ort_qlavgpool import qlinear_avgpool
 from kernels.pool2d import avgpool2d, maxpool2d
-from kernels.row_sum import row_sums, row_sums_requantized
+from kernels.row_sum import bind_requantized as bind_row_sums_requantized
+from kernels.row_sum import row_sums
 
 from ..ir import Node, Tensor
 from .common import (attrs, check_per_tensor, clamp_bounds, fixed_multipliers, int_const, output_params, prepare_requant,
@@ -207,17 +208,37 @@ def _run_ort_qlgavgpool(node, inputs, ctx):
 def _run_mean(node, inputs, ctx):
     p = node.params
     x = inputs[0]
+    fast = p.get("_fast")  # (input shape, dtype, closure or None), decided once per input shape and dtype
+    if fast is None or fast[0] != x.shape or fast[1] != x.dtype:
+        fast = p["_fast"] = (x.shape, x.dtype, _mean_closure(p, x, ctx.shape_of(node.outputs[0])))
+    if fast[2] is not None:
+        return [fast[2](x)]
     axes = p["axes"]
-    out_shape = ctx.shape_of(node.outputs[0])
     if axes == tuple(range(axes[0], x.ndim)):  # trailing axes: the sums of contiguous rows
         rows = np.ascontiguousarray(x).reshape(-1, p["n"])
-        out = np.empty(rows.shape[0], p["_out_dtype"])
-        if "mult" in p and row_sums_requantized(rows, p["bias"][0], p["mult"][0], p["shift"][0], p["out_zp"],
-                                                p["qmin"], p["qmax"], p["acc_bits"], out,
-                                                cache=p.setdefault("_k_cache", {})):
-            return [out.reshape(out_shape)]
         acc = np.empty(rows.shape[0], np.int64)
         row_sums(rows, acc)
     else:
         acc = x.astype(np.int64).sum(axis=axes).reshape(-1)
-    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
+    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(ctx.shape_of(node.outputs[0]))]
+
+
+def _mean_closure(p, x, out_shape):
+    """``f(x) -> y`` summing and requantizing contiguous rows in one kernel call (``row_sums_requantized``), for
+    inputs shaped and typed like ``x`` when the mean is over trailing axes and the fusion is proven; else None."""
+    axes = p["axes"]
+    if "mult" not in p or axes != tuple(range(axes[0], x.ndim)):
+        return None
+    shape2 = (x.size // p["n"], p["n"])
+    dt = p["_out_dtype"]
+    run = bind_row_sums_requantized(np.ascontiguousarray(x).reshape(shape2), p["bias"][0], p["mult"][0],
+                                    p["shift"][0], p["out_zp"], p["qmin"], p["qmax"], p["acc_bits"],
+                                    np.empty(shape2[0], dt))
+    if run is None:
+        return None
+
+    def mean(x):
+        out = np.empty(shape2[0], dt)
+        run(np.ascontiguousarray(x).reshape(shape2), out)
+        return out.reshape(out_shape)
+    return mean
