@@ -337,11 +337,6 @@ def _sub_zp(x2d, x_zp, out):
     return out
 
 
-def _center(dtype) -> int:
-    """Midpoint subtracted from activations before the float GEMM: unsigned 8/16-bit values become signed."""
-    return {np.dtype(np.uint8): 128, np.dtype(np.uint16): 32768}.get(np.dtype(dtype), 0)
-
-
 def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) -> dict:
     """What :func:`conv2d_gemm_blocks` decides from the argument values and the input shape and dtype (not the
     data): validated geometry, centring, exactness plan and the int16-pair layout. Kept in ``cache`` (the caller's
@@ -360,7 +355,7 @@ def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) ->
         x, x_zp, w, stride, pads, dilation, groups, cache["wmax"])
     cout, cin_g, kh, kw = w.shape
     k = cin_g * kh * kw
-    center = _center(x.dtype)
+    center = conv_int16.x_center(x.dtype)
     pad = x_zp - center
     padded = bool(top or left or bottom or right)
     info = np.iinfo(x.dtype)
@@ -527,7 +522,7 @@ def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     acc_bits = as_int(acc_bits, "acc_bits")
     if not 2 <= acc_bits <= 64:
         raise ValueError(f"acc_bits must be in [2, 64], got {acc_bits}")
-    center = _center(x.dtype)
+    center = conv_int16.x_center(x.dtype)
     pad = x_zp - center
     padded = top or left or bottom or right
     w64 = w.reshape(cout, -1).astype(np.int64)

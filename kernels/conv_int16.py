@@ -73,16 +73,27 @@ def _host_isa():
     return next((name for name in ISAS if features.get(name, False)), None)
 
 
+X_DTYPES = tuple(np.dtype(d) for d in (np.int8, np.uint8, np.int16, np.uint16))
+
+
+def x_center(dtype) -> int:
+    """The value subtracted from activations of ``dtype`` before they are paired: 2**15 for uint16, 128 for uint8,
+    0 for signed types (the centred values fit int16)."""
+    return {np.dtype(np.uint16): 1 << 15, np.dtype(np.uint8): 128}.get(np.dtype(dtype), 0)
+
+
 def plan(dtype, pad, wabs_rowsum_max: int) -> bool:
     """True when the int16-pair kernel computes the convolution exactly (see the module docstring).
 
-    ``dtype``: the activation dtype (int16 or uint16: centred values are int16); ``pad``: the centred padding
-    value (None without padding); ``wabs_rowsum_max``: ``max_c sum_k |w[c, k]|``."""
-    if not AVAILABLE or np.dtype(dtype) not in (np.dtype(np.int16), np.dtype(np.uint16)):
+    ``dtype``: the activation dtype (8 or 16 bits, signed or unsigned: the centred values fit int16); ``pad``: the
+    centred padding value (None without padding); ``wabs_rowsum_max``: ``max_c sum_k |w[c, k]|``."""
+    dt = np.dtype(dtype)
+    if not AVAILABLE or dt not in X_DTYPES:
         return False
     if pad is not None and not V_RANGE[0] <= pad <= V_RANGE[1]:
         return False
-    return wabs_rowsum_max * (1 << 15) <= INT32_LIMIT  # max|v| = 2**15 over the centred int16 range
+    v_max = max(1 << (8 * dt.itemsize - 1), 0 if pad is None else abs(pad))  # the largest |v|: 2**7 or 2**15
+    return wabs_rowsum_max * v_max <= INT32_LIMIT
 
 
 def weights_fit(w) -> bool:
@@ -225,12 +236,14 @@ def _tiles_compact(xp, offs, w32, rows, wq, wo, wide, acc):
                 d[j] = s[j]
 
 
-def _conv_requantized(x, center, pad, top, left, sh, sw, wq, psz, rows, wo, offs, w32, xp, wide, bias, mult, shift,
-                      bound, out_zp, qmin, qmax, out):
-    """The whole convolution into ``out`` (N, Cout, Ho*Wo) in one call, each finished output row of each channel
+def _conv_requantized(x, center, pad, top, left, sh, sw, wq, psz, rows, wo, offs, w32, xp, wide, yb, bias, mult,
+                      shift, bound, out_zp, qmin, qmax, out):
+    """The whole convolution into ``out`` (N, Cout, Ho*Wo) in one call, each finished block of each channel
     requantized on the spot by ``requantize_row`` (``bias`` per output channel, the centring offset included;
     every ``bound`` > 0, no accumulator-width check: :func:`kernels.conv2d.conv2d_gemm_requantized` proved both
-    unnecessary)."""
+    unnecessary): rows without junk columns (``wq == wo``) as one run; short rows (``wo < 32``) as the whole wide
+    block into ``yb`` (``out``'s dtype, a wide row long; the junk columns' sums are bounded like the others), then
+    copied row by row; longer rows one by one. (Per-call overhead, not arithmetic: the integers are the same.)"""
     n_img, cin = x.shape[0], x.shape[1]
     groups = w32.shape[0]
     cin_g = cin // groups
@@ -244,13 +257,26 @@ def _conv_requantized(x, center, pad, top, left, sh, sw, wq, psz, rows, wo, offs
                 r1 = min(ho, r0 + rows)
                 # reads reach offs[-1] + r0*wq + npix rounded up to NB: inside the last pair's plane and its slack
                 _tiles(flat[r0 * wq:], offs, w32[g], (r1 - r0 - 1) * wq + wo, wide)
+                npix = (r1 - r0 - 1) * wq + wo
                 for c in range(cout_g):
                     co = g * cout_g + c
                     src = wide[c]
                     dst = out[n, co]
-                    for r in range(r1 - r0):
-                        requantize_row(src[r * wq:r * wq + wo], dst[(r0 + r) * wo:(r0 + r + 1) * wo], bias[co],
-                                       mult[co], shift[co], bound[co], out_zp, qmin, qmax)
+                    if wq == wo:
+                        requantize_row(src[:npix], dst[r0 * wo:r1 * wo], bias[co], mult[co], shift[co], bound[co],
+                                       out_zp, qmin, qmax)
+                    elif wo < 32:
+                        requantize_row(src[:npix], yb[:npix], bias[co], mult[co], shift[co], bound[co], out_zp,
+                                       qmin, qmax)
+                        for r in range(r1 - r0):
+                            d = dst[(r0 + r) * wo:(r0 + r + 1) * wo]
+                            s = yb[r * wq:r * wq + wo]
+                            for j in range(wo):
+                                d[j] = s[j]
+                    else:
+                        for r in range(r1 - r0):
+                            requantize_row(src[r * wq:r * wq + wo], dst[(r0 + r) * wo:(r0 + r + 1) * wo], bias[co],
+                                           mult[co], shift[co], bound[co], out_zp, qmin, qmax)
 
 
 class KernelSet:
@@ -366,6 +392,7 @@ def bind_requantized(center, pad, w32, layout, bias, mult, shift, bound, out_zp,
     tail = (bias, mult, shift, bound, out_zp, qmin, qmax)
 
     def run(x, out):
-        kernel(x, *head, np.empty(L.xp_shape, np.int32), np.empty(L.wide_shape, np.int32), *tail, out)
+        kernel(x, *head, np.empty(L.xp_shape, np.int32), np.empty(L.wide_shape, np.int32),
+               np.empty(L.wide_shape[1] if L.wo < 32 else 0, out.dtype), *tail, out)
 
     return run

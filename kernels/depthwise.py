@@ -262,9 +262,9 @@ def _int16_prep(wf, kh, kw, sw, dw):
 
 def _int16_admits(x_dtype, x_zp, prep, fuse, bias) -> bool:
     """Whether :mod:`kernels.depthwise_int16` computes a call on ``x_dtype`` inputs exactly (its module docstring)."""
-    if prep is None or x_dtype not in (np.dtype(np.int16), np.dtype(np.uint16)):
+    if prep is None or x_dtype not in depthwise_int16.X_DTYPES:
         return False
-    pad = int(x_zp) - (0 if x_dtype == np.int16 else 1 << 15)
+    pad = int(x_zp) - depthwise_int16.x_center(x_dtype)
     if not depthwise_int16.plan(x_dtype, pad, prep[3]):
         return False
     # the correction pad * sum_t w folded into the bias stays far inside int64
@@ -272,13 +272,22 @@ def _int16_admits(x_dtype, x_zp, prep, fuse, bias) -> bool:
     return not fuse or not bias.size or int(np.abs(bias).max()) + corr < 1 << 62
 
 
+# 8-bit activations: the float32 loop is exact and, up to 3x3, faster than the int16-pair kernel (which packs a
+# pair plane per channel); from 5x5 on the pair kernel is ~1.7x faster (measured: PP-OCR det/cls A8W8 depthwise
+# layers, 3x3 at 20x20-160x160 and 5x5 at 2x96-20x20)
+PAIR_MIN_TAPS_8BIT = 10
+
+
 def bind(x_shape, x_dtype, x_zp, wf, kh, kw, stride, pads, dilation, out_shape, fuse=False, bias=None, mult=None,
          shift=None, bound=None, out_zp=0, qmin=0, qmax=0):
     """The depthwise convolution of :func:`depthwise` for inputs of ``x_shape``/``x_dtype`` and outputs of
     ``out_shape``, decided and set up once: returns ``run(x, out)`` (arguments already validated by the caller,
-    ``wf`` float (Cout, kh*kw) of the dtype :func:`plan` chose). 16-bit activations take the exact int16-pair
-    kernel where it is proven exact, everything else :func:`_depthwise`; scratch buffers are fresh per call."""
-    if depthwise_int16.AVAILABLE and np.dtype(x_dtype).itemsize == 2:
+    ``wf`` float (Cout, kh*kw) of the dtype :func:`plan` chose). 16-bit activations, and 8-bit ones with more than
+    ``PAIR_MIN_TAPS_8BIT - 1`` taps, take the exact int16-pair kernel where it is proven exact; everything else
+    :func:`_depthwise`. Scratch buffers are fresh per call."""
+    dt = np.dtype(x_dtype)
+    if depthwise_int16.AVAILABLE and dt in depthwise_int16.X_DTYPES and (dt.itemsize == 2
+                                                                         or kh * kw >= PAIR_MIN_TAPS_8BIT):
         prep = _int16_prep(wf, kh, kw, stride[1], dilation[1])
         if _int16_admits(np.dtype(x_dtype), x_zp, prep, fuse, bias):
             return depthwise_int16.bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape,

@@ -8,7 +8,7 @@ Used by :func:`kernels.depthwise.depthwise` for int16/uint16 activations where :
 sets (``tests/test_kernels_depthwise_int16.py``).
 
 Layout. As in :mod:`kernels.depthwise`, each input plane is written, centred (``v = x - center``: int16, with
-``center`` 0 for int16 and 2**15 for uint16 inputs), into the ``sh*sw`` polyphase components of its padded plane
+``center`` from ``kernels.conv_int16.x_center``), into the ``sh*sw`` polyphase components of its padded plane
 (row pitch ``wq``, component size ``psz``; the border holds ``pad = x_zp - center``), a flat int16 array ``U``:
 output ``(oh, ow)`` of tap ``t = (ky, kx)`` reads ``U[toff[t] + oh*wq + ow]``. Taps ``kx`` and ``kx + s`` of one
 kernel row, ``s = sw / gcd(dw, sw)``, lie in the same component ``D = s*dw/sw`` cells apart, so the int32 plane
@@ -40,7 +40,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ._jit import njit
-from .conv_int16 import ISA, ISAS, compile_template, plan, weights_fit  # noqa: F401  (plan: re-exported)
+from .conv_int16 import ISA, ISAS, X_DTYPES, compile_template, plan, weights_fit, x_center  # noqa: F401
 from .polyphase import phase_offsets
 from .requantize import requantize_row
 
@@ -288,10 +288,10 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
     """:func:`_depthwise16` of :data:`KERNELS` for inputs of ``x_shape``/``x_dtype`` and outputs of ``out_shape``,
     everything that does not depend on the values worked out once: returns ``run(x, out)`` (scratch planes fresh per
     call, so concurrent runs never share them). ``prep`` from :func:`prepare`, admitted by ``plan`` for this input
-    (the caller checked it, with the same ``center`` as here: 0 for int16, 2**15 for uint16)."""
+    (the caller checked it, with the same ``center`` as here: ``x_center``)."""
     pa, w32, sumw, _, d = prep
     kernel = KERNELS.depthwise16
-    center = 0 if np.dtype(x_dtype) == np.int16 else 1 << 15
+    center = x_center(x_dtype)
     pad = int(x_zp) - center
     plen, wq = plane_len(x_shape, kh, kw, stride, pads, dilation, out_shape[2])
     rows_blk = max(1, BLOCK // wq)

@@ -57,6 +57,7 @@ def _check(x, x_zp, w, stride, pads, dilation, groups, int_path=True, block_cols
     assert sum(r.size for r in got.values()) == expected.size
     assert kinds == ({np.dtype(np.int32)} if int_path else kinds - {np.dtype(np.int32)}), kinds
     np.testing.assert_array_equal(conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups), expected)
+    return expected
 
 
 @st.composite
@@ -71,7 +72,8 @@ def case16(draw):
     top, left, bottom, right = pads
     h = draw(st.integers(max(1, dh * (kh - 1) + 1 - top - bottom), 9))
     wd = draw(st.integers(max(1, dw * (kw - 1) + 1 - left - right), 40))  # > 32 outputs per row: several tiles
-    dtype, lo, hi = draw(st.sampled_from([(np.int16, -32768, 32767), (np.uint16, 0, 65535)]))
+    dtype, lo, hi = draw(st.sampled_from([(np.int16, -32768, 32767), (np.uint16, 0, 65535), (np.int8, -128, 127),
+                                          (np.uint8, 0, 255)]))
     x = draw(naive.int_arrays((draw(st.integers(1, 2)), cin_g * groups, h, wd), dtype, lo, hi))
     x_zp = draw(naive.zero_points(lo, hi))
     w = draw(naive.int_arrays((cout_g * groups, cin_g, kh, kw), np.int8, -128, 127))
@@ -91,7 +93,13 @@ def test_conv_int16_plan_bounds():
     assert conv_int16.plan(np.int16, None, 65535) and not conv_int16.plan(np.int16, None, 65536)
     assert conv_int16.plan(np.uint16, -32768, 1) and conv_int16.plan(np.uint16, 32767, 1)
     assert not conv_int16.plan(np.uint16, -32769, 1) and not conv_int16.plan(np.int16, 32768, 1)
-    assert not conv_int16.plan(np.int8, None, 1) and not conv_int16.plan(np.uint8, None, 1)
+    # 8-bit activations: |v| <= 128 (centred), or the padding value when it is larger
+    lim8 = ((1 << 31) - 1) // 128
+    for dt in (np.int8, np.uint8):
+        assert conv_int16.plan(dt, None, lim8) and not conv_int16.plan(dt, None, lim8 + 1)
+        assert conv_int16.plan(dt, -128, lim8) and not conv_int16.plan(dt, -129, lim8)
+    assert conv_int16.plan(np.int8, 1000, ((1 << 31) - 1) // 1000) and not conv_int16.plan(np.int8, 1000, lim8)
+    assert not conv_int16.plan(np.int32, None, 1)
     with mock.patch.object(conv_int16, "AVAILABLE", False):
         assert not conv_int16.plan(np.int16, None, 1)
 
@@ -117,6 +125,21 @@ def test_conv_int16_at_the_bound(isa, dtype, lo, hi):
             # padding cells at the extremes of the centred range, and alternating extreme inputs
             for zp in (lo, hi):
                 _check(x2, zp, w.astype(np.int16), (1, 1), (1, 1, 1, 1), (1, 1), 1, int_path=int_path)
+
+
+@per_isa
+@pytest.mark.parametrize("dtype,lo,center", [(np.int8, -128, 0), (np.uint8, 0, 128)])
+def test_conv_int16_8bit_at_the_bound(isa, dtype, lo, center):
+    # 8-bit activations all at the centred extreme -128 against int16 weights: 512 channels of +-32767 make
+    # sum|w| = 16776704 <= (2**31 - 1) // 128, |acc| = 128 * 16776704 = 2**31 - 65536: exact in int32
+    cin = 512
+    w = np.full((2, cin, 1, 1), 32767, np.int16)
+    w[1] *= -1
+    x = np.full((1, cin, 3, 40), lo, dtype)
+    with _using(isa):
+        acc = _check(x, center, w, (1, 1), (0, 0, 0, 0), (1, 1), 1)
+        _check(x, lo + 255, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)  # padding at the other extreme (+127)
+    assert int(np.abs(acc).max()) == 128 * 32767 * cin
 
 
 @per_isa
@@ -207,7 +230,9 @@ def test_gemm_requantized_refuses_what_it_cannot_prove():
     assert conv2d_gemm_requantized(*args, 24, out)
     assert (out == -32768).all()
     assert not conv2d_gemm_requantized(*args[:7], 0 * one, 0 * one + 1, 62 * one, 0, -32768, 32767, 64, out)
-    assert not conv2d_gemm_requantized(x.astype(np.int8), *args[1:11], -128, 127, 64, out.astype(np.int8))  # 8-bit
+    x8 = np.full(x.shape, -128, np.int8)  # 8-bit activations fuse too: -128 * 254 * 2**-1 = -16256 -> -128
+    out8 = np.empty(out.shape, np.int8)
+    assert conv2d_gemm_requantized(x8, *args[1:11], -128, 127, 64, out8) and (out8 == -128).all()
     with pytest.raises(ValueError, match="out must have shape"):
         conv2d_gemm_requantized(*args, 64, out[:, :2])
 

@@ -31,6 +31,7 @@ def _using(isa):
         yield
 
 X16 = [(np.int16, -32768, 32767), (np.uint16, 0, 65535)]
+X8 = [(np.int8, -128, 127), (np.uint8, 0, 255)]
 
 
 def _run(x, x_zp, wt, stride, pads, dilation, out, fuse=False, rq=None):
@@ -64,7 +65,7 @@ def _check_fused(x, x_zp, wt, stride, pads, dilation, bias, mult, shift, out_zp,
         return  # no branch-free requantization (the caller does not fuse)
     out = np.empty(acc.shape, dtype)
     assert _run(x, x_zp, wt, stride, pads, dilation, out, True, (bias, mult, shift, lims, out_zp, qmin, qmax)) \
-        == _admitted(wt)
+        == _admitted(wt, x.dtype)
     n, c, h, w = acc.shape
     expected, overflows = naive.requantize(acc.reshape(n, c, h * w), bias, mult, shift, out_zp, qmin, qmax, 64,
                                            False, dtype)
@@ -85,15 +86,21 @@ def dw16_case(draw):
     h = draw(st.integers(h_min, max(h_min, 12)))
     # rows shorter than one 16-lane vector up to several 64-output tiles
     w = draw(st.integers(max(1, dw * (kw - 1) + 1 - pads[1] - pads[3]), 150))
-    xd, xlo, xhi = draw(st.sampled_from(X16))
+    xd, xlo, xhi = draw(st.sampled_from(X16 + X8))
     x = draw(naive.int_arrays((draw(st.integers(1, 2)), c, h, w), xd, xlo, xhi))
     wd, wlo, whi = draw(st.sampled_from([(np.int8, -128, 127), (np.int8, -8, 7), (np.int16, -2000, 2000)]))
     wt = draw(naive.int_arrays((c * per, 1, kh, kw), wd, wlo, whi))
     return x, draw(naive.zero_points(xlo, xhi)), wt, (sh, sw), pads, (dh, dw)
 
 
-def _admitted(wt) -> bool:
-    return int(np.abs(wt.astype(np.int64)).reshape(wt.shape[0], -1).sum(axis=1).max()) * (1 << 15) <= (1 << 31) - 1
+def _admitted(wt, x_dtype) -> bool:
+    """Whether the int16-pair kernel runs: the bound, and for 8-bit activations at least PAIR_MIN_TAPS_8BIT taps
+    (the centred padding stays within +-2**15 for 16-bit and +-128 for 8-bit zero points)."""
+    v = 1 << (8 * np.dtype(x_dtype).itemsize - 1)
+    taps = wt.shape[2] * wt.shape[3]
+    if np.dtype(x_dtype).itemsize == 1 and taps < depthwise.PAIR_MIN_TAPS_8BIT:
+        return False
+    return int(np.abs(wt.astype(np.int64)).reshape(wt.shape[0], -1).sum(axis=1).max()) * v <= (1 << 31) - 1
 
 
 @per_isa
@@ -101,7 +108,7 @@ def _admitted(wt) -> bool:
 @given(dw16_case())
 def test_depthwise_int16_matches_twin(isa, case):
     with _using(isa):
-        _check(*case, int_path=_admitted(case[2]))
+        _check(*case, int_path=_admitted(case[2], case[0].dtype))
 
 
 @per_isa
@@ -170,15 +177,32 @@ def test_depthwise_int16_padding_at_the_edges(isa, dtype, x_zp, stride):
             _check_fused(x, x_zp, w, stride, pads, (1, 1), *lims_args, -3, -32768, 32767, np.int16)
 
 
+@pytest.mark.parametrize("dtype,x_zp", [(np.int8, -128), (np.int8, 127), (np.uint8, 0), (np.uint8, 255)])
+@pytest.mark.parametrize("stride", [(1, 1), (2, 2)])
+@per_isa
+def test_depthwise_int16_8bit_extremes(isa, dtype, x_zp, stride):
+    """8-bit activations on the pair kernel (5x5): extreme inputs, int16 weights at +-32767 and padding values at
+    the ends of the centred range (+-128); exact against the twin, fused and not."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(x_zp & 0xFF)
+    x = rng.choice(np.array([info.min, info.max], np.int64), (1, 3, 9, 21)).astype(dtype)
+    w = rng.choice(np.array([-32767, 32767], np.int64), (3, 1, 5, 5)).astype(np.int16)
+    rq = (np.array([5, -7, 2 ** 40]), np.array([1 << 30] * 3), np.array([40, 31, 45]))
+    with _using(isa):
+        _check(x, x_zp, w, stride, (2, 2, 2, 2), (1, 1))
+        _check_fused(x, x_zp, w, stride, (2, 2, 2, 2), (1, 1), *rq, -3, -128, 127, np.int8)
+
+
 def test_depthwise_int16_refuses_what_it_cannot_prove():
     x = np.zeros((1, 1, 4, 4), np.int16)
     # a weight outside int16 (sum|w| would pass the bound's test on its own)
     w = np.zeros((1, 1, 3, 3), np.int64)
     w[0, 0, 1, 1] = 40000
     _check(x, 0, w, (1, 1), (1, 1, 1, 1), (1, 1), int_path=False)
-    # 8-bit activations keep the float32 path
+    # 8-bit activations keep the float32 path up to 3x3 (faster there), take the pair kernel from 5x5 on
     out = np.empty((1, 1, 4, 4), np.int64)
     assert not _run(x.astype(np.int8), 0, np.ones((1, 1, 3, 3), np.int8), (1, 1), (1, 1, 1, 1), (1, 1), out)
+    assert _run(x.astype(np.int8), 0, np.ones((1, 1, 5, 5), np.int8), (1, 1), (2, 2, 2, 2), (1, 1), out)
     # neither AVX-512BW nor AVX2: the float path
     with mock.patch.object(depthwise_int16, "AVAILABLE", False):
         _check(x, 0, np.ones((1, 1, 3, 3), np.int8), (1, 1), (1, 1, 1, 1), (1, 1), int_path=False)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.conv2d import (_center, _sub_zp, bind_direct_requantized, bind_gemm_requantized, combine_hilo, conv2d_acc,
+from kernels.conv2d import (_sub_zp, bind_direct_requantized, bind_gemm_requantized, combine_hilo, conv2d_acc,
                             conv2d_gemm_blocks, HILO_MIN_K, hilo_ok, split_hilo)
 from kernels.gemm import abs_max, float_dtype, plan
 from kernels import conv_int16, pointwise_small
@@ -187,7 +187,7 @@ def _bind_fused(p, x, out_shape):
             p["_pw"] = _prepare_pointwise(p, x4) or {}  # {}: not this path (decided once: dtype and weights)
         if _is_pointwise(p) and p["_pw"]:
             return None  # the exact float GEMM, requantized separately
-        run = bind_gemm_requantized(x4, *args, np.empty(shape4, dt), _block_cols(cout // p["groups"]))
+        run = bind_gemm_requantized(x4, *args, np.empty(shape4, dt), max(1, PAIR_BLOCK // (cout // p["groups"])))
     if run is None:
         return None
 
@@ -222,6 +222,7 @@ def _is_pointwise(p) -> bool:
 
 
 POINTWISE_BLOCK = 1 << 21  # accumulator elements per GEMM call (8 MiB of float32): rows of output channels
+PAIR_BLOCK = 1 << 16  # int32 accumulators per block of the fused int16-pair kernel (256 KiB: stays in L2)
 
 
 def _prepare_pointwise(p, x) -> dict | None:
@@ -231,7 +232,7 @@ def _prepare_pointwise(p, x) -> dict | None:
     the int16-pair kernel of conv2d_gemm_blocks (faster) applies."""
     w = p["_w"]
     cout, k = w.shape[0], w.shape[1]
-    center = _center(x.dtype)
+    center = conv_int16.x_center(x.dtype)
     info = np.iinfo(x.dtype)
     x_dev = max(abs(int(info.min) - center), abs(int(info.max) - center))
     wmax = abs_max(w)
