@@ -25,9 +25,12 @@ MAX_PIXELS = 4  # planes up to this many pixels (a GEMM's M rows) take this kern
 
 @njit
 def _pointwise_small(x, x_zp, wt, bias, mult, shift, rnd, bound, out_zp, qmin, qmax, acc, out):
-    """out[n, :, p] from the column x[n, :, p] (module docstring), ``wt`` the weights transposed (Cin, Cout):
+    """out[n, :, p] from the column x[n, :, p] (module docstring), ``wt`` the weights transposed (Cin, Cout), in
+    the narrowest integer type that holds them (the weight matrix is what this kernel streams from memory):
     the accumulators of all output channels grow together (vectorized over Cout), then each is requantized
-    exactly as ``requantize_row`` does (``rnd[c] = 2**(shift[c]-1)``, 0 for shift 0). ``acc`` int64 (Cout,)."""
+    exactly as ``requantize_row`` does (``rnd[c] = 2**(shift[c]-1)``, 0 for shift 0). ``acc`` (Cout,) is int32
+    where :func:`prepare` proved every partial sum fits, else int64; each step is written as the truncation of
+    the exact int64 value to ``acc``'s type (no change where it fits)."""
     n_img, cin, npix = x.shape
     cout = wt.shape[1]
     for n in range(n_img):
@@ -40,9 +43,9 @@ def _pointwise_small(x, x_zp, wt, bias, mult, shift, rnd, bound, out_zp, qmin, q
                     continue
                 wr = wt[ci]
                 for co in range(cout):
-                    acc[co] += xv * wr[co]
+                    acc[co] = acc[co] + xv * wr[co]
             for co in range(cout):
-                v = min(max(acc[co] + bias[co], -bound[co]), bound[co])
+                v = min(max(np.int64(acc[co]) + bias[co], -bound[co]), bound[co])
                 y = ((v * mult[co] + rnd[co]) >> shift[co]) + out_zp
                 out[n, co, p] = min(max(y, qmin), qmax)
 
@@ -72,7 +75,11 @@ def prepare(x_dtype, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, acc_bits):
     if bound.size and int(bound.min()) == 0:
         return None
     rnd = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0).astype(np.int64)
-    return (int(x_zp), np.ascontiguousarray(w64.T), bias, mult, shift, rnd, bound, int(out_zp), int(qmin), int(qmax))
+    w_max = int(np.abs(w64).max(initial=0))
+    w_dtype = next(d for d in (np.int8, np.int16, np.int32, np.int64) if w_max <= np.iinfo(d).max)
+    acc_dtype = np.int32 if x_dev * wabs < 1 << 31 else np.int64  # every partial sum is bounded by x_dev * wabs
+    return (int(x_zp), np.ascontiguousarray(w64.T.astype(w_dtype)), bias, mult, shift, rnd, bound, int(out_zp),
+            int(qmin), int(qmax), acc_dtype)
 
 
 def run(x, prep, out) -> np.ndarray:
@@ -91,7 +98,9 @@ def bind(x, prep, out):
     if x.shape[1] != cin or out.shape != (x.shape[0], cout, x.shape[2]):
         raise ValueError(f"shapes do not match: x {x.shape}, weights ({cout}, {cin}), out {out.shape}")
 
+    args, acc_dtype = prep[:-1], prep[-1]
+
     def run(x, out):
-        _pointwise_small(x, *prep, np.empty(cout, np.int64), out)
+        _pointwise_small(x, *args, np.empty(cout, acc_dtype), out)
 
     return run

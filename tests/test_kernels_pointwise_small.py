@@ -75,3 +75,21 @@ def test_pointwise_small_refuses_what_it_cannot_prove():
         pointwise_small.run(np.zeros((1, 1023, 1), np.int8), prep, np.empty((1, 2, 1), np.int8))
     with pytest.raises(ValueError, match="dtype"):
         pointwise_small.run(np.zeros((1, 1024, 1), np.int32), prep, np.empty((1, 2, 1), np.int8))
+
+
+def test_pointwise_small_int32_accumulators_at_their_bound():
+    """int32 accumulators where max|x - x_zp| * max_c sum|w[c]| < 2**31: at 65535 * 32768 = 2**31 - 32768 the
+    sums are exact in int32; one more weight unit and the kernel accumulates in int64 (still exact)."""
+    for cin, acc_dtype in ((32768, np.int32), (32769, np.int64)):
+        w = np.ones((2, cin), np.int8)
+        w[1] = -1
+        x = np.full((1, cin, 1), 32767, np.int16)
+        mult, shift = np.array([1 << 30, 1 << 30]), np.array([46, 46])
+        prep = pointwise_small.prepare(np.int16, -32768, w, np.zeros(2, np.int64), mult, shift, 0, -32768, 32767,
+                                       64)
+        assert prep[-1] is acc_dtype and prep[1].dtype == np.int8
+        out = np.empty((1, 2, 1), np.int16)
+        pointwise_small.run(x, prep, out)
+        expected = _twin(x, -32768, w, np.zeros(2, np.int64), mult, shift, 0, -32768, 32767, np.int16)
+        np.testing.assert_array_equal(out, expected)
+        assert abs(int(out[0, 0, 0])) > 0  # the sums reached the output, not a saturated zero
