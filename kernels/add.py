@@ -2,8 +2,8 @@
 import numpy as np
 
 from ._jit import njit
-from .requantize import (as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, clamp_out,
-                         mrs_checked)
+from .requantize import (array_key, as_3d, as_int, cached_bind, check_int_array, check_multiplier, check_out, clamp,
+                         clamp_out, mrs_checked)
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 MAX_LEFT_SHIFT = 32
@@ -145,15 +145,9 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
 
     ValueError if a value reaching ``mrs`` leaves its exact domain [-2**48, 2**48).
     """
-    key = (a.shape, a.dtype, a.flags.c_contiguous, b.shape, b.dtype, b.flags.c_contiguous, out.shape, out.dtype,
-           out.flags.c_contiguous)
-    if cache is not None and cache.get("key") == key:
-        run = cache["run"]
-    else:
-        run = bind(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
-                   out_zp, qmin, qmax, out)
-        if cache is not None:
-            cache["key"], cache["run"] = key, run
+    run = cached_bind(cache, array_key(a, b, out), lambda: bind(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift,
+                                                                left_shift, sign_b, out_mult, out_shift, out_zp, qmin,
+                                                                qmax, out))
     run(a, b, out)
 
 

@@ -8,7 +8,8 @@ For every element of channel ``c`` (input laid out as (outer, C, inner))::
 import numpy as np
 
 from ._jit import njit
-from .requantize import as_int, check_int_array, check_out, fits_int64, per_channel_int64, scale_row
+from .requantize import (array_key, as_int, cached_bind, check_int_array, check_out, fits_int64, per_channel_int64,
+                         scale_row)
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 ACC_LIMIT = 1 << 62
@@ -61,14 +62,7 @@ def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out, cache=None) -> None:
 
     Raises ValueError when ``|x - x_zp| * |w| + |b|`` could reach 2**62 (the sum would not be exact).
     """
-    key = (x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype, out.flags.c_contiguous)
-    if cache is not None and cache.get("key") == key:
-        run = cache["run"]
-    else:
-        run = bind(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out)
-        if cache is not None:
-            cache["key"], cache["run"] = key, run
-    run(x, out)
+    cached_bind(cache, array_key(x, out), lambda: bind(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out))(x, out)
 
 
 def bind(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out):

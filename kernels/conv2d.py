@@ -17,7 +17,7 @@ import numpy as np
 from ._jit import njit
 from . import conv_int16, depthwise
 from .gemm import F32_LIMIT, _matmul_loops, abs_max, float_dtype, matmul_float_chunked, plan
-from .requantize import as_int, as_int_tuple, check_int_array, requantize_row
+from .requantize import array_key, as_int, as_int_tuple, cached_bind, check_int_array, requantize_row
 
 X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 W_DTYPES = (np.int8, np.int16, np.int32)
@@ -204,16 +204,6 @@ def conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> 
     return out if compact or acc_t is np.int64 else out.astype(np.int64)
 
 
-def _bound(cache, key, make):
-    """``make()`` (a bound run function, or None), kept in ``cache`` (a caller's dict, or None) while ``key``
-    repeats."""
-    if cache is None:
-        return make()
-    if cache.get("key") != key:
-        cache["key"], cache["run"] = key, make()
-    return cache["run"]
-
-
 def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
                               acc_bits, out, cache=None) -> bool:
     """Direct convolution with the requantization fused in: ``out`` receives exactly
@@ -229,9 +219,9 @@ def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     shapes, dtypes, layout and zero point seen: the arguments are validated when that key changes, not on the
     calls that repeat it.
     """
-    key = (x.shape, x.dtype.str, x.flags.c_contiguous, x_zp, out.shape, out.dtype.str, out.flags.c_contiguous)
-    run = _bound(cache, key, lambda: bind_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult,
-                                                             shift, out_zp, qmin, qmax, acc_bits, out))
+    run = cached_bind(cache, array_key(x, out) + (x_zp,),
+                      lambda: bind_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift,
+                                                      out_zp, qmin, qmax, acc_bits, out))
     if run is None:
         return False
     run(x, out)
@@ -481,10 +471,9 @@ def conv2d_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mu
     parameters: one per node) keeps :func:`bind_gemm_requantized`'s result for the last input shape and dtype
     seen: the arguments are validated when that key changes, not on the calls that repeat it.
     """
-    key = (x.shape, x.dtype.str, x.flags.c_contiguous, x_zp, out.shape, out.dtype.str, out.flags.c_contiguous,
-           block_cols)
-    run = _bound(cache, key, lambda: bind_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult,
-                                                           shift, out_zp, qmin, qmax, acc_bits, out, block_cols))
+    run = cached_bind(cache, array_key(x, out) + (x_zp, block_cols),
+                      lambda: bind_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift,
+                                                    out_zp, qmin, qmax, acc_bits, out, block_cols))
     if run is None:
         return False
     run(x, out)

@@ -1,4 +1,4 @@
-"""Convolutions of 16-bit activations as exact int32 dot products of int16 pairs (x86 ``vpmaddwd``, which LLVM
+"""Convolutions of 8/16-bit activations as exact int32 dot products of int16 pairs (x86 ``vpmaddwd``, which LLVM
 fuses with the accumulation into the VNNI ``vpdpwssd`` where the CPU has it).
 
 Used by :func:`kernels.conv2d.conv2d_gemm_blocks` where :func:`plan` proves it exact and the CPU has AVX-512BW

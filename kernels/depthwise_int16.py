@@ -1,7 +1,8 @@
-"""Depthwise convolutions of 16-bit activations as exact int32 dot products of int16 tap pairs (x86 ``vpmaddwd``,
-fused by LLVM with the accumulation into the VNNI ``vpdpwssd`` where the CPU has it).
+"""Depthwise convolutions of 8/16-bit activations as exact int32 dot products of int16 tap pairs (x86
+``vpmaddwd``, fused by LLVM with the accumulation into the VNNI ``vpdpwssd`` where the CPU has it).
 
-Used by :func:`kernels.depthwise.depthwise` for int16/uint16 activations where :func:`prepare` and
+Used by :func:`kernels.depthwise.bind` for 16-bit activations, and for 8-bit ones from ``PAIR_MIN_TAPS_8BIT``
+taps on, where :func:`prepare` and
 ``kernels.conv_int16.plan`` prove it exact and the CPU has AVX-512BW or AVX2 (the instruction set
 ``kernels.conv_int16`` chose; :data:`KERNELS` its tiles, :func:`kernel_set`); elsewhere the float path of
 :mod:`kernels.depthwise` runs. Checked bit for bit against ``tests/naive.py::conv2d_acc`` for both instruction
@@ -194,10 +195,11 @@ def _store_rows(src, dst, pitch, corr):
 
 def _depthwise16(x, center, pad, pa, w32, d, kh, kw, sh, sw, top, left, bottom, right, dh, dw, u, p, acc, yb, out,
                  fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax):
-    """Depthwise convolution of 16-bit ``x`` (module docstring). ``u``: int16 scratch, at least ``len(p) + d``
-    long, first filled with the centred padding value ``pad``; ``p`` int32 of length :func:`plane_len`; ``acc`` int32 and ``yb``
-    (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. Without ``fuse`` ``out`` receives ``A - corr[c]``
-    (the exact accumulators); with it their requantization with ``bias`` (the correction already folded in).
+    """Depthwise convolution of 8/16-bit ``x`` (module docstring). ``u``: int16 scratch, at least ``len(p) + d``
+    long, first filled with the centred padding value ``pad``; ``p`` int32 of length :func:`plane_len`; ``acc``
+    int32 and ``yb`` (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. Without
+    ``fuse`` ``out`` receives ``A - corr[c]`` (the exact accumulators); with it their requantization with ``bias``
+    (the correction already folded in).
     (A template: :func:`kernel_set` compiles it per instruction set, binding ``_tile`` (NB outputs) to the
     instruction set's tile.)"""
     n_img, c_in, h, wd = x.shape
@@ -265,7 +267,7 @@ def kernel_set(name: str) -> KernelSet:
 
 
 AVAILABLE = ISA is not None
-KERNELS = kernel_set(ISA) if AVAILABLE else None  # what depthwise16 runs
+KERNELS = kernel_set(ISA) if AVAILABLE else None  # what bind() runs
 
 
 def plane_len(x_shape, kh, kw, stride, pads, dilation, ho):
@@ -313,10 +315,3 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
         return out
 
     return run
-
-
-def depthwise16(x, x_zp, prep, kh, kw, stride, pads, dilation, out, fuse=False, bias=None, mult=None, shift=None,
-                bound=None, out_zp=0, qmin=0, qmax=0):
-    """:func:`bind` for ``x`` and ``out``, run once."""
-    return bind(x.shape, x.dtype, x_zp, prep, kh, kw, stride, pads, dilation, out.shape, fuse, bias, mult, shift,
-                bound, out_zp, qmin, qmax)(x, out)

@@ -2,8 +2,8 @@
 import numpy as np
 
 from ._jit import njit
-from .requantize import (as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, clamp_out, fits_int64,
-                         mrs_checked, scale_row)
+from .requantize import (array_key, as_3d, as_int, cached_bind, check_int_array, check_multiplier, check_out, clamp,
+                         clamp_out, fits_int64, mrs_checked, scale_row)
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 
@@ -111,14 +111,7 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> N
     is the plain ``clamp(((p*mult + 2**(shift-1)) >> shift) + out_zp)`` in int64 (no branches), which the loop
     then uses; with ``out_zp*2**shift`` inside the same bound too, ``out_zp`` joins the constant.
     """
-    key = (a.shape, a.dtype, a.flags.c_contiguous, b.shape, b.dtype, b.flags.c_contiguous, out.shape, out.dtype,
-           out.flags.c_contiguous)
-    if cache is not None and cache.get("key") == key:
-        run = cache["run"]
-    else:
-        run = bind(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out)
-        if cache is not None:
-            cache["key"], cache["run"] = key, run
+    run = cached_bind(cache, array_key(a, b, out), lambda: bind(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out))
     run(a, b, out)
 
 

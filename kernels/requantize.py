@@ -32,6 +32,22 @@ INT32_LIMIT = 1 << 31  # saturation bounds below it keep the clamped accumulator
 # --------------------------------------------------------------------------------------------------------
 # shared validation helpers (plain Python, run once per call)
 # --------------------------------------------------------------------------------------------------------
+def array_key(*arrays) -> tuple:
+    """What a kernel bound to its arguments depends on in its arrays: the shape, dtype and C-contiguity of each."""
+    return tuple((a.shape, a.dtype, a.flags.c_contiguous) for a in arrays)
+
+
+def cached_bind(cache, key, make):
+    """``make()`` (a kernel bound to its arguments: a run function, or None where it does not apply), kept in
+    ``cache`` (a dict the caller owns for constant arguments, one per graph node; or None) while ``key``
+    repeats."""
+    if cache is None:
+        return make()
+    if cache.get("key") != key:
+        cache["key"], cache["run"] = key, make()
+    return cache["run"]
+
+
 def as_int(value, name: str) -> int:
     """Return ``value`` as a Python int; accept Python/numpy integers only (not bool, not float)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):

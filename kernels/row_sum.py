@@ -4,7 +4,8 @@ trailing axes. ``npu_sim/ops/pool.py`` requantizes it (the zero point in the bia
 import numpy as np
 
 from ._jit import njit
-from .requantize import ACC_LIMIT, check_int_array, check_multiplier, check_out, requantize_row, saturation_bounds
+from .requantize import (ACC_LIMIT, array_key, cached_bind, check_int_array, check_multiplier, check_out,
+                         requantize_row, saturation_bounds)
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 
@@ -55,13 +56,8 @@ def row_sums_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out
     ``out`` (rows,), 8/16/32-bit integers. ``cache`` (a dict owned by the caller for constant requantization
     arguments: one per graph node) keeps the validated arguments per input/output shape and dtype.
     """
-    key = (x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype, out.flags.c_contiguous)
-    if cache is not None and cache.get("key") == key:
-        run = cache["run"]
-    else:
-        run = bind_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out)
-        if cache is not None:
-            cache["key"], cache["run"] = key, run
+    run = cached_bind(cache, array_key(x, out),
+                      lambda: bind_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out))
     if run is None:
         return False
     run(x, out)
