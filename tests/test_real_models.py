@@ -3,7 +3,8 @@
 Measured (held-out photos/text lines, cosine of dequantized outputs vs onnxruntime with int8 fusion):
 cls A8W8/A16W8 >= 0.99999 on both boards; rec A8W8 identical (onnx) / >= 0.9997 (default), A16W8 >= 0.99998;
 det A16W8 >= 0.9997 and det A8W8 >= 0.99999 (onnx) where the output is not all zero. det A8W8 on the default
-board reaches 0.989-0.997 (the xfail): the last test shows the integers differ only at rounding ties.
+board reaches 0.989-0.997 (the xfail): a test shows the integers differ only at rounding ties, another that
+onnxruntime's own two int8 modes miss the same bound against each other.
 """
 import numpy as np
 import onnxruntime as ort
@@ -29,7 +30,8 @@ XFAIL = {("ppocr_det_a8w8", "default"): "board default: cosine 0.997 ('page') an
                                         "in onnxruntime) and a few Conv outputs within 1e-6 LSB of a tie, which "
                                         "onnxruntime's float32 product rounds the other way. The model amplifies "
                                         "1-LSB changes: one such Conv element alone (p2o.Conv.12 on 'page') costs "
-                                        "0.0023 of output cosine"}
+                                        "0.0023 of output cosine, and onnxruntime's two int8 modes differ as much "
+                                        "(test_ppocr_det_a8w8_onnxruntime_fails_the_same_bound_against_itself)"}
 
 
 def _model(name):
@@ -178,3 +180,25 @@ def test_ppocr_det_a8w8_default_differs_from_onnxruntime_only_at_rounding_ties()
                 arr[...] = ref  # the next nodes see onnxruntime's integers: each difference is isolated
         sim.execute(feeds, hooks=[isolate])
         assert {"Conv", "Add"} <= set(differing.values()) and checked > 10, (differing, checked)
+
+
+@pytest.mark.network
+def test_ppocr_det_a8w8_onnxruntime_fails_the_same_bound_against_itself():
+    """The 0.999 cosine bound of det A8W8 is out of reach of any arithmetic but onnxruntime's own fused one:
+    onnxruntime's two x86 int8 modes -- fused QLinearConv (``session.qdqisint8allowed``, the reference of the
+    tests above) and its default DequantizeLinear -> float Conv -> QuantizeLinear -- agree on 'page' but give
+    cosine < 0.999 on 'text' (0.990 here), the view where the board gives 0.989. Their integers differ only in
+    rounding too: the model's last layers turn a few 1-LSB differences into large jumps at a handful of pixels
+    of a map that is zero almost everywhere."""
+    path = str(_model("ppocr_det_a8w8"))
+
+    def run(fused, feeds):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        if fused:
+            options.add_session_config_entry("session.qdqisint8allowed", "1")
+        return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+    page, text = build.sample_inputs("ppocr_det_a8w8", 2, start=5)
+    (cos_page,), (cos_text,) = (_cosines([run(True, f)], [run(False, f)]) for f in (page, text))
+    assert cos_page > 0.999 and cos_text < 0.999, (cos_page, cos_text)
