@@ -36,3 +36,34 @@ def test_broadcast_3d_maps_the_same_elements(case):
 def test_common_layouts_collapse():
     assert broadcast_3d((1, 8, 5, 5), (1, 8, 5, 5), (1, 8, 1, 1)) == ((1, 8, 25), [(1, 8, 25), (1, 8, 1)])
     assert broadcast_3d((2, 3, 4), (2, 3, 4), ()) == ((1, 1, 24), [(1, 1, 24), (1, 1, 1)])
+
+
+def test_binary_nodes_materialize_what_does_not_collapse():
+    """Mul and Add of operands whose broadcast needs more than three runs: the node's closure broadcasts them
+    explicitly and gives the twins' integers (and the same again on a second call, through the kept closure)."""
+    from npu_sim.ir import Node, QParams, Tensor
+    from npu_sim.ops import elementwise
+    from tests import naive
+
+    sa, sb, out = (2, 1, 3, 1, 5), (1, 4, 1, 6, 1), (2, 4, 3, 6, 5)
+    assert broadcast_3d(out, sa, sb) is None
+    q = QParams("int8", np.float32(0.1), np.int64(0))
+    ta, tb, ty = Tensor("a", "a", sa, q), Tensor("b", "b", sb, q), Tensor("y", "y", out, q)
+    ctx = type("Ctx", (), {"shape_of": staticmethod(lambda name: {"y": out}[name])})()
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-128, 128, s).astype(np.int8) for s in (sa, sb))
+    fa, fb = (np.ascontiguousarray(np.broadcast_to(v, out)).reshape(-1) for v in (a, b))
+    common = {"out_zp": -3, "qmin": -128, "qmax": 127, "_out_dtype": np.int8, "_a": ta, "_b": tb}
+    mul = Node("m", "Mul", ["a", "b"], ["y"], elementwise._run_mul,
+               dict(common, a_zp=2, b_zp=-1, mult=1 << 30, shift=36))
+    add = Node("s", "Sub", ["a", "b"], ["y"], elementwise._run_add,
+               dict(common, a_zp=2, a_mult=1 << 30, a_shift=31, b_zp=-1, b_mult=1 << 30, b_shift=31, left_shift=20,
+                    sign_b=-1, out_mult=1 << 30, out_shift=21))
+    expected = {"m": naive.mul(fa, 2, fb, -1, 1 << 30, 36, -3, -128, 127, np.int8),
+                "s": naive.add_rescaled(fa, 2, 1 << 30, 31, fb, -1, 1 << 30, 31, 20, -1, 1 << 30, 21, -3, -128, 127,
+                                        np.int8)}
+    for node in (mul, add):
+        for _ in range(2):
+            y = node.run(node, [a, b], ctx)[0]
+            assert y.shape == out
+            np.testing.assert_array_equal(y.reshape(-1), expected[node.name].reshape(-1))
