@@ -74,6 +74,13 @@ def test_softmax_lut8_matches_twin(case):
     out = np.empty(args[0].shape, dtype)
     softmax_lut8(*args, out)
     np.testing.assert_array_equal(out, expected)
+    # through a node's cache: the same input again, and its rows reversed (same shape), then fewer rows
+    x = args[0]
+    cache = {}
+    for data in (x, np.ascontiguousarray(x[::-1]), np.ascontiguousarray(x[: max(1, x.shape[0] - 1)])):
+        out = np.empty(data.shape, dtype)
+        softmax_lut8(data, *args[1:], out, cache=cache)
+        np.testing.assert_array_equal(out, naive_norm.softmax_lut8(data, *args[1:], dtype))
 
 
 @settings(deadline=None, max_examples=200)

@@ -208,7 +208,7 @@ def _run_softmax(node, inputs, ctx):
     y = np.empty(rows.shape, p["_out_dtype"])
     out_stage = (p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], y)
     if p["variant"] == "lut8":
-        softmax_lut8(rows, p["_exp_lut"], p["_recip_lut"], *out_stage)
+        softmax_lut8(rows, p["_exp_lut"], p["_recip_lut"], *out_stage, cache=p.setdefault("_k_cache", {}))
     else:
         softmax_lut16(rows, p["pos_mult"], p["pos_shift"], p["frac_bits"], p["_exp_lut"], p["_recip_lut"], *out_stage,
                       cache=p.setdefault("_k_cache", {}))
