@@ -190,6 +190,17 @@ def rescale(node: Node, ctx, q: np.ndarray, params: dict) -> np.ndarray:
                           offset=np.array([-params["x_zp"]], np.int64)).reshape(q.shape)
 
 
+def bound_closure(run, in_shape, buf_shape, out_shape, dtype):
+    """``f(x) -> y`` for a one-input node whose kernel was bound once (``run(x_view, out)``, validated for these
+    shapes): ``x`` viewed as ``in_shape``, a fresh output of ``buf_shape`` and ``dtype``, returned as
+    ``out_shape``. The run path of the nodes that prepare once and run many times."""
+    def f(x):
+        out = np.empty(buf_shape, dtype)
+        run(np.ascontiguousarray(x).reshape(in_shape), out)
+        return out.reshape(out_shape)
+    return f
+
+
 def output_params(lowering, out: Tensor, act) -> dict:
     qmin, qmax = clamp_bounds(out.q, act)
     return {"out_zp": int(out.q.zero_point), "qmin": qmin, "qmax": qmax,

@@ -56,8 +56,8 @@ from kernels.ort_qladd import ort_qladd
 from kernels.ort_qlmul import ort_qlmul
 
 from ..ir import Node, QParams, Tensor
-from .common import (activation_bounds, attrs, check_per_tensor, const_value, fixed_multipliers, output_params,
-                     requantize_acc, rescale, rescale_params)
+from .common import (activation_bounds, attrs, bound_closure, check_per_tensor, const_value, fixed_multipliers,
+                     output_params, requantize_acc, rescale, rescale_params)
 from .float_ref import lower_float_reference
 
 BN_FRACTION_BITS = 16
@@ -374,14 +374,8 @@ def scalar_rescale(node, ctx, x, p: dict) -> np.ndarray:
 def _affine_closure(x3, shape, out_dtype, x_zp, w, b, f_bits, p):
     """``f(x) -> out`` (shaped ``shape``): ``kernels.affine`` bound for inputs laid out as ``x3`` (output
     parameters from ``p``)."""
-    s3 = x3.shape
-    run = affine_bind(x3, x_zp, w, b, f_bits, p["out_zp"], p["qmin"], p["qmax"], np.empty(s3, out_dtype))
-
-    def f(x):
-        out = np.empty(s3, out_dtype)
-        run(np.ascontiguousarray(x).reshape(s3), out)
-        return out.reshape(shape)
-    return f
+    run = affine_bind(x3, x_zp, w, b, f_bits, p["out_zp"], p["qmin"], p["qmax"], np.empty(x3.shape, out_dtype))
+    return bound_closure(run, x3.shape, x3.shape, shape, out_dtype)
 
 
 def lower_concat(lowering, onode, args, out: Tensor, act) -> Node:

@@ -22,7 +22,7 @@ from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tile
 from kernels.gemm import int_matmul
 
 from ..ir import Node, Tensor
-from .common import attrs, check_per_tensor, mac_bound, output_params, prepare_requant, requantize_acc
+from .common import attrs, bound_closure, check_per_tensor, mac_bound, output_params, prepare_requant, requantize_acc
 
 
 def _problem(msg):
@@ -188,22 +188,7 @@ def _bind_fused(p, x, out_shape):
         if _is_pointwise(p) and p["_pw"]:
             return None  # the exact float GEMM, requantized separately
         run = bind_gemm_requantized(x4, *args, np.empty(shape4, dt), max(1, PAIR_BLOCK // (cout // p["groups"])))
-    if run is None:
-        return None
-
-    if is1d or shape4 != tuple(out_shape):
-        def conv(x):
-            y = np.empty(shape4, dt)
-            run(x[:, :, None, :] if is1d else x, y)
-            return y.reshape(out_shape)
-        return conv
-
-    def conv4(x):
-        y = np.empty(shape4, dt)
-        run(x, y)
-        return y
-
-    return conv4
+    return None if run is None else bound_closure(run, x4.shape, shape4, out_shape, dt)
 
 
 def _small_prep(p, x_dtype, w2):

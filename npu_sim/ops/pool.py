@@ -30,8 +30,8 @@ from kernels.row_sum import bind_requantized as bind_row_sums_requantized
 from kernels.row_sum import row_sums
 
 from ..ir import Node, Tensor
-from .common import (attrs, check_per_tensor, clamp_bounds, fixed_multipliers, int_const, output_params, prepare_requant,
-                     requantize_acc)
+from .common import (attrs, bound_closure, check_per_tensor, clamp_bounds, fixed_multipliers, int_const,
+                     output_params, prepare_requant, requantize_acc)
 from .elementwise import ort_fuses_qdq_group
 from .float_ref import lower_float_reference
 
@@ -234,11 +234,4 @@ def _mean_closure(p, x, out_shape):
     run = bind_row_sums_requantized(np.ascontiguousarray(x).reshape(shape2), p["bias"][0], p["mult"][0],
                                     p["shift"][0], p["out_zp"], p["qmin"], p["qmax"], p["acc_bits"],
                                     np.empty(shape2[0], dt))
-    if run is None:
-        return None
-
-    def mean(x):
-        out = np.empty(shape2[0], dt)
-        run(np.ascontiguousarray(x).reshape(shape2), out)
-        return out.reshape(out_shape)
-    return mean
+    return None if run is None else bound_closure(run, shape2, shape2[0], out_shape, dt)
