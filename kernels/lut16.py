@@ -3,7 +3,7 @@ between neighbouring entries in fixed point."""
 import numpy as np
 
 from ._jit import njit
-from .requantize import as_int, check_int_array, check_out, clamp
+from .requantize import array_key, as_int, cached_bind, check_int_array, check_out, clamp
 
 IN_DTYPES = (np.int16, np.uint16)
 TABLE_DTYPES = (np.int16, np.uint16)
@@ -57,10 +57,11 @@ def lut16(x, table, qmin, qmax, out, cache=None) -> None:
     (``2**(s-1)`` is 0 when s == 0, a full table.) ``y`` always lies between the two entries, so the clamp only
     matters for entries outside [qmin, qmax].
     """
-    key = (x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype, out.flags.c_contiguous)
-    if cache is not None and cache.get("key") == key:
-        _lut16(x, table, *cache["args"], out)
-        return
+    cached_bind(cache, array_key(x, out), lambda: _bind(x, table, qmin, qmax, out))(x, out)
+
+
+def _bind(x, table, qmin, qmax, out):
+    """:func:`lut16` validated for arrays like ``x`` and ``out``: returns ``run(x, out)``."""
     check_int_array(x, "x", ndim=1, dtypes=IN_DTYPES)
     check_int_array(table, "table", ndim=1, dtypes=TABLE_DTYPES)
     n = table.shape[0]
@@ -70,6 +71,4 @@ def lut16(x, table, qmin, qmax, out, cache=None) -> None:
     _, qmin, qmax = check_out(out, x.shape, 0, qmin, qmax)
     qmin, qmax = as_int(qmin, "qmin"), as_int(qmax, "qmax")
     args = (int(np.iinfo(x.dtype).min), 16 - k, qmin, qmax)
-    if cache is not None:
-        cache["key"], cache["args"] = key, args
-    _lut16(x, table, *args, out)
+    return lambda x, out: _lut16(x, table, *args, out)

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ._jit import njit
-from .requantize import check_int_array
+from .requantize import array_key, cached_bind, check_int_array
 
 IN_DTYPES = (np.int8, np.uint8)
 TABLE_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
@@ -29,7 +29,7 @@ def lut8(x, table, out, cache=None) -> None:
         Preallocated, written in place.
     cache : dict, optional
         Owned by the caller for a constant ``table`` (one per graph node): keeps the validated arguments, so a
-        later call with the same shapes and dtypes goes straight to the loop.
+        later call with the same shapes, dtypes and layout goes straight to the loop.
 
     Notes
     -----
@@ -40,10 +40,11 @@ def lut8(x, table, out, cache=None) -> None:
     Every value the table holds is a legal output (the table builder clamps), so there is no rounding or
     saturation here.
     """
-    key = (x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype, out.flags.c_contiguous)
-    if cache is not None and cache.get("key") == key:
-        _lut8(x, table, cache["offset"], out)
-        return
+    cached_bind(cache, array_key(x, out), lambda: _bind(x, table, out))(x, out)
+
+
+def _bind(x, table, out):
+    """:func:`lut8` validated for arrays like ``x`` and ``out``: returns ``run(x, out)``."""
     check_int_array(x, "x", ndim=1, dtypes=IN_DTYPES)
     check_int_array(table, "table", ndim=1, dtypes=TABLE_DTYPES)
     if table.shape[0] != 256:
@@ -54,6 +55,4 @@ def lut8(x, table, out, cache=None) -> None:
     if out.shape != x.shape:
         raise ValueError(f"out must have shape {x.shape}, got {out.shape}")
     offset = int(np.iinfo(x.dtype).min)
-    if cache is not None:
-        cache["key"], cache["offset"] = key, offset
-    _lut8(x, table, offset, out)
+    return lambda x, out: _lut8(x, table, offset, out)

@@ -7,8 +7,8 @@ import numpy as np
 
 from ._jit import njit
 from .conv2d import _valid_range
-from .requantize import (as_int, as_int_tuple, check_int_array, check_multiplier, check_out, clamp,
-                         mrs_checked)
+from .requantize import (array_key, as_int, as_int_tuple, cached_bind, check_int_array, check_multiplier, check_out,
+                         clamp, mrs_checked)
 
 X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 
@@ -102,22 +102,24 @@ def maxpool2d(x, kernel, stride, pads, dilation, out_hw, cache=None) -> np.ndarr
         whose position is inside the input; padding never wins. ValueError if some window has no
         in-bounds cell.
     """
-    key = (x.shape, x.dtype, x.flags.c_contiguous)
-    if cache is not None and cache.get("key") == key:
-        args, shape = cache["args"]
-    else:
-        kh, kw, sh, sw, top, left, _, _, dh, dw, ho, wo = _geometry(x, kernel, stride, pads, dilation, out_hw)
-        n, c, h, wd = x.shape
-        rows = _window_axis_hits(ho, h, kh, sh, dh, top)
-        cols = _window_axis_hits(wo, wd, kw, sw, dw, left)
-        if (rows == 0).any() or (cols == 0).any():
-            raise ValueError("maxpool2d: some pooling window lies entirely in the padding")
-        args, shape = (kh, kw, sh, sw, top, left, dh, dw), (n, c, ho, wo)
-        if cache is not None:
-            cache["key"], cache["args"] = key, (args, shape)
-    out = np.empty(shape, dtype=x.dtype)
-    _maxpool2d(x, *args, out)
-    return out
+    return cached_bind(cache, array_key(x), lambda: _bind_maxpool(x, kernel, stride, pads, dilation, out_hw))(x)
+
+
+def _bind_maxpool(x, kernel, stride, pads, dilation, out_hw):
+    """:func:`maxpool2d` validated for inputs like ``x``: returns ``run(x) -> out``."""
+    kh, kw, sh, sw, top, left, _, _, dh, dw, ho, wo = _geometry(x, kernel, stride, pads, dilation, out_hw)
+    n, c, h, wd = x.shape
+    rows = _window_axis_hits(ho, h, kh, sh, dh, top)
+    cols = _window_axis_hits(wo, wd, kw, sw, dw, left)
+    if (rows == 0).any() or (cols == 0).any():
+        raise ValueError("maxpool2d: some pooling window lies entirely in the padding")
+    args, shape = (kh, kw, sh, sw, top, left, dh, dw), (n, c, ho, wo)
+
+    def run(x):
+        out = np.empty(shape, dtype=x.dtype)
+        _maxpool2d(x, *args, out)
+        return out
+    return run
 
 
 # --------------------------------------------------------------------------------------------------------
