@@ -15,8 +15,6 @@ from onnx import numpy_helper
 
 from .errors import InputError, ModelLoadError
 
-QDQ_DOMAINS = ("", "ai.onnx", "com.microsoft")
-
 
 @dataclass
 class Graph:
