@@ -172,8 +172,7 @@ def test_layer_sum_is_total(layers):
     for i, s in enumerate(layers):
         p = _conv_program(U55, **s)
         for t in p.tensors.values():
-            tensors[f"{t.name}{i}"] = replace(t, name=f"{t.name}{i}") if False else Tensor(
-                f"{t.name}{i}", t.float_name, t.shape, t.q, t.data)
+            tensors[f"{t.name}{i}"] = replace(t, name=f"{t.name}{i}")
         n = p.nodes[0]
         nodes.append(Node(f"conv{i}", n.op, [f"x{i}", f"w{i}"], [f"y{i}"], None, n.params, n.attrs))
     est = cost.estimate_program(Program(tensors, nodes, {}, {}, U55), U55)
