@@ -2,8 +2,7 @@
 import numpy as np
 
 from ._jit import njit
-from .requantize import (array_key, as_3d, as_int, cached_bind, check_int_array, check_multiplier, check_out, clamp,
-                         clamp_out, mrs_checked)
+from .requantize import as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, clamp_out, mrs_checked
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 MAX_LEFT_SHIFT = 32
@@ -109,7 +108,7 @@ def _direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, o
 
 
 def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
-                 out_zp, qmin, qmax, out, cache=None) -> None:
+                 out_zp, qmin, qmax, out) -> None:
     """Quantized ``a + b`` (or ``a - b``) with broadcasting over (outer, mid, inner).
 
     Parameters
@@ -130,10 +129,6 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
     out_zp, qmin, qmax : int
     out : 1-D or 3-D ndarray (the full shape), int8/uint8/int16/uint16/int32
         Preallocated, written in place.
-    cache : dict, optional
-        Owned by the caller for constant zero points, factors and output parameters (one per graph node):
-        keeps :func:`bind`'s result, so a later call with the same shapes, dtypes and layout goes straight to the
-        loop.
 
     Notes
     -----
@@ -145,10 +140,8 @@ def add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift,
 
     ValueError if a value reaching ``mrs`` leaves its exact domain [-2**48, 2**48).
     """
-    run = cached_bind(cache, array_key(a, b, out), lambda: bind(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift,
-                                                                left_shift, sign_b, out_mult, out_shift, out_zp, qmin,
-                                                                qmax, out))
-    run(a, b, out)
+    bind(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift, out_zp, qmin,
+         qmax, out)(a, b, out)
 
 
 def bind(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift, out_zp, qmin,

@@ -8,8 +8,7 @@ For every element of channel ``c`` (input laid out as (outer, C, inner))::
 import numpy as np
 
 from ._jit import njit
-from .requantize import (array_key, as_int, cached_bind, check_int_array, check_out, fits_int64, per_channel_int64,
-                         scale_row)
+from .requantize import as_int, check_int_array, check_out, fits_int64, per_channel_int64, scale_row
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 ACC_LIMIT = 1 << 62
@@ -45,7 +44,7 @@ def _fold(x_dtype, x_zp, w, b, f_bits, out_zp):
     return np.array(folded, np.int64)
 
 
-def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out, cache=None) -> None:
+def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out) -> None:
     """Per-channel affine ``(x - x_zp) * w[c] + b[c]`` rounded once at ``f_bits`` fraction bits (see the module).
 
     Parameters
@@ -56,13 +55,10 @@ def affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out, cache=None) -> None:
     f_bits : int in [1, 62]
     out_zp, qmin, qmax : int
     out : ndarray (outer, C, inner), preallocated, written in place
-    cache : dict, optional
-        Owned by the caller for constant ``x_zp, w, b, f_bits, out_zp, qmin, qmax`` (one per graph node): keeps
-        :func:`bind`'s result, so a later call with the same shapes, dtypes and layout goes straight to the loop.
 
     Raises ValueError when ``|x - x_zp| * |w| + |b|`` could reach 2**62 (the sum would not be exact).
     """
-    cached_bind(cache, array_key(x, out), lambda: bind(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out))(x, out)
+    bind(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out)(x, out)
 
 
 def bind(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, out):

@@ -17,7 +17,7 @@ import numpy as np
 from ._jit import njit
 from . import conv_int16, depthwise
 from .gemm import F32_LIMIT, _matmul_loops, abs_max, float_dtype, matmul_float_chunked, plan
-from .requantize import array_key, as_int, as_int_tuple, cached_bind, check_int_array, requantize_row
+from .requantize import as_int, as_int_tuple, check_int_array, requantize_row
 
 X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 W_DTYPES = (np.int8, np.int16, np.int32)
@@ -205,7 +205,7 @@ def conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> 
 
 
 def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
-                              acc_bits, out, cache=None) -> bool:
+                              acc_bits, out) -> bool:
     """Direct convolution with the requantization fused in: ``out`` receives exactly
     ``requantize(conv2d_acc(...), bias, mult, shift, out_zp, qmin, qmax, acc_bits, ...)``.
 
@@ -213,15 +213,9 @@ def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     bias can reach the board's ``acc_bits`` (so no overflow can happen or need counting), and every channel
     has a saturation bound (the branch-free path of ``requantize``). Returns False, leaving ``out`` untouched,
     when that does not hold; the caller then requantizes separately.
-
-    ``cache`` (a dict owned by the caller, for constant ``w``, ``bias``, ``mult``, ``shift`` and output
-    parameters: one per node) keeps :func:`bind_direct_requantized`'s result for the last input and output
-    shapes, dtypes, layout and zero point seen: the arguments are validated when that key changes, not on the
-    calls that repeat it.
     """
-    run = cached_bind(cache, array_key(x, out) + (x_zp,),
-                      lambda: bind_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift,
-                                                      out_zp, qmin, qmax, acc_bits, out))
+    run = bind_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                                  acc_bits, out)
     if run is None:
         return False
     run(x, out)
@@ -456,7 +450,7 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
 
 
 def conv2d_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
-                            acc_bits, out, block_cols=8192, cache=None) -> bool:
+                            acc_bits, out, block_cols=8192) -> bool:
     """Convolution with the requantization fused in, on the int16-pair kernel (one kernel call for the whole
     convolution): ``out`` (N, Cout, Ho, Wo) receives exactly
     ``requantize(conv2d_acc(...), bias, mult, shift, out_zp, qmin, qmax, acc_bits, ...)``.
@@ -466,14 +460,9 @@ def conv2d_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mu
     overflow can happen or need counting), and every channel has a saturation bound (the branch-free path of
     ``requantize``). Returns False, leaving ``out`` untouched, when that does not hold; the caller then runs
     :func:`conv2d_gemm_blocks` and requantizes separately.
-
-    ``cache`` (a dict owned by the caller, for constant ``w``, ``bias``, ``mult``, ``shift``, geometry and output
-    parameters: one per node) keeps :func:`bind_gemm_requantized`'s result for the last input shape and dtype
-    seen: the arguments are validated when that key changes, not on the calls that repeat it.
     """
-    run = cached_bind(cache, array_key(x, out) + (x_zp, block_cols),
-                      lambda: bind_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift,
-                                                    out_zp, qmin, qmax, acc_bits, out, block_cols))
+    run = bind_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                                acc_bits, out, block_cols)
     if run is None:
         return False
     run(x, out)

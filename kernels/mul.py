@@ -2,8 +2,8 @@
 import numpy as np
 
 from ._jit import njit
-from .requantize import (array_key, as_3d, as_int, cached_bind, check_int_array, check_multiplier, check_out, clamp,
-                         clamp_out, fits_int64, mrs_checked, scale_row)
+from .requantize import (as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, clamp_out, fits_int64,
+                         mrs_checked, scale_row)
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 
@@ -79,7 +79,7 @@ def _proven(a_dtype, a_zp, dev_a, b_dtype, b_zp, dev_b, m, c) -> bool:
             and fits_int64(b_dtype, dev_a * m, c + abs(b_zp) * dev_a * m))
 
 
-def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> None:
+def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out) -> None:
     """Quantized ``a * b`` with broadcasting over (outer, mid, inner).
 
     Parameters
@@ -94,11 +94,6 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> N
     out : 1-D or 3-D ndarray (the full shape), int8/uint8/int16/uint16/int32
         Preallocated, written in place.
 
-    cache : dict, optional
-        Owned by the caller for constant ``a_zp, b_zp, mult, shift, out_zp, qmin, qmax`` (one per graph node):
-        keeps :func:`bind`'s result, so a later call with the same shapes, dtypes and layout goes straight to the
-        loop.
-
     Notes
     -----
     Exact integer semantics per element::
@@ -111,8 +106,7 @@ def mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=None) -> N
     is the plain ``clamp(((p*mult + 2**(shift-1)) >> shift) + out_zp)`` in int64 (no branches), which the loop
     then uses; with ``out_zp*2**shift`` inside the same bound too, ``out_zp`` joins the constant.
     """
-    run = cached_bind(cache, array_key(a, b, out), lambda: bind(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out))
-    run(a, b, out)
+    bind(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out)(a, b, out)
 
 
 def bind(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out):

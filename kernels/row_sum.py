@@ -4,8 +4,7 @@ trailing axes. ``npu_sim/ops/pool.py`` requantizes it (the zero point in the bia
 import numpy as np
 
 from ._jit import njit
-from .requantize import (ACC_LIMIT, array_key, cached_bind, check_int_array, check_multiplier, check_out,
-                         requantize_row, saturation_bounds)
+from .requantize import ACC_LIMIT, check_int_array, check_multiplier, check_out, requantize_row, saturation_bounds
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 
@@ -45,7 +44,7 @@ def _row_sums_requantized(x, bias, mult, shift, bound, out_zp, qmin, qmax, acc, 
     requantize_row(acc, out, bias, mult, shift, bound, out_zp, qmin, qmax)
 
 
-def row_sums_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out, cache=None) -> bool:
+def row_sums_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out) -> bool:
     """``out[r] = requantize(x[r, 0] + ... + x[r, n-1], bias, mult, shift, out_zp, qmin, qmax, acc_bits)`` (one
     multiplier for all rows, as ``kernels.requantize.requantize`` computes it) in one kernel call: the sums, then
     the branch-free ``requantize_row``. Used only where that is proven the same: ``n * max|x| + |bias|`` stays
@@ -53,11 +52,9 @@ def row_sums_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out
     leaving ``out`` untouched, when that does not hold; the caller then sums and requantizes separately.
 
     ``x`` as :func:`row_sums`; ``bias``, ``mult``, ``shift``, ``out_zp``, ``qmin``, ``qmax``, ``acc_bits`` ints;
-    ``out`` (rows,), 8/16/32-bit integers. ``cache`` (a dict owned by the caller for constant requantization
-    arguments: one per graph node) keeps the validated arguments per input/output shape and dtype.
+    ``out`` (rows,), 8/16/32-bit integers.
     """
-    run = cached_bind(cache, array_key(x, out),
-                      lambda: bind_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out))
+    run = bind_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out)
     if run is None:
         return False
     run(x, out)

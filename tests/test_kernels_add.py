@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.fixedpoint import quantize_multiplier
-from kernels.add import add_rescaled
+from kernels.add import add_rescaled, bind
 from tests import naive
 
 ADD_RANGES = naive.VALUE_RANGES + [(np.int32, -2 ** 31, 2 ** 31 - 1)]
@@ -134,31 +134,41 @@ def test_add_broadcast_matches_twin(data):
     sign = data.draw(st.sampled_from([1, -1]))
     dtype, out_zp, qmin, qmax = data.draw(naive.out_params())
     args = (a_zp, a_m, a_r)
-    expected = naive.add_rescaled(np.broadcast_to(a, shape).reshape(-1), *args, np.broadcast_to(b, shape).reshape(-1),
-                                  b_zp, b_m, b_r, left, sign, o_m, o_r, out_zp, qmin, qmax, dtype).reshape(shape)
+    rest = (b_zp, b_m, b_r, left, sign, o_m, o_r, out_zp, qmin, qmax)
+
+    def full(v):
+        return np.broadcast_to(v, shape).reshape(-1).copy()
+
+    def twin(x, y):
+        return naive.add_rescaled(full(x), *args, full(y), *rest, dtype).reshape(shape)
+
+    expected = twin(a, b)
     out = np.empty(shape, dtype)
-    add_rescaled(a, *args, b, b_zp, b_m, b_r, left, sign, o_m, o_r, out_zp, qmin, qmax, out)
+    add_rescaled(a, *args, b, *rest, out)
     np.testing.assert_array_equal(out, expected)
-    # a node's cache: the first call validates, later calls with the same shapes run the loop directly; a call
-    # with other shapes (here the operands as flat full arrays) validates again
-    cache = {}
-    full_a, full_b = np.broadcast_to(a, shape).reshape(-1).copy(), np.broadcast_to(b, shape).reshape(-1).copy()
-    for x, y, o in ((a, b, shape), (a, b, shape), (full_a, full_b, (full_a.size,)), (a, b, shape)):
-        out = np.empty(o, dtype)
-        add_rescaled(x, *args, y, b_zp, b_m, b_r, left, sign, o_m, o_r, out_zp, qmin, qmax, out, cache=cache)
-        np.testing.assert_array_equal(out.reshape(shape), expected)
+    # what a graph node keeps: one bound run, called on other data of the same shapes (every element changed) and
+    # again on the first; operands of other shapes (here flat full arrays) get their own bind
+    a2, b2 = ~a, ~b
+    expected2 = twin(a2, b2)
+    run = bind(a, *args, b, *rest, np.empty(shape, dtype))
+    run_flat = bind(full(a), *args, full(b), *rest, np.empty(expected.size, dtype))
+    for r, x, y, want in ((run, a, b, expected), (run, a2, b2, expected2), (run, a, b, expected),
+                          (run_flat, full(a2), full(b2), expected2), (run_flat, full(a), full(b), expected)):
+        out = np.empty(shape, dtype)
+        r(x, y, out if r is run else out.reshape(-1))
+        np.testing.assert_array_equal(out, want)
 
 
 def _add_direct_case(a, b, a_zp, b_zp, m, r, left, o_m, o_r, out_zp, sign, dtype):
-    """add_rescaled with a cache (to read the path it took) == the twin; returns the (direct, fold) flags."""
+    """add_rescaled's bound run (its args tell the path it took) == the twin; returns the (direct, fold) flags."""
     info = np.iinfo(dtype)
     expected = naive.add_rescaled(a, a_zp, m, r, b, b_zp, m, r, left, sign, o_m, o_r, out_zp, info.min, info.max,
                                   dtype)
     out = np.empty(a.shape, dtype)
-    cache = {}
-    add_rescaled(a, a_zp, m, r, b, b_zp, m, r, left, sign, o_m, o_r, out_zp, info.min, info.max, out, cache=cache)
+    run = bind(a, a_zp, m, r, b, b_zp, m, r, left, sign, o_m, o_r, out_zp, info.min, info.max, out)
+    run(a, b, out)
     np.testing.assert_array_equal(out, expected)
-    return cache["run"].args[-2:]
+    return run.args[-2:]
 
 
 @pytest.mark.parametrize("sign", [1, -1])

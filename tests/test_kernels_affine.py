@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.affine import affine
+from kernels.affine import affine, bind
 from tests import naive
 
 
@@ -66,23 +66,26 @@ def test_affine_folded_path_edge(out_dtype):
     for b, folded in ((-(1 << 39) - 1, True), (-(1 << 39), False), (-(1 << 39) - 5, True), (1, False)):
         expected = naive.affine(x, 0, [w], [b], f_bits, out_zp, info.min, info.max, out_dtype)
         out = np.empty(x.shape, out_dtype)
-        cache = {}
-        affine(x, 0, np.array([w]), np.array([b]), f_bits, out_zp, info.min, info.max, out, cache=cache)
-        assert cache["run"].args[-1] is folded
+        run = bind(x, 0, np.array([w]), np.array([b]), f_bits, out_zp, info.min, info.max, out)
+        assert run.args[-1] is folded
+        run(x, out)
         np.testing.assert_array_equal(out, expected)
 
 
 @settings(deadline=None, max_examples=100)
 @given(affine_case())
-def test_affine_cached_call_matches_twin(case):
-    # a node's cache: the second call with the same shapes and dtypes skips validation
-    *args, dtype = case
-    expected = naive.affine(*args, dtype)
-    cache = {}
-    for _ in range(2):
-        out = np.empty(args[0].shape, dtype=dtype)
-        affine(*args, out, cache=cache)
-        np.testing.assert_array_equal(out, expected)
+def test_affine_bound_run_matches_twin(case):
+    # what a graph node keeps: one bound run, called on other data of the same shape and dtype (every element
+    # changed) and again on the first; another shape (here twice the outer axis) gets its own bind
+    x, *args, dtype = case
+    x2 = ~x
+    wide = np.concatenate([x, x2])
+    run = bind(x, *args, np.empty(x.shape, dtype))
+    run_wide = bind(wide, *args, np.empty(wide.shape, dtype))
+    for r, xi in ((run, x), (run, x2), (run, x), (run_wide, wide), (run_wide, wide[::-1].copy())):
+        out = np.empty(xi.shape, dtype=dtype)
+        r(xi, out)
+        np.testing.assert_array_equal(out, naive.affine(xi, *args, dtype))
 
 
 @pytest.mark.parametrize("w", [(1 << 31) - 1, 1 << 31, -(1 << 31) + 1, -(1 << 31), 3, -3])

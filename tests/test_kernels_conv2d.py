@@ -282,26 +282,38 @@ def test_depthwise_requantized_matches_twins(case):
 
 @settings(deadline=None, max_examples=40)
 @given(fused_case(depthwise_case(naive.VALUE_RANGES[:2])))
-def test_depthwise_requantized_cache(case):
-    """The cached preparation gives the same result on a second call, and is refreshed for another input shape."""
-    from kernels.conv2d import conv2d_direct_requantized
+def test_depthwise_requantized_bound_run_reused(case):
+    """What a graph node keeps, one bound run, gives the twins' result on other data of the same shape and dtype
+    (called repeatedly); another input shape gets its own bind, also exact."""
+    from kernels.conv2d import bind_direct_requantized
+    x = case[0]
+    if not check_bound_runs(bind_direct_requantized, case, [x, ~x, x]):  # ~x: every element changed
+        return
+    x2 = np.concatenate([x, ~x], axis=0)
+    # the fusion proof depends on the dtypes, weights and requantization only: the other shape fuses too
+    assert check_bound_runs(bind_direct_requantized, (x2,) + case[1:], [x2, x2[::-1].copy()])
+
+
+def check_bound_runs(bind, case, inputs, **kw):
+    """``bind`` (``bind_direct_requantized`` or ``bind_gemm_requantized`` of kernels.conv2d) for a fused_case's
+    arguments, then the one run it returns on each of ``inputs`` (the shape and dtype of the case's ``x``), each
+    checked against the twins (naive.conv2d_acc, naive.requantize); whether it fused (bind did not return None)."""
     x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax, acc_bits, dtype = case
-    acc = naive.conv2d_acc(x, x_zp, wt, stride, pads, dilation, groups)
-    cache = {}
-    for _ in range(2):
+    accs = [naive.conv2d_acc(xi, x_zp, wt, stride, pads, dilation, groups) for xi in inputs]
+    run = bind(x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax, acc_bits,
+               np.empty(accs[0].shape, dtype), **kw)
+    if run is None:
+        return False
+    for xi, acc in zip(inputs, accs):
+        assert xi.shape == x.shape and xi.dtype == x.dtype
         out = np.empty(acc.shape, dtype)
-        if not conv2d_direct_requantized(x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp,
-                                         qmin, qmax, acc_bits, out, cache=cache):
-            return
+        run(xi, out)
         n, c, h, w = acc.shape
-        expected, _ = naive.requantize(acc.reshape(n, c, h * w), bias, mult, shift, out_zp, qmin, qmax, acc_bits,
-                                       False, dtype)
+        expected, overflows = naive.requantize(acc.reshape(n, c, h * w), bias, mult, shift, out_zp, qmin, qmax,
+                                               acc_bits, False, dtype)
+        assert overflows == 0  # fusion is only allowed where overflow is impossible
         np.testing.assert_array_equal(out, expected.reshape(acc.shape))
-    x2 = np.concatenate([x, x], axis=0)
-    out2 = np.empty((2 * acc.shape[0],) + acc.shape[1:], dtype)
-    assert conv2d_direct_requantized(x2, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin,
-                                     qmax, acc_bits, out2, cache=cache)
-    np.testing.assert_array_equal(out2[:acc.shape[0]], out)
+    return True
 
 
 def _blocks_with_cache(x, x_zp, w, stride, pads, dilation, groups, w_cache):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kernels import conv_int16
 from kernels.conv2d import conv2d_gemm, conv2d_gemm_blocks
 from tests import naive
-from tests.test_kernels_conv2d import fused_case
+from tests.test_kernels_conv2d import check_bound_runs, fused_case
 
 pytestmark = pytest.mark.skipif(not conv_int16.AVAILABLE,
                                 reason="needs AVX-512BW or AVX2 (the float paths run instead)")
@@ -166,14 +166,14 @@ def test_pack_weights_pairs():
     assert not p[0, :, 5:].any()
 
 
-def _requantized(case, out_dtype=None, cache=None):
+def _requantized(case, out_dtype=None):
     """conv2d_gemm_requantized of a fused_case, checked against the twins; whether it fused."""
     from kernels.conv2d import conv2d_gemm_requantized
     x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax, acc_bits, dtype = case
     acc = naive.conv2d_acc(x, x_zp, wt, stride, pads, dilation, groups)
     out = np.empty(acc.shape, dtype)
     if not conv2d_gemm_requantized(x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin,
-                                   qmax, acc_bits, out, block_cols=7, cache=cache):
+                                   qmax, acc_bits, out, block_cols=7):
         return False
     n, c, h, w = acc.shape
     expected, overflows = naive.requantize(acc.reshape(n, c, h * w), bias, mult, shift, out_zp, qmin, qmax,
@@ -196,26 +196,24 @@ def test_gemm_requantized_matches_twins(isa, case, wide_acc):
 @per_isa
 @settings(deadline=None, max_examples=60)
 @given(fused_case(case16()), st.integers(1, 3))
-def test_gemm_requantized_cache_follows_shape_and_dtype(isa, case, crop):
-    """A second call with the same key reuses the cached plan (same result); another input shape, dtype or zero
-    point gets a new plan, never the stale one."""
+def test_gemm_requantized_bound_run_reused(isa, case, crop):
+    """What a graph node keeps, one bound run, gives the twins' result on other data of the same shape and dtype
+    (called repeatedly); a wider input and the other 16-bit dtype get their own bind, also exact."""
     with _using(isa):
-        _cached_plans(case, crop)
+        _bound_runs(case, crop)
 
 
-def _cached_plans(case, crop):
-    cache = {}
-    if not (_requantized(case, cache=cache) and _requantized(case, cache=cache)):
-        return
+def _bound_runs(case, crop):
+    from kernels.conv2d import bind_gemm_requantized
     x, x_zp = case[0], case[1]
-    plan = cache["run"]
+    if not check_bound_runs(bind_gemm_requantized, case, [x, ~x, x], block_cols=7):  # ~x: every element changed
+        return
     wider = np.concatenate([x, x[..., :crop]], axis=3)  # more columns: other planes, offsets and rows per block
-    _requantized((wider,) + case[1:], cache=cache)
-    assert cache["run"] is not plan
+    # the fusion proof depends on the dtypes, zero point, weights and requantization only: the wider input fuses
+    assert check_bound_runs(bind_gemm_requantized, (wider,) + case[1:], [wider, ~wider], block_cols=7)
     other = (x.astype(np.int32) + (32768 if x.dtype == np.int16 else -32768)).astype(
         np.uint16 if x.dtype == np.int16 else np.int16)  # the other 16-bit dtype: another centre
-    _requantized((other, x_zp ^ 1) + case[2:], cache=cache)
-    _requantized(case, cache=cache)
+    check_bound_runs(bind_gemm_requantized, (other, x_zp ^ 1) + case[2:], [other, ~other], block_cols=7)
 
 
 def test_gemm_requantized_refuses_what_it_cannot_prove():

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.fixedpoint import quantize_multiplier
-from kernels.mul import mul
+from kernels.mul import bind, mul
 from tests import naive
 
 
@@ -78,9 +78,9 @@ def test_mul_direct_path_bound():
                 for mult in set(near) | {-near[0], -near[2]}:
                     expected = naive.mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, dtype)
                     out = np.empty(a.shape, dtype)
-                    cache = {}
-                    mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=cache)
-                    assert cache["run"].args[4:6] == (abs(mult) <= edge, abs(mult) <= fold_edge)
+                    run = bind(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out)
+                    assert run.args[4:6] == (abs(mult) <= edge, abs(mult) <= fold_edge)
+                    run(a, b, out)
                     np.testing.assert_array_equal(out, expected)
                     # one operand broadcast along the inner axis (its value folded into the multiplier)
                     for i in (0, 1, 5):
@@ -108,15 +108,26 @@ def test_mul_broadcast_matches_twin(case, data):
     shape, a, b, a_zp, b_zp = case
     mult, shift = data.draw(naive.multipliers())
     dtype, out_zp, qmin, qmax = data.draw(naive.out_params())
-    full_a = np.broadcast_to(a, shape).reshape(-1)
-    full_b = np.broadcast_to(b, shape).reshape(-1)
-    expected = naive.mul(full_a, a_zp, full_b, b_zp, mult, shift, out_zp, qmin, qmax, dtype).reshape(shape)
+    rest = (mult, shift, out_zp, qmin, qmax)
+
+    def full(v):
+        return np.broadcast_to(v, shape).reshape(-1).copy()
+
+    def twin(x, y):
+        return naive.mul(full(x), a_zp, full(y), b_zp, *rest, dtype).reshape(shape)
+
+    expected = twin(a, b)
     out = np.empty(shape, dtype)
-    mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out)
+    mul(a, a_zp, b, b_zp, *rest, out)
     np.testing.assert_array_equal(out, expected)
-    # a node's cache: validated once per shapes and dtypes, then the loop directly; other shapes validate again
-    cache = {}
-    for x, y, o in ((a, b, shape), (a, b, shape), (full_a.copy(), full_b.copy(), (full_a.size,)), (a, b, shape)):
-        out = np.empty(o, dtype)
-        mul(x, a_zp, y, b_zp, mult, shift, out_zp, qmin, qmax, out, cache=cache)
-        np.testing.assert_array_equal(out.reshape(shape), expected)
+    # what a graph node keeps: one bound run, called on other data of the same shapes (every element changed) and
+    # again on the first; operands of other shapes (here flat full arrays) get their own bind
+    a2, b2 = ~a, ~b
+    expected2 = twin(a2, b2)
+    run = bind(a, a_zp, b, b_zp, *rest, np.empty(shape, dtype))
+    run_flat = bind(full(a), a_zp, full(b), b_zp, *rest, np.empty(expected.size, dtype))
+    for r, x, y, want in ((run, a, b, expected), (run, a2, b2, expected2), (run, a, b, expected),
+                          (run_flat, full(a2), full(b2), expected2), (run_flat, full(a), full(b), expected)):
+        out = np.empty(shape, dtype)
+        r(x, y, out if r is run else out.reshape(-1))
+        np.testing.assert_array_equal(out, want)

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.requantize import saturation_bounds
-from kernels.row_sum import row_sums, row_sums_requantized
+from kernels.row_sum import bind_requantized, row_sums, row_sums_requantized
 from tests import naive
 
 
@@ -35,26 +35,35 @@ def test_row_sums_extremes_and_validation():
 @settings(deadline=None, max_examples=150)
 @given(st.data())
 def test_row_sums_requantized_matches_twins(data):
-    """row sums then requantize (naive.row_sums, naive.requantize) in one call, through a node's cache: other data
-    of the same shape reuses it, another shape is validated again; False exactly where fusion is not proven."""
+    """row sums then requantize (naive.row_sums, naive.requantize) in one call; False (bind: None) exactly where
+    fusion is not proven. What a graph node keeps, one bound run, gives the twins' result on other data of the
+    same shape too (called repeatedly); another shape gets its own bind."""
     dt, lo, hi = data.draw(naive.value_ranges(naive.OUT_RANGES))
     shape = (data.draw(st.integers(1, 6)), data.draw(st.integers(1, 300)))
     mult, shift = data.draw(naive.multipliers(allow_negative=True))
     bias = data.draw(st.integers(-2 ** 40, 2 ** 40))
     out_dtype, out_zp, qmin, qmax = data.draw(naive.out_params())
     acc_bits = data.draw(st.sampled_from([32, 48, 64]))
-    cache = {}
-    for rows in (shape[0], shape[0], shape[0] + 1):
+    args = (bias, mult, shift, out_zp, qmin, qmax, acc_bits)
+    info = np.iinfo(dt)
+    proven = (shape[1] * max(-int(info.min), int(info.max)) + abs(bias) < 2 ** (acc_bits - 1)
+              and int(saturation_bounds(np.array([mult]), np.array([shift]), out_zp, qmin, qmax)[0]) > 0)
+    for rows in (shape[0], shape[0] + 1):
         x = data.draw(naive.int_arrays((rows, shape[1]), dt, lo, hi))
         out = np.empty(rows, out_dtype)
-        fused = row_sums_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out, cache=cache)
-        info = np.iinfo(dt)
-        proven = (shape[1] * max(-int(info.min), int(info.max)) + abs(bias) < 2 ** (acc_bits - 1)
-                  and int(saturation_bounds(np.array([mult]), np.array([shift]), out_zp, qmin, qmax)[0]) > 0)
-        assert fused == proven
-        if fused:
-            acc = naive.row_sums(x).reshape(1, 1, rows)
+        assert row_sums_requantized(x, *args, out) == proven
+        run = bind_requantized(x, *args, np.empty(rows, out_dtype))
+        assert (run is not None) == proven
+        if not proven:
+            continue
+        x2 = data.draw(naive.int_arrays((rows, shape[1]), dt, lo, hi))  # other data, the same shape and dtype
+        results = [(x, out)]
+        for xi in (x, x2, x):
+            results.append((xi, np.empty(rows, out_dtype)))
+            run(xi, results[-1][1])
+        for xi, got in results:
+            acc = naive.row_sums(xi).reshape(1, 1, rows)
             expected, overflows = naive.requantize(acc, [bias], [mult], [shift], out_zp, qmin, qmax, acc_bits, False,
                                                    out_dtype)
             assert overflows == 0
-            np.testing.assert_array_equal(out, expected.reshape(rows))
+            np.testing.assert_array_equal(got, expected.reshape(rows))
