@@ -1118,12 +1118,15 @@ def cli_main(args, shapes) -> int:
 
 
 def format_result(result: CheckResult, quiet: bool = False) -> str:
+    """The text report: one line per node, its findings under it. A fix is written out where it first appears;
+    the same fix again (a rule that hits many nodes) refers back to it."""
     lines = [f"npu-sim check: {result.model} on board '{result.board}'"]
+    first_fix: dict[str, str] = {}  # fix text -> where it was written out
     width = min(40, max([len(n.node) for n in result.nodes] + [4]))
     opw = min(18, max([len(n.op) for n in result.nodes] + [2]))
     lines.append(f"{'node':{width}}  {'op':{opw}}  place  precision  findings")
     for f in result.model_findings:
-        lines += _finding_lines(f)
+        lines += _finding_lines(f, first_fix, "the model")
     for n in result.nodes:
         if quiet and not n.findings:
             continue
@@ -1132,7 +1135,7 @@ def format_result(result: CheckResult, quiet: bool = False) -> str:
         name = n.node if len(n.node) <= width else "…" + n.node[-(width - 1):]
         lines.append(f"{name:{width}}  {n.op:{opw}}  {n.placement:5}  {n.precision:9}  {', '.join(counts) or 'ok'}")
         for f in n.findings:
-            lines += _finding_lines(f)
+            lines += _finding_lines(f, first_fix, n.node)
     npu = sum(n.placement == "NPU" for n in result.nodes)
     verdict = "DEPLOYABLE" if result.deployable else "NOT DEPLOYABLE"
     lines.append(f"summary: {len(result.nodes)} nodes ({npu} NPU, {len(result.nodes) - npu} CPU); "
@@ -1147,8 +1150,9 @@ def format_result(result: CheckResult, quiet: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _finding_lines(f: Finding) -> list[str]:
-    return [f"    {f.severity:7} {f.rule}: {f.message}", f"            fix: {f.fix}"]
+def _finding_lines(f: Finding, first_fix: dict[str, str], where: str) -> list[str]:
+    fix = f.fix if first_fix.setdefault(f.fix, where) == where else f"as for {first_fix[f.fix]} above"
+    return [f"    {f.severity:7} {f.rule}: {f.message}", f"            fix: {fix}"]
 
 
 # ---------------------------------------------------------------------------------------------------------------

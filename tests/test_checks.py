@@ -433,6 +433,20 @@ def test_cli_text_json_and_exit_codes(tmp_path, capsys):
     assert main(["check", str(DEMO), "--input", f"input={tmp_path / 'x.npy'}"]) == 0
 
 
+def test_text_report_writes_each_fix_out_once(tmp_path, capsys):
+    """A rule that hits many nodes (asymmetric activations: every node) gives its fix in full at the first node
+    and refers back to it after; each node still names its own tensor and zero point."""
+    path = q(tmp_path, unary_model("Sigmoid", n=3), "asym", sym=False)
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    result = check(str(path))
+    hits = [n.node for n in result.nodes if any(f.rule == "zero_point.activation" for f in n.findings)]
+    fix = rules_of(result)["zero_point.activation"][0].fix
+    assert len(hits) >= 3 and out.count(fix) == 1
+    assert out.count(f"fix: as for {hits[0]} above") == len(hits) - 1
+    assert out.count("zero_point.activation: ") == len(hits)
+
+
 def test_api_accepts_a_simulator():
     sim = npu_sim.load(DEMO, feed_shapes={"input": (1, 1, 8, 8)})
     r = npu_sim.check(sim)
