@@ -715,8 +715,9 @@ def format_table(est: Estimate, top: int = 5) -> str:
     lines.append(f"total: {s['total_cycles']:,.0f} cycles = {s['latency_ms']:.3f} ms at {est.clock_hz / 1e6:g} MHz "
                  f"({s['fps']:.1f} FPS); {s['total_macs']:,} MACs, MAC utilization {s['utilization_pct']:.1f}%")
     lines.append(f"NPU {s['npu_share_pct']:.1f}% ({s['npu_nodes']} nodes), CPU fallback {s['cpu_share_pct']:.1f}% "
-                 f"({s['cpu_nodes']} nodes)" + (f"; feature maps spilled to {', '.join(s['spilled_nodes'][:3])}"
-                                                f"{' ...' if len(s['spilled_nodes']) > 3 else ''} (bound marked *)"
+                 f"({s['cpu_nodes']} nodes)" + (f"; feature maps too large for on-chip memory (bound marked *): "
+                                                f"{', '.join(s['spilled_nodes'][:3])}"
+                                                f"{' ...' if len(s['spilled_nodes']) > 3 else ''}"
                                                 if s["spilled_nodes"] else ""))
     lines.append("by class: " + ", ".join(f"{k} {100 * v / s['total_cycles']:.1f}%"
                                           for k, v in s["cycles_by_class"].items() if v) if s["total_cycles"] else

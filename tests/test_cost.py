@@ -203,6 +203,7 @@ def test_spill_and_cpu_fallback(tmp_path, monkeypatch):
     prog = _conv_program(small, 16, 16, 32, 32)
     est = cost.estimate_program(prog, small)
     assert est.layers[0].spill and "ddr" in est.layers[0].bytes and est.summary["spilled_nodes"] == ["conv"]
+    assert "feature maps too large for on-chip memory (bound marked *): conv" in cost.format_table(est)
     fast = cost.estimate_program(_conv_program(load_board("default"), 16, 16, 32, 32), load_board("default"))
     assert est.summary["total_cycles"] > fast.summary["total_cycles"]
     from npu_sim import checks
