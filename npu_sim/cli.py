@@ -77,6 +77,10 @@ def main(argv=None) -> int:
     except NpuSimError as exc:
         print(f"npu-sim: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as exc:  # the file system refused a read or a write: the path is the user's to fix
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"npu-sim: error: {where}{exc.strerror or exc}; check the path and its permissions", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # never a traceback for users; NPU_SIM_DEBUG=1 shows it
@@ -117,6 +121,8 @@ def _dispatch(args) -> int:
         print(f"no --input given: using seeded random input (seed {args.seed}) in the calibrated range")
     result = sim.execute(feeds, keep_all=args.dump_all)
     out_dir = Path(args.out)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"--out {args.out!r} is a file; give a folder (it is created if missing)")
     out_dir.mkdir(parents=True, exist_ok=True)
     prog = sim.program
     for name, tname in prog.outputs.items():

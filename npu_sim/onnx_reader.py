@@ -163,13 +163,14 @@ def _fix_input_shape(inp, override, path) -> None:
     tt = inp.type.tensor_type
     dims = list(tt.shape.dim) if tt.HasField("shape") else None
     if override is not None:
+        given = f"input {inp.name!r}: shape {'x'.join(map(str, override))} (from --input-shape or the input file)"
+        if any(int(v) < 1 for v in override):
+            raise InputError(f"{given}: every dimension must be at least 1")
         if dims is not None and len(dims) != len(override):
-            raise InputError(f"--input-shape {inp.name}: model input has rank {len(dims)}, got "
-                             f"{'x'.join(map(str, override))}")
+            raise InputError(f"{given}: the model input has rank {len(dims)} {_dims_str(dims)}")
         for d, want in zip(dims or [], override):
             if d.HasField("dim_value") and d.dim_value not in (0, want):
-                raise InputError(f"--input-shape {inp.name}={'x'.join(map(str, override))} conflicts with the "
-                                 f"model's fixed shape {_dims_str(dims)}")
+                raise InputError(f"{given} conflicts with the model's fixed shape {_dims_str(dims)}")
         tt.ClearField("shape")
         for want in override:
             tt.shape.dim.add().dim_value = int(want)

@@ -170,6 +170,25 @@ def test_dynamic_shape_needs_input_shape(tmp_path, capsys):
     assert code == 0 and "2x2x4x4" in out
     code, _, err = cli("lower", path, "--input-shape", "x=2x2x4", capsys=capsys)
     assert_clean_error(code, err, "rank 4")
+    with pytest.raises(InputError, match="'x': shape 0x2x4x4 .* at least 1"):
+        npu_sim.load(path, input_shapes={"x": (0, 2, 4, 4)})
+    code, _, err = cli("estimate", path, "--input-shape", "x=0x2x4x4", capsys=capsys)
+    assert_clean_error(code, err, "0x2x4x4", "at least 1")
+    empty = tmp_path / "empty.npy"
+    np.save(empty, np.zeros((0, 2, 4, 4), np.float32))
+    code, _, err = cli("run", path, "--input", f"x={empty}", "--out", tmp_path / "o", capsys=capsys)
+    assert_clean_error(code, err, "0x2x4x4", "at least 1")
+
+
+def test_unwritable_output_folder(tmp_path, capsys):
+    """--out on a file, or under a folder that cannot be created: the path and what to do, exit 2."""
+    path = tiny_qdq(tmp_path / "m.onnx")
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    code, _, err = cli("run", path, "--out", afile, capsys=capsys)
+    assert_clean_error(code, err, str(afile), "give a folder")
+    code, _, err = cli("run", path, "--out", afile / "sub", capsys=capsys)
+    assert_clean_error(code, err, str(afile / "sub"), "check the path")
 
 
 @pytest.mark.parametrize("location", ["../../../../etc/passwd", "/etc/passwd", "sub/../../secret.bin"])
