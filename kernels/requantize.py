@@ -15,6 +15,8 @@ validates it the same way.
 import functools
 
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from ._jit import njit
 from .fixedpoint import MAX_SHIFT, MULTIPLIER_BITS, mul_round_shift
@@ -159,16 +161,42 @@ def mrs_checked(x, m, r):
     return mul_round_shift(x, m, r)
 
 
+def _int32_values(src):
+    """Whether every value of ``src`` is an int32 value by its type (8/16/32-bit integers) or by the callers'
+    contract (float32 runs hold exact integer accumulators, below 2**24 in magnitude). Resolved at compile time."""
+
+
+@overload(_int32_values)
+def _int32_values_impl(src):
+    narrow = src.dtype in (types.int8, types.uint8, types.int16, types.uint16, types.int32, types.float32)
+    return lambda src: narrow
+
+
 @njit
 def requantize_row(src, dst, bias, mult, shift, bound, out_zp, qmin, qmax):
     """The branch-free path of :func:`requantize` for one run of accumulators of one channel (used by kernels
     that requantize as they go): ``dst = clamp(((clamp(src + bias, -bound, bound)*mult + 2**(shift-1)) >> shift)
-    + out_zp, qmin, qmax)``; ``bound`` from :func:`saturation_bounds` (> 0), no accumulator-width check."""
+    + out_zp, qmin, qmax)``; ``bound`` from :func:`saturation_bounds` (> 0), no accumulator-width check. A float
+    ``src`` holds exact integers (float32: of magnitude below 2**31).
+
+    int32 accumulators (and exact float32 ones) take a shorter loop: ``(src*mult + c) >> shift`` with the bias,
+    the rounding constant and the zero point in ``c = bias*mult + 2**(shift-1) + out_zp*2**shift`` (a multiple of
+    ``2**shift`` added before the floor division is added after it, exactly), without the clamp into
+    ``[-bound, bound]``, which never changes the output (:func:`saturation_bounds`) and is there only to keep the
+    product in int64: with ``|src| <= 2**31`` and ``|mult| < 2**31`` it is, and ``|c| < 2**61`` is checked."""
     b = np.int64(bias)
     m = np.int64(mult)
     r = np.int64(shift)
     lim = np.int64(bound)
     rnd = np.int64(0) if r == 0 else np.int64(1) << (r - 1)
+    if _int32_values(src) and abs(float(b)) * abs(float(m)) + float(rnd) + abs(float(out_zp)) * 2.0 ** r < 2.0 ** 61:
+        c = b * m + rnd + (np.int64(out_zp) << r)
+        m32 = np.int64(np.int32(m))
+        info = np.iinfo(dst.dtype)
+        full = qmin == info.min and qmax == info.max
+        for j in range(src.shape[0]):
+            dst[j] = clamp_out((np.int64(np.int32(src[j])) * m32 + c) >> r, full, qmin, qmax, dst)
+        return
     if lim < INT32_LIMIT:  # the clamped v and |mult| < 2**31 both fit int32: a 32x32->64-bit multiply (pmuldq)
         m32 = np.int64(np.int32(m))
         for j in range(src.shape[0]):

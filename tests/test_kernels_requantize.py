@@ -1,11 +1,11 @@
 """requantize / requantize_float == their golden twins, bit for bit."""
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kernels.fixedpoint import quantize_multiplier
-from kernels.requantize import requantize, requantize_float, saturation_bounds
+from kernels.requantize import requantize, requantize_float, requantize_row, saturation_bounds
 from tests import naive
 
 
@@ -293,3 +293,59 @@ def test_bound_at_int32_edge():
             np.testing.assert_array_equal(out, expected)
             ran += 1
     assert ran == 4  # int8 and int16 outputs, both bounds
+
+
+SRC_TYPES = {  # accumulator dtype of a requantize_row caller -> the value range its callers guarantee
+    np.int8: (-128, 127), np.int16: (-2 ** 15, 2 ** 15 - 1), np.int32: (-2 ** 31, 2 ** 31 - 1),
+    np.int64: (-2 ** 40, 2 ** 40), np.float32: (-2 ** 24, 2 ** 24), np.float64: (-2 ** 40, 2 ** 40)}
+
+
+@st.composite
+def row_case(draw):
+    """One channel's run for requantize_row: accumulators of every caller's dtype (edges of its range included),
+    a bias, multiplier, output range and zero point that take either loop (the folded constant is checked
+    against 2**61: large biases, shifts and zero points fall back), and a saturation bound > 0."""
+    sdt = draw(st.sampled_from(list(SRC_TYPES)))
+    lo, hi = SRC_TYPES[sdt]
+    n = draw(st.integers(1, 40))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    src = rng.integers(lo, hi, size=n, endpoint=True, dtype=np.int64)
+    src[:min(n, 4)] = draw(st.permutations([lo, hi, 0, -1]))[:min(n, 4)]
+    bias = draw(st.sampled_from([0, 1, -7, 2 ** 31 - 1, -2 ** 31, 2 ** 40, -(2 ** 45)]) | st.integers(-2 ** 33, 2 ** 33))
+    mult, shift = draw(naive.multipliers(allow_negative=True))
+    dtype, zp, qmin, qmax = draw(naive.out_params())
+    bound = int(saturation_bounds(np.array([mult]), np.array([shift]), zp, qmin, qmax)[0])
+    assume(bound > 0)
+    return src.astype(sdt), bias, mult, shift, bound, zp, qmin, qmax, dtype
+
+
+@settings(deadline=None, max_examples=400)
+@given(row_case())
+def test_requantize_row_matches_twin(case):
+    """requantize_row (both of its loops: the folded one for int32-valued accumulators, the clamped one) ==
+    the Python-integer twin of requantize on the same run."""
+    src, bias, mult, shift, bound, zp, qmin, qmax, dtype = case
+    expected, _ = naive.requantize(src.astype(np.int64).reshape(1, 1, -1), [bias], [mult], [shift], zp, qmin, qmax,
+                                   64, False, dtype)
+    out = np.empty(src.size, dtype)
+    requantize_row(src, out, bias, mult, shift, bound, zp, qmin, qmax)
+    np.testing.assert_array_equal(out, expected.reshape(-1))
+
+
+def test_requantize_row_extremes():
+    """The folded loop at its limits: int32 extremes times the largest multipliers, a bias and zero point that
+    put the folded constant just under and over 2**61 (the clamped loop then), negative multipliers."""
+    src = np.array([-2 ** 31, -2 ** 31 + 1, -1, 0, 1, 2 ** 31 - 1], np.int32)
+    for mult in (2 ** 31 - 1, -(2 ** 31 - 1), 1 << 30, 1):
+        for shift in (0, 1, 31, 40, 62):
+            for bias in (0, 2 ** 29, -(2 ** 29), 2 ** 30 + 5, 3 << 30, -(3 << 30), 2 ** 40):
+                for dtype, zp, qmin, qmax in ((np.int8, 0, -128, 127), (np.int16, -300, -32768, 32767),
+                                              (np.uint8, 255, 0, 255), (np.int32, 0, -2 ** 31, 2 ** 31 - 1)):
+                    bound = int(saturation_bounds(np.array([mult]), np.array([shift]), zp, qmin, qmax)[0])
+                    if bound == 0:
+                        continue
+                    expected, _ = naive.requantize(src.astype(np.int64).reshape(1, 1, -1), [bias], [mult], [shift],
+                                                   zp, qmin, qmax, 64, False, dtype)
+                    out = np.empty(src.size, dtype)
+                    requantize_row(src, out, bias, mult, shift, bound, zp, qmin, qmax)
+                    np.testing.assert_array_equal(out, expected.reshape(-1), err_msg=str((mult, shift, bias)))
