@@ -13,8 +13,17 @@ import numpy as np
 
 from ._jit import njit
 
+def _exp_f32(v: float) -> np.float32:
+    """exp(v) correctly rounded to float32: +inf past float32's range, as a float32 libm returns it (without
+    float64's OverflowError beyond exp(709) or numpy's overflow warning on the cast)."""
+    if v > 89.0:  # exp(89) > float32's largest value plus half an ulp: rounds to inf
+        return np.float32(np.inf)
+    with np.errstate(over="ignore"):
+        return np.float32(math.exp(v))
+
+
 FUNCTIONS = {
-    "Sigmoid": lambda x: np.float32(1.0) / (np.float32(1.0) + np.float32(math.exp(-float(x)))),
+    "Sigmoid": lambda x: np.float32(1.0) / (np.float32(1.0) + _exp_f32(-float(x))),
     "Tanh": lambda x: np.float32(math.tanh(float(x))),
 }
 

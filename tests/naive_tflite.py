@@ -125,7 +125,12 @@ def lut8(fn, s_in, zp_in, s_out, zp_out, qmin, qmax):
     inv = f32(1) / f32(s_out)
     for v in range(-128, 128):
         x = f32(s_in) * f32(v - zp_in)
-        y = f32(1) / (f32(1) + f32(math.exp(-float(x)))) if fn == "Sigmoid" else f32(math.tanh(float(x)))
+        if fn == "Sigmoid":
+            e = math.inf if -float(x) > 709 else math.exp(-float(x))  # float64's own overflow
+            with np.errstate(over="ignore"):  # beyond float32's range: inf, as a float32 exp returns
+                y = f32(1) / (f32(1) + f32(e))
+        else:
+            y = f32(math.tanh(float(x)))
         t = float(f32(y * inv))
         r = math.floor(abs(t) + 0.5) * (1 if t >= 0 else -1)
         table[v & 0xFF] = clampi(r + zp_out, qmin, qmax)

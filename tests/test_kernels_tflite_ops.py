@@ -1,5 +1,8 @@
 """The elementwise, pooling and LUT kernels of the tflite arithmetic == their golden twins (tests/naive_tflite.py)."""
+import warnings
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,3 +83,14 @@ def test_lut8(fn, s_in, zp_in, seed):
     np.testing.assert_array_equal(table, nt.lut8(fn, s_in, zp_in, s_out, zp_out, -128, 127))
     x = _ints(np.random.default_rng(seed), np.int8, 50)
     assert lut8_lookup(x, table).tolist() == [int(table[int(v) & 0xFF]) for v in x]
+
+
+@pytest.mark.parametrize("s_in", [0.5, 0.7, 1.0, 1e3, 1e30])
+def test_lut8_sigmoid_past_float32_exp(s_in):
+    """Inputs whose exp(-x) passes float32's range (x < -88.7) or float64's (x < -709): the table holds 0 there
+    (1 / (1 + inf)), as TFLite's float32 table does, with no overflow error or warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = build_lut8("Sigmoid", s_in, 0, 1 / 256, -128)
+        np.testing.assert_array_equal(table, nt.lut8("Sigmoid", s_in, 0, 1 / 256, -128, -128, 127))
+    assert table[128] == -128 and table[127] == 127  # v = -128 (index 0x80): sigmoid 0; v = 127: 1, clamped
