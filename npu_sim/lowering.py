@@ -44,6 +44,22 @@ class Pending:
     done: str | None = None          # integer tensor once a QuantizeLinear closed the group
 
 
+
+def _problem_lines(problems, shown: int = 4) -> list[str]:
+    """One line per distinct (op, reason), in the order first met, naming its nodes (the first ``shown`` of
+    them): a reason shared by many nodes (an op the board lacks) is said once."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name, op, why in problems:
+        groups.setdefault((op, why), []).append(name)
+    lines = []
+    for (op, why), names in groups.items():
+        if len(names) == 1:
+            lines.append(f"  - node {names[0]!r} ({op}): {why}")
+        else:
+            more = f" and {len(names) - shown} more" if len(names) > shown else ""
+            lines.append(f"  - {len(names)} {op} nodes ({', '.join(map(repr, names[:shown]))}{more}): {why}")
+    return lines
+
 class Lowering:
     def __init__(self, graph: Graph, board: Board, tolerant: bool = False):
         self.g = graph
@@ -129,7 +145,7 @@ class Lowering:
                 self.failed.update(onode.output)
         self._outputs()
         if self.problems and not self.tolerant:
-            lines = "\n".join(f"  - node {n!r} ({op}): {why}" for n, op, why in self.problems)
+            lines = "\n".join(_problem_lines(self.problems))
             raise UnsupportedModelError(
                 f"{self.g.path}: {len(self.problems)} node(s) cannot run as integer ops on board "
                 f"'{self.board}':\n{lines}", self.problems)

@@ -104,6 +104,7 @@ def test_unsupported_ops_listed_at_once(tmp_path, capsys):
     assert "selu_a" in names and "einsum_b" in names and "selu_c" in names
     msg = str(info.value)
     assert "lookup" in msg and "Einsum" in msg
+    assert "2 Selu nodes ('selu_a', 'selu_c'): " in msg and msg.count("selu_a") == 1  # one line per reason
     code, _, err = cli("lower", path, capsys=capsys)
     assert_clean_error(code, err, "selu_a", "einsum_b", "selu_c")
 
