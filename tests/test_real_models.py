@@ -50,6 +50,7 @@ def _cosines(a_list, b_list):
 
 
 @pytest.mark.network
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a run prints nothing but its results (no numpy warnings)
 @pytest.mark.parametrize("board", ["onnx", "default"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_ppocr_end_to_end(name, board, request):
