@@ -163,7 +163,8 @@ def mrs_checked(x, m, r):
 
 def _int32_values(src):
     """Whether every value of ``src`` is an int32 value by its type (8/16/32-bit integers) or by the callers'
-    contract (float32 runs hold exact integer accumulators, below 2**24 in magnitude). Resolved at compile time."""
+    contract (float32 runs hold exact integers below 2**31 in magnitude: the exact float kernels' accumulators stay
+    below 2**24). Resolved at compile time."""
 
 
 @overload(_int32_values)

@@ -44,7 +44,6 @@ class Pending:
     done: str | None = None          # integer tensor once a QuantizeLinear closed the group
 
 
-
 def _problem_lines(problems, shown: int = 4) -> list[str]:
     """One line per distinct (op, reason), in the order first met, naming its nodes (the first ``shown`` of
     them): a reason shared by many nodes (an op the board lacks) is said once."""
@@ -59,6 +58,7 @@ def _problem_lines(problems, shown: int = 4) -> list[str]:
             more = f" and {len(names) - shown} more" if len(names) > shown else ""
             lines.append(f"  - {len(names)} {op} nodes ({', '.join(map(repr, names[:shown]))}{more}): {why}")
     return lines
+
 
 class Lowering:
     def __init__(self, graph: Graph, board: Board, tolerant: bool = False):
