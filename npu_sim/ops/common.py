@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from kernels.fixedpoint import quantize_multiplier
-from kernels.requantize import (_requantize, _requantize_cols, by_columns, requantize, requantize_float,
+from kernels.requantize import (_requantize, _requantize_cols, by_columns, cached_bind, requantize, requantize_float,
                                 saturation_bounds)
 
 from ..ir import Node, QParams, Tensor
@@ -188,6 +188,13 @@ def rescale(node: Node, ctx, q: np.ndarray, params: dict) -> np.ndarray:
     q = np.ascontiguousarray(q)
     return requantize_acc(node, ctx, q, 1, 1, q.size, params,
                           offset=np.array([-params["x_zp"]], np.int64)).reshape(q.shape)
+
+
+def layout_memo(p: dict, slot: str, key, make):
+    """``make()`` -- a node's run closure for inputs of one layout, or None where its fast path does not apply --
+    kept in the node's params under ``slot`` while ``key`` (those inputs' shapes and dtypes) repeats: the kernels'
+    ``cached_bind`` with a memo per node and path."""
+    return cached_bind(p.setdefault(slot, {}), key, make)
 
 
 def bound_closure(run, in_shape, buf_shape, out_shape, dtype):

@@ -57,7 +57,7 @@ from kernels.ort_qlmul import ort_qlmul
 
 from ..ir import Node, QParams, Tensor
 from .common import (activation_bounds, attrs, bound_closure, check_per_tensor, const_value, fixed_multipliers,
-                     output_params, requantize_acc, rescale, rescale_params)
+                     layout_memo, output_params, requantize_acc, rescale, rescale_params)
 from .float_ref import lower_float_reference
 
 BN_FRACTION_BITS = 16
@@ -154,11 +154,9 @@ def _run_binary(node, inputs, ctx, bind):
     p = node.params
     a, i = _value(p["_a"], inputs, 0)
     b, _ = _value(p["_b"], inputs, i)
-    fast = p.get("_fast")
-    if fast is None or fast[0] != (a.shape, a.dtype, b.shape, b.dtype):
-        fast = p["_fast"] = ((a.shape, a.dtype, b.shape, b.dtype), _binary_closure(p, a, b, ctx.shape_of(
-            node.outputs[0]), bind))
-    return [fast[1](a, b)]
+    fast = layout_memo(p, "_fast", (a.shape, a.dtype, b.shape, b.dtype),
+                       lambda: _binary_closure(p, a, b, ctx.shape_of(node.outputs[0]), bind))
+    return [fast(a, b)]
 
 
 def _binary_closure(p, a, b, shape, bind):
@@ -359,16 +357,13 @@ def scalar_rescale(node, ctx, x, p: dict) -> np.ndarray:
     a scalar): for 8/16-bit ``x`` and ``shift >= 1`` it is ``((x - x_zp) * mult + 2^(shift-1)) >> shift``, the
     affine kernel with one channel (the same integers as the requantization, |x - x_zp| < 2^31), bound once per
     input shape and dtype (kept in ``p``); else ``common.rescale``."""
-    fast = p.get("_fast_rescale")
-    if fast is None or fast[0] != (x.shape, x.dtype):
-        run = None
+    def make():
         if p["shift"][0] >= 1 and x.dtype in AFFINE_DTYPES and abs(p["x_zp"]) <= 1 << 16:
-            run = _affine_closure(np.ascontiguousarray(x).reshape(1, 1, -1), x.shape, p["_out_dtype"], p["x_zp"],
-                                  p["mult"], p["bias"], int(p["shift"][0]), p)
-        fast = p["_fast_rescale"] = ((x.shape, x.dtype), run)
-    if fast[1] is None:
-        return rescale(node, ctx, x, p)
-    return fast[1](x)
+            return _affine_closure(np.ascontiguousarray(x).reshape(1, 1, -1), x.shape, p["_out_dtype"], p["x_zp"],
+                                   p["mult"], p["bias"], int(p["shift"][0]), p)
+        return None
+    fast = layout_memo(p, "_fast_rescale", (x.shape, x.dtype), make)
+    return rescale(node, ctx, x, p) if fast is None else fast(x)
 
 
 def _affine_closure(x3, shape, out_dtype, x_zp, w, b, f_bits, p):
@@ -559,10 +554,7 @@ def _affine_params(x: Tensor, w: np.ndarray, b, f_bits: int, what: str) -> dict:
 def _run_affine(node, inputs, ctx):
     p = node.params
     x = inputs[0]
-    fast = p.get("_fast")
-    if fast is None or fast[0] != (x.shape, x.dtype):
-        c = p["w"].size
-        x3 = np.ascontiguousarray(x).reshape(x.shape[0] if x.ndim > 1 else 1, c, -1)
-        fast = p["_fast"] = ((x.shape, x.dtype), _affine_closure(x3, x.shape, p["_out_dtype"], p["x_zp"], p["w"],
-                                                                  p["b"], p["f_bits"], p))
-    return [fast[1](x)]
+    def make():
+        x3 = np.ascontiguousarray(x).reshape(x.shape[0] if x.ndim > 1 else 1, p["w"].size, -1)
+        return _affine_closure(x3, x.shape, p["_out_dtype"], p["x_zp"], p["w"], p["b"], p["f_bits"], p)
+    return [layout_memo(p, "_fast", (x.shape, x.dtype), make)(x)]

@@ -22,7 +22,8 @@ from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tile
 from kernels.gemm import int_matmul
 
 from ..ir import Node, Tensor
-from .common import attrs, bound_closure, check_per_tensor, mac_bound, output_params, prepare_requant, requantize_acc
+from .common import (attrs, bound_closure, check_per_tensor, layout_memo, mac_bound, output_params, prepare_requant,
+                     requantize_acc)
 
 
 def _problem(msg):
@@ -125,11 +126,9 @@ def lower_conv(lowering, onode, args, out: Tensor, act) -> Node:
 def _run_conv(node, inputs, ctx):
     p = node.params
     x = np.ascontiguousarray(inputs[0])
-    fused = p.get("_fused")  # (input shape, dtype, conv or None): decided once per input shape and dtype
-    if fused is None or fused[0] != x.shape or fused[1] != x.dtype:
-        fused = p["_fused"] = (x.shape, x.dtype, _bind_fused(p, x, ctx.shape_of(node.outputs[0])))
-    if fused[2] is not None:
-        return [fused[2](x)]
+    fused = layout_memo(p, "_fused", (x.shape, x.dtype), lambda: _bind_fused(p, x, ctx.shape_of(node.outputs[0])))
+    if fused is not None:
+        return [fused(x)]
     if p["_is1d"]:
         x = x[:, :, None, :]
     w = p["_w"]

@@ -31,7 +31,7 @@ from kernels.row_sum import row_sums
 
 from ..ir import Node, Tensor
 from .common import (attrs, bound_closure, check_per_tensor, clamp_bounds, fixed_multipliers, int_const,
-                     output_params, prepare_requant, requantize_acc)
+                     layout_memo, output_params, prepare_requant, requantize_acc)
 from .elementwise import ort_fuses_qdq_group
 from .float_ref import lower_float_reference
 
@@ -208,11 +208,9 @@ def _run_ort_qlgavgpool(node, inputs, ctx):
 def _run_mean(node, inputs, ctx):
     p = node.params
     x = inputs[0]
-    fast = p.get("_fast")  # (input shape, dtype, closure or None), decided once per input shape and dtype
-    if fast is None or fast[0] != x.shape or fast[1] != x.dtype:
-        fast = p["_fast"] = (x.shape, x.dtype, _mean_closure(p, x, ctx.shape_of(node.outputs[0])))
-    if fast[2] is not None:
-        return [fast[2](x)]
+    fast = layout_memo(p, "_fast", (x.shape, x.dtype), lambda: _mean_closure(p, x, ctx.shape_of(node.outputs[0])))
+    if fast is not None:
+        return [fast(x)]
     axes = p["axes"]
     if axes == tuple(range(axes[0], x.ndim)):  # trailing axes: the sums of contiguous rows
         rows = np.ascontiguousarray(x).reshape(-1, p["n"])
