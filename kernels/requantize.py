@@ -40,9 +40,9 @@ def array_key(*arrays) -> tuple:
 
 
 def cached_bind(cache, key, make):
-    """``make()`` (a kernel bound to its arguments: a run function, or None where it does not apply), kept in
-    ``cache`` (a dict the caller owns for constant arguments, one per graph node; or None) while ``key``
-    repeats."""
+    """``make()`` (a kernel bound to its arguments -- a run function, or None where it does not apply -- or those
+    validated arguments themselves), kept in ``cache`` (a dict the caller owns for constant arguments, one per
+    graph node; or None) while ``key`` repeats."""
     if cache is None:
         return make()
     if cache.get("key") != key:

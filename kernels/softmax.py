@@ -19,7 +19,8 @@ Two ways to get ``e`` from ``d = max - q`` (the zero point cancels):
 import numpy as np
 
 from ._jit import njit
-from .requantize import as_int, check_int_array, check_multiplier, check_out, clamp, mrs_checked
+from .requantize import (array_key, as_int, cached_bind, check_int_array, check_multiplier, check_out, clamp,
+                         mrs_checked)
 
 IN_DTYPES_8 = (np.int8, np.uint8)
 IN_DTYPES_16 = (np.int16, np.uint16, np.int8, np.uint8)
@@ -218,23 +219,23 @@ def softmax_lut8(x, exp_lut, recip_lut, out_mult, out_shift, out_zp, qmin, qmax,
         p[i] = (e[i]*y + 2**(h-2)) >> (h-1)                # Q.31 probability
         out[i] = clamp(mul_round_shift(p[i], out_mult, out_shift) + out_zp, qmin, qmax)
     """
-    key = (x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype, out.flags.c_contiguous, out_mult, out_shift,
-           out_zp, qmin, qmax)
-    if cache is not None and cache.get("key") == key:
-        args = cache["args"]
-    else:
-        _rows(x, IN_DTYPES_8)
-        table, _ = _lut(exp_lut, "exp_lut", 0, ONE, sizes=1)
-        if table.size and int(table[0]) != ONE:
-            raise ValueError("exp_lut[0] must be 2**30 (exp(0) in Q.30)")
-        args = (table,) + _recip(recip_lut) + _out(out, x.shape, out_mult, out_shift, out_zp, qmin, qmax)
-        if cache is not None:
-            cache["key"], cache["args"] = key, args
+    key = array_key(x, out) + (out_mult, out_shift, out_zp, qmin, qmax)
+    args = cached_bind(cache, key, lambda: _bind_lut8(x, exp_lut, recip_lut, out_mult, out_shift, out_zp, qmin, qmax,
+                                                      out))
     if x.size and args[0].size < 256:  # a short table must cover this input's span (a full one covers any)
         span = int(x.max()) - int(x.min())
         if args[0].size <= span:
             raise ValueError(f"exp_lut has {args[0].size} entries, the rows span {span + 1} values")
     _softmax_table(x, *args, out)
+
+
+def _bind_lut8(x, exp_lut, recip_lut, out_mult, out_shift, out_zp, qmin, qmax, out):
+    """The validated arguments of ``_softmax_table`` for :func:`softmax_lut8` on arrays like ``x`` and ``out``."""
+    _rows(x, IN_DTYPES_8)
+    table, _ = _lut(exp_lut, "exp_lut", 0, ONE, sizes=1)
+    if table.size and int(table[0]) != ONE:
+        raise ValueError("exp_lut[0] must be 2**30 (exp(0) in Q.30)")
+    return (table,) + _recip(recip_lut) + _out(out, x.shape, out_mult, out_shift, out_zp, qmin, qmax)
 
 
 def softmax_lut16(x, pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, out_mult, out_shift, out_zp, qmin, qmax,
@@ -268,18 +269,14 @@ def softmax_lut16(x, pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, out_mu
         v = T[i] - (((T[i] - T[i+1]) * fr + 2**(G-1)) >> G)   (v = T[i] when G == 0)
         e = (v + 2**(k-1)) >> k                            (e = v when k == 0)
     """
-    key = (pos_mult, pos_shift, frac_bits, x.shape, x.dtype, x.flags.c_contiguous, out.shape, out.dtype,
-           out.flags.c_contiguous, out_mult, out_shift, out_zp, qmin, qmax)
-    if cache is not None and cache.get("key") == key:
-        args = cache["args"]
-    else:
+    key = array_key(x, out) + (pos_mult, pos_shift, frac_bits, out_mult, out_shift, out_zp, qmin, qmax)
+
+    def bind():
         _rows(x, IN_DTYPES_16)
         info = np.iinfo(x.dtype)
         args = _lut16_tables(pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, int(info.max) - int(info.min) + 1)
-        args += _out(out, x.shape, out_mult, out_shift, out_zp, qmin, qmax)
-        if cache is not None:
-            cache["key"], cache["args"] = key, args
-    _softmax_table(x, *args, out)
+        return args + _out(out, x.shape, out_mult, out_shift, out_zp, qmin, qmax)
+    _softmax_table(x, *cached_bind(cache, key, bind), out)
 
 
 def _lut16_tables(pos_mult, pos_shift, frac_bits, exp2_lut, recip_lut, n_d):
