@@ -1,6 +1,6 @@
 """Exact int64 sums of the rows of a 2-D integer array: the accumulator of GlobalAveragePool and ReduceMean over
 trailing axes. ``npu_sim/ops/pool.py`` requantizes it (the zero point in the bias): with
-:func:`row_means_requantized` in the same kernel call where that is proven the same, else separately."""
+:func:`row_sums_requantized` in the same kernel call where that is proven the same, else separately."""
 import numpy as np
 
 from ._jit import njit
