@@ -199,6 +199,17 @@ def _small_prep(p, x_dtype, w2):
     return p[key]
 
 
+def _bind_small_gemm(p, a):
+    """``f(a) -> y`` of a Gemm/MatMul with few rows ``a`` (M, K) on ``kernels.pointwise_small`` (M pixels of K
+    channels), set up once for such inputs; None where its fused requantization is not proven exact."""
+    small = _small_prep(p, a.dtype, p["_w"].T)
+    if small is None:
+        return None
+    m, n = a.shape[0], p["_w"].shape[1]
+    run = pointwise_small.bind(np.ascontiguousarray(a).reshape(m, -1, 1), small, np.empty((m, n, 1), p["_out_dtype"]))
+    return bound_closure(run, (m, -1, 1), (m, n, 1), (m, n), p["_out_dtype"])
+
+
 def _is_pointwise(p) -> bool:
     w = p["_w"]
     return (w.shape[2] == 1 and w.shape[3] == 1 and tuple(p["stride"]) == (1, 1) and not any(p["pads"])
@@ -360,11 +371,9 @@ def _run_gemm(node, inputs, ctx):
     p = node.params
     a = inputs[0].T if p["trans_a"] else inputs[0]
     if "mult" in p and a.shape[0] <= pointwise_small.MAX_PIXELS:  # a few rows: the fused small kernel
-        small = _small_prep(p, a.dtype, p["_w"].T)
+        small = layout_memo(p, "_small_run", (a.shape, a.dtype), lambda: _bind_small_gemm(p, a))
         if small is not None:
-            m, n = a.shape[0], p["_w"].shape[1]
-            y = np.empty((m, n, 1), p["_out_dtype"])
-            return [pointwise_small.run(np.ascontiguousarray(a).reshape(m, -1, 1), small, y).reshape(m, n)]
+            return [small(a)]
     a = a.astype(np.int32) - p["x_zp"]
     acc = int_matmul(np.ascontiguousarray(a), p["_w"], compact=True, b_cache=p["_w_cache"])
     return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
