@@ -38,7 +38,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._jit import njit
+from ._jit import njit, njit_noalloc
 from .requantize import requantize_row
 
 PACK_ROWS = 4       # packed weights hold the output channels rounded up to this (a multiple of every MR_TAIL)
@@ -293,12 +293,13 @@ class KernelSet:
 
 
 def compile_template(fn, suffix, globs):
-    """``njit`` of a copy of template ``fn`` reading its globals from ``globs``, named ``fn_<suffix>`` (its own
-    entry in Numba's on-disk cache, which keys functions by qualified name and bytecode, not by globals)."""
+    """``njit_noalloc`` of a copy of template ``fn`` reading its globals from ``globs``, named ``fn_<suffix>`` (its
+    own entry in Numba's on-disk cache, which keys functions by qualified name and bytecode, not by globals). The
+    templates allocate nothing: their callers pass every scratch array."""
     copy = pytypes.FunctionType(fn.__code__, globs, f"{fn.__name__}_{suffix}")
     copy.__qualname__ = copy.__name__
     copy.__doc__ = fn.__doc__
-    return njit(copy)
+    return njit_noalloc(copy)
 
 
 @functools.cache

@@ -22,9 +22,15 @@ consecutive outputs is one unaligned int32 vector load (AVX-512BW: 16 lanes, AVX
 one too, its extra outputs discarded (the planes carry ``NB`` cells of slack): one tile of independent
 accumulators costs about what a single vector's chain of dependent multiply-adds does.
 
-Exactness. ``sum_t w[t] * (x_t - x_zp) = sum_t w[t] * v_t - pad * sum_t w[t]`` (padding cells hold ``v = pad``),
-so the kernel forms ``A = sum_t w[t] * v_t`` in int32 and the caller subtracts ``pad * sum_t w[t]`` in int64
-(folded into the bias when the requantization is fused: the same integer ``A - corr + bias``). Every int32 value
+Padding rows. An output row's kernel rows that fall on padding rows read only ``pad``: the output rows are
+grouped into blocks whose kernel rows over input rows are the same (:func:`_row_blocks`; all of them inside the
+plane), and a block's tiles run only those rows' pairs. On PP-OCR's 5x5 depthwise layers over planes of 2-3 rows
+that leaves out 2-3 of the 5 kernel rows; stride-1 planes then repack only their input rows per channel.
+
+Exactness. ``sum_t w[t] * (x_t - x_zp) = sum_t w[t] * v_t - pad * sum_t w[t]`` over a block's taps ``t``
+(padding cells hold ``v = pad``; a left-out tap contributes ``w[t] * (pad - pad) = 0`` to both sides), so the
+kernel forms ``A = sum_t w[t] * v_t`` in int32 and subtracts ``corr = pad * sum_t w[t]`` in int64 (folded into the
+bias when the requantization is fused: the same integer ``A - corr + bias``). Every int32 value
 of a lane -- a product, a pair sum, a partial sum in any order -- is a sum of a subset of the terms
 ``w[c, t] * v`` with ``|v| <= 2**15`` (any int16 half, junk columns included), so its magnitude is at most
 ``S_c * 2**15`` with ``S_c = sum_t |w[c, t]|``; ``kernels.conv_int16.plan`` admits only
@@ -162,13 +168,42 @@ def _fill_rows(xc, u, rowoff, col_q, col_iw0, col_cnt, sw, left, center):
 
 
 @njit
-def _pack(u, p, d):
-    """p[q] = (u[q] & 0xFFFF) | (u[q + d] << 16) for q < len(p) (the shifted operand a slice: no wraparound)."""
-    n = p.shape[0]
-    lo = u[:n]
-    hi = u[d:d + n]
-    for q in range(n):
-        p[q] = (np.int32(lo[q]) & 0xFFFF) | (np.int32(hi[q]) << 16)
+def _pack(u, p, d, q0, q1):
+    """p[q] = (u[q] & 0xFFFF) | (u[q + d] << 16) for q0 <= q < q1 (the operands slices: no wraparound)."""
+    lo = u[q0:q1]
+    hi = u[q0 + d:q1 + d]
+    dst = p[q0:q1]
+    for q in range(q1 - q0):
+        dst[q] = (np.int32(lo[q]) & 0xFFFF) | (np.int32(hi[q]) << 16)
+
+
+@njit
+def _row_blocks(ho, h, kh, kw, sh, top, dh, pa, rows_blk):
+    """Output row blocks ``(oh0, oh1, k0, k1)``: consecutive rows (at most ``rows_blk``) whose kernel rows over
+    input rows (not padding) are the same, ``ky0 <= ky < ky1``, and the pairs ``k0 <= k < k1`` of those kernel
+    rows (:func:`prepare` lists the pairs by kernel row)."""
+    first = np.zeros(kh + 1, np.int64)  # first[ky]: the first pair of kernel row ky or later
+    k = 0
+    for ky in range(kh + 1):
+        while k < pa.shape[0] and pa[k] // kw < ky:
+            k += 1
+        first[ky] = k
+    blocks = np.empty((ho, 4), np.int64)
+    n = 0
+    for oh in range(ho):
+        ky0, ky1 = kh, 0
+        for ky in range(kh):
+            ih = oh * sh - top + ky * dh
+            if 0 <= ih < h:
+                ky0 = min(ky0, ky)
+                ky1 = ky + 1
+        k0, k1 = (first[ky0], first[ky1]) if ky0 < ky1 else (0, 0)
+        if n > 0 and blocks[n - 1, 2] == k0 and blocks[n - 1, 3] == k1 and oh - blocks[n - 1, 0] < rows_blk:
+            blocks[n - 1, 1] = oh + 1
+        else:
+            blocks[n, 0], blocks[n, 1], blocks[n, 2], blocks[n, 3] = oh, oh + 1, k0, k1
+            n += 1
+    return blocks[:n]
 
 
 @njit
@@ -193,60 +228,91 @@ def _store_rows(src, dst, pitch, corr):
             d[j] = np.int64(s[j]) - corr
 
 
-def _depthwise16(x, center, pad, pa, w32, d, kh, kw, sh, sw, top, left, bottom, right, dh, dw, u, p, acc, yb, out,
-                 fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax):
-    """Depthwise convolution of 8/16-bit ``x`` (module docstring). ``u``: int16 scratch, at least ``len(p) + d``
-    long, first filled with the centred padding value ``pad``; ``p`` int32 of length :func:`plane_len`; ``acc``
-    int32 and ``yb`` (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. Without
-    ``fuse`` ``out`` receives ``A - corr[c]`` (the exact accumulators); with it their requantization with ``bias``
-    (the correction already folded in).
-    (A template: :func:`kernel_set` compiles it per instruction set, binding ``_tile`` (NB outputs) to the
-    instruction set's tile.)"""
-    n_img, c_in, h, wd = x.shape
-    cout = w32.shape[0]
-    per = cout // c_in
-    ho = out.shape[2]
-    wo = out.shape[3]
+@njit
+def _geometry(x_shape, pa, kh, kw, sh, sw, top, left, bottom, right, dh, dw, ho):
+    """Everything of :func:`_depthwise16` that depends on shapes only, worked out once per bind: ``(offs, rowoff,
+    col_q, col_iw0, col_cnt, blocks, spans, wq)`` -- the read offset of each pair, where the input rows land
+    (:func:`kernels.polyphase.phase_offsets`), the row blocks (:func:`_row_blocks`), the plane spans repacked per
+    channel and the row pitch."""
+    h, wd = x_shape[2], x_shape[3]
     hq = (top + h + bottom + sh - 1) // sh
     wq = (left + wd + right + sw - 1) // sw
     psz = hq * wq
-    n_pairs = pa.shape[0]
-    offs = np.empty(n_pairs, np.int64)
-    for k in range(n_pairs):
+    offs = np.empty(pa.shape[0], np.int64)
+    for k in range(pa.shape[0]):
         ky = pa[k] // kw
         kx = pa[k] % kw
         offs[k] = (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
     rowoff, col_q, col_iw0, col_cnt = phase_offsets(h, wd, top, left, sh, sw, psz, wq)
-    rows_blk = max(1, BLOCK // wq)
+    blocks = _row_blocks(ho, h, kh, kw, sh, top, dh, pa, max(1, BLOCK // wq))
+    # Stride 1: the tiles read input rows only (their kernel rows, by block), so only those cells (of each column
+    # phase) are repacked per channel; the padding rows' pairs stay as packed at the start. Other strides repack
+    # the whole plane.
+    n_span = sw if sh == 1 else 1
+    spans = np.empty((n_span, 2), np.int64)
+    for px in range(n_span):
+        if sh == 1:
+            spans[px, 0], spans[px, 1] = px * psz + top * wq, px * psz + (top + h) * wq
+        else:
+            spans[px, 0], spans[px, 1] = 0, sh * sw * psz
+    return offs, rowoff, col_q, col_iw0, col_cnt, blocks, spans, wq
+
+
+def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, blocks, spans, wq, sw, left, u, p, acc,
+                 yb, out, fuse, psum, bias, mult, shift, bound, out_zp, qmin, qmax):
+    """Depthwise convolution of 8/16-bit ``x`` (module docstring), geometry from :func:`_geometry`. ``u``: int16
+    scratch, at least ``len(p) + d`` long; ``p`` int32 of length :func:`plane_len`; ``acc`` int32 and ``yb``
+    (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. ``psum[c, k]``: the sum of
+    pair ``k``'s two weights. Without ``fuse`` ``out`` receives the exact accumulators; with it their
+    requantization with ``bias``. Allocates nothing (compiled without reference counting: :func:`kernels._jit.
+    njit_noalloc`).
+    (A template: :func:`kernel_set` compiles it per instruction set, binding ``_tile`` (NB outputs) to the
+    instruction set's tile.)"""
+    n_img, c_in = x.shape[0], x.shape[1]
+    cout = w32.shape[0]
+    per = cout // c_in
+    wo = out.shape[3]
     pad16 = np.int16(pad)
     for i in range(u.shape[0]):  # the padding cells keep it: _fill_rows writes the input cells only
         u[i] = pad16
+    _pack(u, p, d, 0, p.shape[0])
     for n in range(n_img):
         for ci in range(c_in):
             _fill_rows(x[n, ci], u, rowoff, col_q, col_iw0, col_cnt, sw, left, center)
-            _pack(u, p, d)
+            for px in range(spans.shape[0]):
+                _pack(u, p, d, spans[px, 0], spans[px, 1])
             for mm in range(per):
                 co = ci * per + mm
-                wrow = w32[co]
-                for oh0 in range(0, ho, rows_blk):
-                    oh1 = min(ho, oh0 + rows_blk)
+                for b in range(blocks.shape[0]):
+                    oh0, oh1, k0, k1 = blocks[b, 0], blocks[b, 1], blocks[b, 2], blocks[b, 3]
                     base = oh0 * wq
                     npix = (oh1 - oh0 - 1) * wq + wo
+                    # the pairs of kernel rows over padding rows are left out: their sum, pad * (their weights),
+                    # is a constant, and the accumulator's padding correction counts only the pairs computed
+                    corr = np.int64(0)
+                    for k in range(k0, k1):
+                        corr += psum[co, k]
+                    corr *= pad
+                    offs_b = offs[k0:k1]
+                    wrow = w32[co, k0:k1]
                     col = 0
                     while col < npix:  # the last tile overruns npix: outputs past it are discarded
-                        _tile(p, base + col, offs, wrow, acc, col)
+                        if k1 > k0:
+                            _tile(p, base + col, offs_b, wrow, acc, col)
+                        else:  # every kernel row over padding: A = 0
+                            acc[col:col + NB] = 0
                         col += NB
                     if fuse and wo < 32:  # short rows: the whole wide block (vectorizes), then its rows
-                        requantize_row(acc[:col], yb[:col], bias[co], mult[co], shift[co], bound[co], out_zp, qmin,
-                                       qmax)
+                        requantize_row(acc[:col], yb[:col], bias[co] - corr, mult[co], shift[co], bound[co], out_zp,
+                                       qmin, qmax)
                         _copy_rows(yb, out[n, co, oh0:oh1], wq)
                     elif fuse:  # row by row, straight from the wide accumulators into the output rows
                         for oh in range(oh0, oh1):
-                            k0 = (oh - oh0) * wq
-                            requantize_row(acc[k0:k0 + wo], out[n, co, oh], bias[co], mult[co], shift[co], bound[co],
-                                           out_zp, qmin, qmax)
+                            k0r = (oh - oh0) * wq
+                            requantize_row(acc[k0r:k0r + wo], out[n, co, oh], bias[co] - corr, mult[co], shift[co],
+                                           bound[co], out_zp, qmin, qmax)
                     else:
-                        _store_rows(acc, out[n, co, oh0:oh1], wq, corr[co])
+                        _store_rows(acc, out[n, co, oh0:oh1], wq, corr)
 
 
 class KernelSet:
@@ -291,23 +357,25 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
     everything that does not depend on the values worked out once: returns ``run(x, out)`` (scratch planes fresh per
     call, so concurrent runs never share them). ``prep`` from :func:`prepare`, admitted by ``plan`` for this input
     (the caller checked it, with the same ``center`` as here: ``x_center``)."""
-    pa, w32, sumw, _, d = prep
+    pa, w32, _, _, d = prep
     kernel = KERNELS.depthwise16
     center = x_center(x_dtype)
     pad = int(x_zp) - center
     plen, wq = plane_len(x_shape, kh, kw, stride, pads, dilation, out_shape[2])
     rows_blk = max(1, BLOCK // wq)
     cells = min(rows_blk, out_shape[2]) * wq + NB
-    corr = sumw * pad
+    lo = (w32 << 16) >> 16  # the pair words' halves, sign-extended: w[low tap], w[high tap]
+    psum = lo.astype(np.int64) + (w32 >> 16)
     none = np.zeros(0, np.int64)
     if fuse:
-        bias = np.asarray(bias, np.int64) - corr
+        bias = np.asarray(bias, np.int64)
     else:
         bias = mult = shift = bound = none
     n_yb = cells if fuse and out_shape[3] < 32 else 0
-    head = (center, pad, pa, w32, d, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3], dilation[0],
-            dilation[1])
-    tail = (fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax)
+    sh, sw = stride
+    geo = _geometry(x_shape, pa, kh, kw, sh, sw, *pads, *dilation, out_shape[2])
+    head = (center, pad, w32, d) + geo + (sw, pads[1])
+    tail = (fuse, psum, bias, mult, shift, bound, out_zp, qmin, qmax)
 
     def run(x, out):
         kernel(x, *head, np.empty(plen + d, np.int16), np.empty(plen, np.int32), np.empty(cells, np.int32),
