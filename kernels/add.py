@@ -1,7 +1,7 @@
 """Quantized elementwise addition / subtraction with per-input rescaling (TFLite-style integer Add/Sub)."""
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_noalloc
 from .requantize import as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, clamp_out, mrs_checked
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
@@ -39,7 +39,7 @@ def _add_row(ra, rb, left_shift, am, ca, a_shift, bm, cb, b_shift, om, co, out_s
         dst[i] = clamp_out(y + out_zp, full, qmin, qmax, dst)
 
 
-@njit
+@njit_noalloc
 def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult,
                   out_shift, out_zp, qmin, qmax, direct, fold, out):
     """out = clamp(mrs(va + sign_b*vb, out_mult, out_shift) + out_zp, qmin, qmax) on (outer, mid, inner) arrays,

@@ -7,14 +7,14 @@ For every element of channel ``c`` (input laid out as (outer, C, inner))::
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .requantize import as_int, check_int_array, check_out, fits_int64, per_channel_int64, scale_row
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 ACC_LIMIT = 1 << 62
 
 
-@njit
+@njit_noalloc
 def _affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, folded, out):
     """out = clamp(((x - x_zp) * w[c] + b[c] + 2^(F-1)) >> F + out_zp, qmin, qmax) over (outer, C, inner).
 

@@ -11,7 +11,7 @@ Both are checked bit for bit against ``tests/naive.py::conv_transpose2d_acc`` an
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .conv2d import INT64_SAFE, W_DTYPES, X_DTYPES, _sub_zp, _valid_range, check_geometry
 from .gemm import _matmul_loops, abs_max, float_dtype, matmul_float_chunked, plan
 from .requantize import as_int, as_int_tuple, check_int_array
@@ -42,7 +42,7 @@ def _validate(x, x_zp, w, stride, pads, dilation, groups, out_hw):
     return x_zp, sh, sw, top, left, dh, dw, groups, (n, cout_g * groups, ho, wo), bound
 
 
-@njit
+@njit_noalloc
 def _conv_transpose2d_direct(x, x_zp, w, sh, sw, top, left, dh, dw, groups, out):
     """Scatter loop: out[n, g*Cout_g + cl, ih*sh + ky*dh - top, iw*sw + kx*dw - left] += (x - x_zp) * w.
 
@@ -95,7 +95,7 @@ def conv_transpose2d_direct(x, x_zp, w, stride, pads, dilation, groups, out_hw) 
                                     groups, out)
 
 
-@njit
+@njit_noalloc
 def _col2im_add(cols, c_lo, n, co0, kh, kw, sh, sw, top, left, dh, dw, h, wd, out):
     """out[n, co0 + cl, ih*sh + ky*dh - top, iw*sw + kx*dw - left] += cols[(cl - c_lo)*kh*kw + ky*kw + kx,
     ih*wd + iw] for the block of output channels cl in [c_lo, c_lo + cols.shape[0] // (kh*kw)), in int64.
@@ -215,7 +215,7 @@ def conv_transpose2d_tiles(x, x_zp, w, stride, pads, dilation, groups, out_hw, w
     return acc
 
 
-@njit
+@njit_noalloc
 def _untile(y, kh, kw, h, wd, out):
     """out[n, c, ih*kh + ky, iw*kw + kx] = y[n, c, (ky*kw + kx)*h*wd + ih*wd + iw]."""
     n_img, n_c = y.shape[0], y.shape[1]

@@ -25,7 +25,7 @@ int64 numba loop is used; it is exact because ``int_matmul`` rejects operands wi
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .requantize import check_int_array
 
 F32_LIMIT = (1 << 24) - 1
@@ -91,7 +91,7 @@ def matmul_float_chunked(af, bf, kc: int, out=None) -> np.ndarray:
     return out
 
 
-@njit
+@njit_noalloc
 def _matmul_loops(a, b, out):
     """out[i, j] = sum_k int64(a[i, k]) * int64(b[k, j]), i-k-j loop order, int64 wrap-around arithmetic."""
     m, k = a.shape
@@ -108,7 +108,7 @@ def _matmul_loops(a, b, out):
     return out
 
 
-@njit
+@njit_noalloc
 def _matmul_small(a, b, out):
     """out[i, j] = sum_k a[i, k] * b[k, j] accumulated in int32, i-k-j order (a few rows against narrow constant
     weights: a GEMV over 1-2 byte weights instead of float copies four or eight times larger). The caller proved

@@ -1,14 +1,14 @@
 """Quantized LeakyReLU / PReLU with a per-channel negative slope."""
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .requantize import (as_int, check_int_array, check_multiplier, check_out, clamp, mrs_checked,
                          per_channel_int64)
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 
 
-@njit
+@njit_noalloc
 def _leaky_relu(x, x_zp, pos_mult, pos_shift, neg_mult, neg_shift, out_zp, qmin, qmax, out):
     """out = clamp(mrs(d, pos) if d >= 0 else mrs(d, neg[c])) + out_zp), d = x - x_zp (int64)."""
     n_outer, n_c, n_inner = x.shape

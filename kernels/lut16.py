@@ -2,14 +2,14 @@
 between neighbouring entries in fixed point."""
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .requantize import array_key, as_int, cached_bind, check_int_array, check_out, clamp
 
 IN_DTYPES = (np.int16, np.uint16)
 TABLE_DTYPES = (np.int16, np.uint16)
 
 
-@njit
+@njit_noalloc
 def _lut16(x, table, offset, shift, qmin, qmax, out):
     """u = x - offset; idx = u >> shift; frac = u & (2**shift - 1);
     out = clamp(t[idx] + (((t[idx+1] - t[idx]) * frac + 2**shift // 2) >> shift)), all in int64."""

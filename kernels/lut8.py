@@ -1,14 +1,14 @@
 """Lookup table for 8-bit inputs: one table entry per input code, a plain gather (exact by construction)."""
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .requantize import array_key, cached_bind, check_int_array
 
 IN_DTYPES = (np.int8, np.uint8)
 TABLE_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 
 
-@njit
+@njit_noalloc
 def _lut8(x, table, offset, out):
     """out[i] = table[x[i] - offset] (offset = the input dtype's minimum: -128 for int8, 0 for uint8)."""
     for i in range(x.shape[0]):

@@ -1,7 +1,7 @@
 """Quantized elementwise multiplication (integer Mul)."""
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_noalloc
 from .requantize import (as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, clamp_out, fits_int64,
                          mrs_checked, scale_row)
 
@@ -29,7 +29,7 @@ def _mul_row(ra, a_zp, rb, b_zp, m, c, shift, small, out_zp, qmin, qmax, dst):
         dst[i] = clamp_out(((pm + c) >> shift) + out_zp, full, qmin, qmax, dst)
 
 
-@njit
+@njit_noalloc
 def _mul(a, a_zp, b, b_zp, mult, shift, direct, fold, pmax_small, out_zp, qmin, qmax, out):
     """out = clamp(mrs((a - a_zp) * (b - b_zp), mult, shift) + out_zp) on (outer, mid, inner) arrays; a and b
     may have size 1 along any of the three axes (numpy broadcasting: index times 0), out has the full shape.

@@ -16,14 +16,14 @@ proves the fusion exact; ``tests/test_kernels_pointwise_small.py`` checks it bit
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .requantize import ACC_LIMIT, check_int_array, saturation_bounds
 
 X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 MAX_PIXELS = 4  # planes up to this many pixels (a GEMM's M rows) take this kernel: beyond, the GEMM paths win
 
 
-@njit
+@njit_noalloc
 def _pointwise_small(x, x_zp, wt, bias, mult, shift, rnd, bound, out_zp, qmin, qmax, acc, out):
     """out[n, :, p] from the column x[n, :, p] (module docstring), ``wt`` the weights transposed (Cin, Cout), in
     the narrowest integer type that holds them (the weight matrix is what this kernel streams from memory):

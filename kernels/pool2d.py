@@ -5,7 +5,7 @@ reciprocal ``(mult, shift)`` of every possible divisor ``n`` (``mult_by_count[n]
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_noalloc
 from .conv2d import _valid_range
 from .requantize import (array_key, as_int, as_int_tuple, cached_bind, check_int_array, check_multiplier, check_out,
                          clamp, mrs_checked)
@@ -42,7 +42,7 @@ def _geometry(x, kernel, stride, pads, dilation, out_hw):
 # --------------------------------------------------------------------------------------------------------
 # max pooling
 # --------------------------------------------------------------------------------------------------------
-@njit
+@njit_noalloc
 def _maxpool2d(x, kh, kw, sh, sw, top, left, dh, dw, out):
     """out[n, c, oh, ow] = max of x[n, c, ih, iw] over the window cells inside the input.
 
@@ -139,7 +139,7 @@ def _window_cells(start, k, size, pad_lo, pad_hi):
     return inside, padded
 
 
-@njit
+@njit_noalloc
 def _avgpool2d(x, x_zp, kh, kw, sh, sw, top, left, bottom, right, count_include_pad, mult_by_count,
                shift_by_count, out_zp, qmin, qmax, out):
     """out = clamp(mrs(sum (x - x_zp) over in-bounds cells, mult[n], shift[n]) + out_zp), n = divisor.

@@ -2,13 +2,13 @@
 ``saturate(round_half_even(x / scale) + zp)`` in float32, as ``npu_sim.ir.QParams.quantize`` computes it."""
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .requantize import as_int, check_int_array
 
 OUT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 
 
-@njit
+@njit_noalloc
 def _quantize_linear(x, scale, zp, qmin, qmax, out):
     """out[i] = clamp(rint(x[i] / scale) + zp, qmin, qmax) in float32 (IEEE division, ties to even; NaN -> 0)."""
     z = np.float32(zp)

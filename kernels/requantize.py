@@ -18,7 +18,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from ._jit import njit
+from ._jit import njit, njit_noalloc
 from .fixedpoint import MAX_SHIFT, MULTIPLIER_BITS, mul_round_shift
 
 OUT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
@@ -248,7 +248,7 @@ def scale_row(src, k, c, shift, out_zp, qmin, qmax, dst):
         dst[i] = clamp_out(((xk + c) >> shift) + out_zp, full, qmin, qmax, dst)
 
 
-@njit
+@njit_noalloc
 def _requantize_cols(acc, bias, mult, shift, bound, out_zp, qmin, qmax, out):
     """The branch-free path of :func:`_requantize` for (outer, C) arrays whose channel is the last axis (an
     accumulator with inner size 1, e.g. a Gemm's output columns): the loop runs along the channels with their
@@ -278,7 +278,7 @@ def clamp(v, lo, hi):
 # --------------------------------------------------------------------------------------------------------
 # requantize (integer, board arithmetic)
 # --------------------------------------------------------------------------------------------------------
-@njit
+@njit_noalloc
 def _requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, acc_lo, acc_hi, sign_shift,
                 saturate_acc, out):
     """Integer requantization loop; see :func:`requantize`. Returns the accumulator overflow count.
@@ -451,7 +451,7 @@ def by_columns(acc, out, limit_acc, bound) -> bool:
 # --------------------------------------------------------------------------------------------------------
 # requantize_float (onnxruntime / MLAS float32 arithmetic)
 # --------------------------------------------------------------------------------------------------------
-@njit
+@njit_noalloc
 def _requantize_float(acc, bias, scale, out_zp, qmin, qmax, out):
     """Float32 requantization loop; see :func:`requantize_float`. Returns the int32 wrap count.
 

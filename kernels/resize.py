@@ -1,14 +1,14 @@
 """Bilinear resize accumulators in fixed point (separable weights precomputed by the caller)."""
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .requantize import as_int, check_int_array
 
 X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 MAX_FRAC_BITS = 22
 
 
-@njit
+@njit_noalloc
 def _resize_linear_acc(x, x_zp, y0, y1, wy, x0, x1, wx, one, out):
     """out[n, c, o, p] = (one - wy)*((one - wx)*d00 + wx*d01) + wy*((one - wx)*d10 + wx*d11), int64."""
     n_img, n_c = x.shape[0], x.shape[1]

@@ -1,13 +1,13 @@
 """Nearest-neighbour Resize of NCHW planes: a gather with precomputed source rows and columns."""
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .requantize import check_int_array
 
 X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 
 
-@njit
+@njit_noalloc
 def _resize_nearest(x, rows, cols, out):
     """out[n, c, o, p] = x[n, c, rows[o], cols[p]]; an output row whose source row is the previous one's is a copy
     of it (upsampling repeats rows)."""

@@ -3,13 +3,13 @@ trailing axes. ``npu_sim/ops/pool.py`` requantizes it (the zero point in the bia
 :func:`row_sums_requantized` in the same kernel call where that is proven the same, else separately."""
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .requantize import ACC_LIMIT, check_int_array, check_multiplier, check_out, requantize_row, saturation_bounds
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 
 
-@njit
+@njit_noalloc
 def _row_sums(x, out):
     """out[r] = sum(x[r, :]) in int64 (exact: the wrapper bounds n * max|x| below 2**63)."""
     for r in range(x.shape[0]):
@@ -37,7 +37,7 @@ def row_sums(x, out) -> None:
     _row_sums(x, out)
 
 
-@njit
+@njit_noalloc
 def _row_sums_requantized(x, bias, mult, shift, bound, out_zp, qmin, qmax, acc, out):
     """acc = the row sums of x; out = requantize_row(acc) with one (bias, mult, shift, bound) for every row."""
     _row_sums(x, acc)
