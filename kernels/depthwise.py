@@ -30,7 +30,7 @@ import weakref
 import numpy as np
 
 from . import depthwise_int16
-from ._jit import njit
+from ._jit import njit, njit_noalloc
 from .polyphase import phase_offsets
 from .requantize import requantize_row
 
@@ -160,30 +160,40 @@ def _store_rows(src, dst, pitch):
 
 
 @njit
-def _depthwise(x, x_zp, wf, kh, kw, sh, sw, top, left, bottom, right, dh, dw, xq, acc, out, fuse, bias, mult,
-               shift, bound, out_zp, qmin, qmax):
-    """Depthwise convolution, see the module docstring. ``wf``: float weights (Cout, kh*kw), same dtype as the
-    zeroed plane buffer ``xq`` (sh*sw*hq*wq) and the accumulator buffer ``acc`` (>= max(BLOCK, wq) + wq).
+def _geometry(x_shape, kh, kw, sh, sw, top, left, bottom, right, dh, dw):
+    """What :func:`_depthwise` needs of the shapes, worked out once per bind: ``(toff, rowoff, col_q, col_iw0,
+    col_cnt, wq)`` -- each tap's read offset in the polyphase plane, where the input rows land
+    (:func:`kernels.polyphase.phase_offsets`) and the row pitch."""
+    h, wd = x_shape[2], x_shape[3]
+    hq = (top + h + bottom + sh - 1) // sh
+    wq = (left + wd + right + sw - 1) // sw
+    psz = hq * wq
+    toff = np.empty(kh * kw, np.int64)
+    for ky in range(kh):
+        for kx in range(kw):
+            toff[ky * kw + kx] = ((((ky * dh) % sh) * sw + (kx * dw) % sw) * psz
+                                  + ((ky * dh) // sh) * wq + (kx * dw) // sw)
+    rowoff, col_q, col_iw0, col_cnt = phase_offsets(h, wd, top, left, sh, sw, psz, wq)
+    return toff, rowoff, col_q, col_iw0, col_cnt, wq
+
+
+@njit_noalloc
+def _depthwise(x, x_zp, wf, kh, kw, sh, sw, left, toff, rowoff, col_q, col_iw0, col_cnt, wq, xq, acc, yb, out, fuse,
+               bias, mult, shift, bound, out_zp, qmin, qmax):
+    """Depthwise convolution, see the module docstring; geometry from :func:`_geometry`. ``wf``: float weights
+    (Cout, kh*kw), same dtype as the zeroed plane buffer ``xq`` (sh*sw*hq*wq) and the accumulator buffer ``acc``
+    (>= max(BLOCK, wq) + wq); ``yb`` (``out``'s dtype, ``rows_blk*wq + VEC``) holds a block's requantized rows.
     Without ``fuse``, ``out`` (an integer array) receives the accumulators; with it, their requantization
-    (``bound[c] > 0`` for every channel, as :func:`kernels.requantize.saturation_bounds` gives)."""
+    (``bound[c] > 0`` for every channel, as :func:`kernels.requantize.saturation_bounds` gives). Allocates nothing
+    (:func:`kernels._jit.njit_noalloc`)."""
     n_img, c_in, h, wd = x.shape
     cout = wf.shape[0]
     per = cout // c_in  # channel multiplier
     ho = out.shape[2]
     wo = out.shape[3]
-    hq = (top + h + bottom + sh - 1) // sh
-    wq = (left + wd + right + sw - 1) // sw
-    psz = hq * wq
     taps = kh * kw
-    toff = np.empty(taps, np.int64)
-    for ky in range(kh):
-        for kx in range(kw):
-            toff[ky * kw + kx] = ((((ky * dh) % sh) * sw + (kx * dw) % sw) * psz
-                                  + ((ky * dh) // sh) * wq + (kx * dw) // sw)
     rows_blk = max(1, BLOCK // wq)
-    yb = np.empty(rows_blk * wq + VEC if fuse else 1, out.dtype)
     zero = xq.dtype.type(0)
-    rowoff, col_q, col_iw0, col_cnt = phase_offsets(h, wd, top, left, sh, sw, psz, wq)
     for n in range(n_img):
         for ci in range(c_in):
             xc = x[n, ci]
@@ -295,12 +305,15 @@ def bind(x_shape, x_dtype, x_zp, wf, kh, kw, stride, pads, dilation, out_shape, 
     none = np.zeros(0, np.int64)
     if not fuse:
         bias = mult = shift = bound = none
-    head = (x_zp, wf, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3], dilation[0], dilation[1])
+    geo = _geometry(x_shape, kh, kw, *stride, *pads, *dilation)
+    head = (x_zp, wf, kh, kw, stride[0], stride[1], pads[1]) + geo
     tail = (fuse, bias, mult, shift, bound, out_zp, qmin, qmax)
     w_shape = (wf.shape[0], 1, kh, kw)
+    n_yb = max(1, BLOCK // geo[-1]) * geo[-1] + VEC if fuse else 1
 
     def run(x, out):
-        _depthwise(x, *head, *buffers(x_shape, w_shape, stride, pads, wf.dtype), out, *tail)
+        _depthwise(x, *head, *buffers(x_shape, w_shape, stride, pads, wf.dtype), np.empty(n_yb, out.dtype), out,
+                   *tail)
         return out
 
     return run
