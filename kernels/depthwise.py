@@ -282,22 +282,27 @@ def _int16_admits(x_dtype, x_zp, prep, fuse, bias) -> bool:
     return not fuse or not bias.size or int(np.abs(bias).max()) + corr < 1 << 62
 
 
-# 8-bit activations: the float32 loop is exact and, up to 3x3, faster than the int16-pair kernel (which packs a
-# pair plane per channel); from 5x5 on the pair kernel is ~1.7x faster (measured: PP-OCR det/cls A8W8 depthwise
-# layers, 3x3 at 20x20-160x160 and 5x5 at 2x96-20x20)
-PAIR_MIN_TAPS_8BIT = 10
+# 8-bit activations: the float32 loop is exact, and faster than the int16-pair kernel (which packs a pair plane
+# per channel) below 3x3 and for row-strided 3x3 on large planes; from 3x3 at row stride 1 on the pair kernel is
+# faster, ~1.1-1.6x (measured: MobileNetV2 and PP-OCR det/rec 3x3 layers at 7x7-160x160, 5x5 at 2x96-20x20)
+PAIR_MIN_TAPS_8BIT = 9
+
+
+def takes_pairs(x_dtype, kh, kw, stride) -> bool:
+    """Whether :func:`bind` tries the int16-pair kernel first: 16-bit activations, and 8-bit ones with at least
+    ``PAIR_MIN_TAPS_8BIT`` taps at row stride 1 (where it is proven exact and the CPU has it)."""
+    dt = np.dtype(x_dtype)
+    return (depthwise_int16.AVAILABLE and dt in depthwise_int16.X_DTYPES
+            and (dt.itemsize == 2 or kh * kw >= PAIR_MIN_TAPS_8BIT and stride[0] == 1))
 
 
 def bind(x_shape, x_dtype, x_zp, wf, kh, kw, stride, pads, dilation, out_shape, fuse=False, bias=None, mult=None,
          shift=None, bound=None, out_zp=0, qmin=0, qmax=0):
     """The depthwise convolution of :func:`depthwise` for inputs of ``x_shape``/``x_dtype`` and outputs of
     ``out_shape``, decided and set up once: returns ``run(x, out)`` (arguments already validated by the caller,
-    ``wf`` float (Cout, kh*kw) of the dtype :func:`plan` chose). 16-bit activations, and 8-bit ones with more than
-    ``PAIR_MIN_TAPS_8BIT - 1`` taps, take the exact int16-pair kernel where it is proven exact; everything else
-    :func:`_depthwise`. Scratch buffers are fresh per call."""
-    dt = np.dtype(x_dtype)
-    if depthwise_int16.AVAILABLE and dt in depthwise_int16.X_DTYPES and (dt.itemsize == 2
-                                                                         or kh * kw >= PAIR_MIN_TAPS_8BIT):
+    ``wf`` float (Cout, kh*kw) of the dtype :func:`plan` chose). Where :func:`takes_pairs`, the exact int16-pair
+    kernel where it is proven exact; everything else :func:`_depthwise`. Scratch buffers are fresh per call."""
+    if takes_pairs(x_dtype, kh, kw, stride):
         prep = _int16_prep(wf, kh, kw, stride[1], dilation[1])
         if _int16_admits(np.dtype(x_dtype), x_zp, prep, fuse, bias):
             return depthwise_int16.bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape,

@@ -1,8 +1,8 @@
 """Depthwise convolutions of 8/16-bit activations as exact int32 dot products of int16 tap pairs (x86
 ``vpmaddwd``, fused by LLVM with the accumulation into the VNNI ``vpdpwssd`` where the CPU has it).
 
-Used by :func:`kernels.depthwise.bind` for 16-bit activations, and for 8-bit ones from ``PAIR_MIN_TAPS_8BIT``
-taps on, where :func:`prepare` and
+Used by :func:`kernels.depthwise.bind` where ``kernels.depthwise.takes_pairs`` (16-bit activations; 8-bit ones
+from 3x3 at row stride 1), where :func:`prepare` and
 ``kernels.conv_int16.plan`` prove it exact and the CPU has AVX-512BW or AVX2 (the instruction set
 ``kernels.conv_int16`` chose; :data:`KERNELS` its tiles, :func:`kernel_set`); elsewhere the float path of
 :mod:`kernels.depthwise` runs. Checked bit for bit against ``tests/naive.py::conv2d_acc`` for both instruction

@@ -65,7 +65,7 @@ def _check_fused(x, x_zp, wt, stride, pads, dilation, bias, mult, shift, out_zp,
         return  # no branch-free requantization (the caller does not fuse)
     out = np.empty(acc.shape, dtype)
     assert _run(x, x_zp, wt, stride, pads, dilation, out, True, (bias, mult, shift, lims, out_zp, qmin, qmax)) \
-        == _admitted(wt, x.dtype)
+        == _admitted(wt, x.dtype, stride)
     n, c, h, w = acc.shape
     expected, overflows = naive.requantize(acc.reshape(n, c, h * w), bias, mult, shift, out_zp, qmin, qmax, 64,
                                            False, dtype)
@@ -93,12 +93,12 @@ def dw16_case(draw):
     return x, draw(naive.zero_points(xlo, xhi)), wt, (sh, sw), pads, (dh, dw)
 
 
-def _admitted(wt, x_dtype) -> bool:
+def _admitted(wt, x_dtype, stride) -> bool:
     """Whether the int16-pair kernel runs: the bound, and for 8-bit activations at least PAIR_MIN_TAPS_8BIT taps
-    (the centred padding stays within +-2**15 for 16-bit and +-128 for 8-bit zero points)."""
+    at row stride 1 (the centred padding stays within +-2**15 for 16-bit and +-128 for 8-bit zero points)."""
     v = 1 << (8 * np.dtype(x_dtype).itemsize - 1)
     taps = wt.shape[2] * wt.shape[3]
-    if np.dtype(x_dtype).itemsize == 1 and taps < depthwise.PAIR_MIN_TAPS_8BIT:
+    if np.dtype(x_dtype).itemsize == 1 and (taps < depthwise.PAIR_MIN_TAPS_8BIT or stride[0] != 1):
         return False
     return int(np.abs(wt.astype(np.int64)).reshape(wt.shape[0], -1).sum(axis=1).max()) * v <= (1 << 31) - 1
 
@@ -108,7 +108,7 @@ def _admitted(wt, x_dtype) -> bool:
 @given(dw16_case())
 def test_depthwise_int16_matches_twin(isa, case):
     with _using(isa):
-        _check(*case, int_path=_admitted(case[2], case[0].dtype))
+        _check(*case, int_path=_admitted(case[2], case[0].dtype, case[3]))
 
 
 @per_isa
@@ -181,15 +181,16 @@ def test_depthwise_int16_padding_at_the_edges(isa, dtype, x_zp, stride):
 @pytest.mark.parametrize("stride", [(1, 1), (2, 2)])
 @per_isa
 def test_depthwise_int16_8bit_extremes(isa, dtype, x_zp, stride):
-    """8-bit activations on the pair kernel (5x5): extreme inputs, int16 weights at +-32767 and padding values at
-    the ends of the centred range (+-128); exact against the twin, fused and not."""
+    """8-bit activations on the pair kernel (5x5; row stride 2 takes the float loop): extreme inputs, int16
+    weights at +-32767 and padding values at the ends of the centred range (+-128); exact against the twin, fused
+    and not."""
     info = np.iinfo(dtype)
     rng = np.random.default_rng(x_zp & 0xFF)
     x = rng.choice(np.array([info.min, info.max], np.int64), (1, 3, 9, 21)).astype(dtype)
     w = rng.choice(np.array([-32767, 32767], np.int64), (3, 1, 5, 5)).astype(np.int16)
     rq = (np.array([5, -7, 2 ** 40]), np.array([1 << 30] * 3), np.array([40, 31, 45]))
     with _using(isa):
-        _check(x, x_zp, w, stride, (2, 2, 2, 2), (1, 1))
+        _check(x, x_zp, w, stride, (2, 2, 2, 2), (1, 1), int_path=stride[0] == 1)
         _check_fused(x, x_zp, w, stride, (2, 2, 2, 2), (1, 1), *rq, -3, -128, 127, np.int8)
 
 
@@ -199,10 +200,15 @@ def test_depthwise_int16_refuses_what_it_cannot_prove():
     w = np.zeros((1, 1, 3, 3), np.int64)
     w[0, 0, 1, 1] = 40000
     _check(x, 0, w, (1, 1), (1, 1, 1, 1), (1, 1), int_path=False)
-    # 8-bit activations keep the float32 path up to 3x3 (faster there), take the pair kernel from 5x5 on
+    # 8-bit activations keep the float32 path below 3x3 and at row stride 2 (faster there), take the pair kernel
+    # from 3x3 at row stride 1 on
     out = np.empty((1, 1, 4, 4), np.int64)
-    assert not _run(x.astype(np.int8), 0, np.ones((1, 1, 3, 3), np.int8), (1, 1), (1, 1, 1, 1), (1, 1), out)
-    assert _run(x.astype(np.int8), 0, np.ones((1, 1, 5, 5), np.int8), (1, 1), (2, 2, 2, 2), (1, 1), out)
+    x8 = x.astype(np.int8)
+    assert not _run(x8, 0, np.ones((1, 1, 2, 3), np.int8), (1, 1), (0, 1, 1, 1), (1, 1), out)
+    assert _run(x8, 0, np.ones((1, 1, 3, 3), np.int8), (1, 1), (1, 1, 1, 1), (1, 1), out)
+    assert _run(x8, 0, np.ones((1, 1, 5, 5), np.int8), (1, 1), (2, 2, 2, 2), (1, 1), out)
+    assert not _run(x8, 0, np.ones((1, 1, 3, 3), np.int8), (2, 2), (1, 1, 1, 1), (1, 1), np.empty((1, 1, 2, 2),
+                                                                                                  np.int64))
     # neither AVX-512BW nor AVX2: the float path
     with mock.patch.object(depthwise_int16, "AVAILABLE", False):
         _check(x, 0, np.ones((1, 1, 3, 3), np.int8), (1, 1), (1, 1, 1, 1), (1, 1), int_path=False)
