@@ -18,7 +18,7 @@ Two ways to get ``e`` from ``d = max - q`` (the zero point cancels):
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_noalloc
 from .requantize import (array_key, as_int, cached_bind, check_int_array, check_multiplier, check_out, clamp,
                          mrs_checked)
 
@@ -65,7 +65,7 @@ def recip_q30(s, recip_lut, lut_bits):
     return clamp(y1, np.int64(1) << 29, ONE), h
 
 
-@njit
+@njit_noalloc
 def _normalize_rows(e, out, recip_lut, lut_bits, out_mult, out_shift, out_zp, qmin, qmax):
     """Second pass shared by both variants: ``e`` (rows, n) int64 Q.30 exponentials -> ``out``.
 

@@ -8,7 +8,7 @@ Operands are broadcast by the caller (flat arrays of equal size).
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .tflite_fixedpoint import mbqm32, wrap32
 
 
@@ -28,7 +28,7 @@ def tfl_add(a, b, zp1, zp2, m1, s1, m2, s2, mo, so, left_shift, subtract, out_zp
     return out.reshape(shape)
 
 
-@njit
+@njit_noalloc
 def _kernel(a, b, zp1, zp2, m1, s1, m2, s2, mo, so, ls, subtract, out_zp, qmin, qmax, out):
     """Elementwise ADD/SUB over flat arrays: both operands left-shifted, rescaled, summed, rescaled (module docstring)."""
     for i in range(a.size):

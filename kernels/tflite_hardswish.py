@@ -18,7 +18,7 @@ Per element (int16 values; srdhm16 = rounding doubling high multiply, ties towar
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_noalloc
 
 I16_MIN, I16_MAX = -32768, 32767
 
@@ -83,7 +83,7 @@ def rdbpot16(x, e):
     return (x >> e) + (1 if rem > thr else 0)
 
 
-@njit
+@njit_noalloc
 def _kernel(x, in_zp, out_zp, m_out, e_out, m_relu, e_relu, out):
     """TFLite int8 HARD_SWISH per element, 16-bit fixed point: the rescaled input times the gate relu6(x+3)/6."""
     for i in range(x.size):

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 
 def _exp_f32(v: float) -> np.float32:
     """exp(v) correctly rounded to float32: +inf past float32's range, as a float32 libm returns it (without
@@ -55,7 +55,7 @@ def lut8_lookup(x, table):
     return out.reshape(x.shape)
 
 
-@njit
+@njit_noalloc
 def _lookup(x, table, out):
     """out[i] = table[x[i] as an unsigned byte] (the table is ordered 0..127, -128..-1)."""
     for i in range(x.size):

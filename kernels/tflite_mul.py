@@ -2,7 +2,7 @@
 ``M, s`` from ``s1*s2/s_out``. Operands are broadcast by the caller."""
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .tflite_fixedpoint import mbqm32, wrap32
 
 
@@ -18,7 +18,7 @@ def tfl_mul(a, b, zp1, zp2, m, s, out_zp, qmin, qmax, out_dtype):
     return out.reshape(shape)
 
 
-@njit
+@njit_noalloc
 def _kernel(a, b, zp1, zp2, m, s, out_zp, qmin, qmax, out):
     """Elementwise MUL over flat arrays: mbqm32 of the product of the centred operands, plus zp_out, clamped."""
     for i in range(a.size):

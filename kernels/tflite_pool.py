@@ -12,7 +12,7 @@ Mean over the trailing axis of a (rows, n) view (TFLite QuantizedMeanOrSum), wit
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .tflite_fixedpoint import mbqm32, wrap32
 
 
@@ -33,7 +33,7 @@ def tfl_avgpool(x, kernel, stride, pads, qmin, qmax):
     return out
 
 
-@njit
+@njit_noalloc
 def _avg(x, kh, kw, sh, sw, top, left, qmin, qmax, out):
     """Average pool: in-bounds window sum divided by the cell count, rounding half away from zero."""
     n, c, h, w = x.shape
@@ -80,7 +80,7 @@ def tfl_mean(x2, in_zp, mult, shift, out_zp, qmin, qmax, out_dtype):
     return out
 
 
-@njit
+@njit_noalloc
 def _mean(x, in_zp, m, s, out_zp, qmin, qmax, out):
     """Mean of each row of a (rows, n) view with the count folded into the multiplier (module docstring)."""
     rows, n = x.shape

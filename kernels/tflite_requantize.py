@@ -13,7 +13,7 @@
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .requantize import check_int_array, OUT_DTYPES
 from .tflite_fixedpoint import mbqm32, mbqm64, wrap32
 
@@ -37,7 +37,7 @@ def tfl_requantize(acc, bias, mult, shift, wide: bool, out_zp: int, qmin: int, q
     return out
 
 
-@njit
+@njit_noalloc
 def _kernel(acc, bias, mult, shift, wide, out_zp, qmin, qmax, out):
     """Per-channel requantization of (outer, channels, inner) accumulators plus bias: mbqm32, or mbqm64 when wide."""
     n0, n1, n2 = acc.shape

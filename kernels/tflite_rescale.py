@@ -5,7 +5,7 @@ compute per element (int32 MultiplyByQuantizedMultiplier, double rounding).
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 from .tflite_fixedpoint import mbqm32
 
 
@@ -18,7 +18,7 @@ def tfl_rescale(x, in_zp: int, mult: int, shift: int, out_zp: int, qmin: int, qm
     return out.reshape(x.shape)
 
 
-@njit
+@njit_noalloc
 def _kernel(x, in_zp, m, s, out_zp, qmin, qmax, out):
     """y = clamp(mbqm32(x - in_zp, M, s) + out_zp, qmin, qmax) over a flat array."""
     for i in range(x.size):

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 
 
 def _c_div(a: int, b: int) -> int:
@@ -87,7 +87,7 @@ def tfl_resize_bilinear(x, out_hw, align_corners: bool, half_pixel: bool):
     return out
 
 
-@njit
+@njit_noalloc
 def _bilinear(x, py, y0, y1, px, x0, x1, out):
     """TFLite integer bilinear resize: 10-bit fixed-point weights, sum of the 4 neighbours, rounded at 2^20."""
     n, c = x.shape[0], x.shape[1]

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit_noalloc
 
 
 # Where LiteRT's table is one above round(65536 * sigmoid(i / 24)) (measured; every other entry equals it).
@@ -87,7 +87,7 @@ def tfl_sigmoid16(x, fn: str, mult: int, ls: int):
     return out.reshape(x.shape)
 
 
-@njit
+@njit_noalloc
 def _logistic(x, mult, ls, table, out):
     """int16 LOGISTIC: rescaled input, 256-entry sigmoid table with 9-bit interpolation, mirrored for v < 0."""
     rnd = (1 << (ls - 1)) if ls > 0 else 0
@@ -107,7 +107,7 @@ def _logistic(x, mult, ls, table, out):
         out[i] = r >> 10
 
 
-@njit
+@njit_noalloc
 def _tanh(x, mult, ls, table, out):
     """int16 TANH: rescaled input, 256-entry table with 8-bit interpolation, mirrored for v < 0."""
     rnd = (1 << (ls - 1)) if ls > 0 else 0

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_noalloc
 from .tflite_fixedpoint import mbqm32, rdbpot, srdhm, tfl_quantize_multiplier, wrap32
 
 INT32_MAX = 2 ** 31 - 1
@@ -123,7 +123,7 @@ def _clz32(v):
     return n
 
 
-@njit
+@njit_noalloc
 def _softmax8(x, m, ls, diff_min, barrel, out):
     """TFLite int8 SOFTMAX per row: max-subtract, fixed-point exp, sum, reciprocal, rescale to the output."""
     rows, depth = x.shape
