@@ -43,11 +43,12 @@ def _geometry(x, kernel, stride, pads, dilation, out_hw):
 # max pooling
 # --------------------------------------------------------------------------------------------------------
 @njit_noalloc
-def _maxpool2d(x, kh, kw, sh, sw, top, left, dh, dw, out):
+def _maxpool2d(x, kh, kw, sh, sw, top, left, dh, dw, col_lo, col_hi, out):
     """out[n, c, oh, ow] = max of x[n, c, ih, iw] over the window cells inside the input.
 
     Row by row: an output row starts at the dtype's minimum and takes the maximum with every tap's in-bounds
-    columns (``_valid_range``), branch-free (a data-dependent branch mispredicts on half of all random inputs),
+    columns (output columns ``col_lo[kx] <= ow < col_hi[kx]`` of tap column ``kx``: ``_valid_range``, worked out
+    by the caller once -- two integer divisions per row and tap cost more than a short row's maxima), branch-free (a data-dependent branch mispredicts on half of all random inputs),
     unit and 2-strided columns as their own loops so they vectorize. The caller guarantees every window has at
     least one in-bounds cell, so padding never contributes and the minimum never survives unless it is the data's.
     """
@@ -68,7 +69,7 @@ def _maxpool2d(x, kh, kw, sh, sw, top, left, dh, dw, out):
                     row = x[n, c, ih]
                     for kx in range(kw):
                         off = kx * dw - left
-                        lo, hi = _valid_range(wo, wd, sw, off)
+                        lo, hi = col_lo[kx], col_hi[kx]
                         d = dst[lo:hi]
                         s = row[lo * sw + off:]  # a slice: the indices below stay provably non-negative
                         if sw == 1:
@@ -113,7 +114,8 @@ def _bind_maxpool(x, kernel, stride, pads, dilation, out_hw):
     cols = _window_axis_hits(wo, wd, kw, sw, dw, left)
     if (rows == 0).any() or (cols == 0).any():
         raise ValueError("maxpool2d: some pooling window lies entirely in the padding")
-    args, shape = (kh, kw, sh, sw, top, left, dh, dw), (n, c, ho, wo)
+    ranges = np.array([_valid_range(wo, wd, sw, kx * dw - left) for kx in range(kw)], np.int64).reshape(kw, 2)
+    args, shape = (kh, kw, sh, sw, top, left, dh, dw, ranges[:, 0].copy(), ranges[:, 1].copy()), (n, c, ho, wo)
 
     def run(x):
         out = np.empty(shape, dtype=x.dtype)
