@@ -177,8 +177,11 @@ def _fix_input_shape(inp, override, path) -> None:
         return
     if dims is None or any(not d.HasField("dim_value") or d.dim_value <= 0 for d in dims):
         shown = _dims_str(dims) if dims is not None else "unknown"
+        # the example keeps the model's fixed dimensions and puts 1 for the batch and other free ones
+        example = ("x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "1" for d in dims)
+                   if dims else "1x3x224x224")
         raise InputError(f"{path}: input {inp.name!r} has a dynamic shape {shown}; give a fixed one with "
-                         f"--input-shape {inp.name}=1x3x224x224 (or feed an input file, whose shape is used)")
+                         f"--input-shape {inp.name}={example} (or feed an input file, whose shape is used)")
 
 
 def _is_dynamic(inp) -> bool:
