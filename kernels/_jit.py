@@ -9,7 +9,7 @@ compiled without Numba's reference counting, the array views their loops take pe
 ``acc[a:b]``) are plain pointer arithmetic. With it, each view costs an atomic increment and decrement of its
 array's reference count (~10 ns), which on this project's short rows (2-3 rows of 96 in PP-OCR cls) was a
 third of an elementwise Mul. Numba refuses to compile an allocation in such a kernel, and the functions it calls
-inherit the setting.
+inherit the setting; these kernels return no arrays either (the caller keeps the ones it passed).
 """
 import numba
 

@@ -441,7 +441,8 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
                 if method == "zero":
                     acc = np.zeros((cout_g, c1 - c0), np.int64)
                 elif method == "loops":
-                    acc = _matmul_loops(wg, np.ascontiguousarray(cb), np.empty((cout_g, c1 - c0), np.int64))
+                    acc = np.empty((cout_g, c1 - c0), np.int64)
+                    _matmul_loops(wg, np.ascontiguousarray(cb), acc)
                 elif kc >= k:
                     acc = wg @ cb
                 else:

@@ -83,7 +83,6 @@ def _conv_transpose2d_direct(x, x_zp, w, sh, sw, top, left, dh, dw, groups, out)
                             src = x[n, ci, ih, iw0:iw1]
                             for j in range(cnt):
                                 dst[j] += (np.int64(src[j]) - x_zp) * wv
-    return out
 
 
 def conv_transpose2d_direct(x, x_zp, w, stride, pads, dilation, groups, out_hw) -> np.ndarray:
@@ -91,8 +90,8 @@ def conv_transpose2d_direct(x, x_zp, w, stride, pads, dilation, groups, out_hw) 
     x_zp, sh, sw, top, left, dh, dw, groups, shape, _ = _validate(x, x_zp, w, stride, pads, dilation, groups,
                                                                   out_hw)
     out = np.empty(shape, dtype=np.int64)
-    return _conv_transpose2d_direct(x, x_zp, w.astype(np.int32, copy=False), sh, sw, top, left, dh, dw,
-                                    groups, out)
+    _conv_transpose2d_direct(x, x_zp, w.astype(np.int32, copy=False), sh, sw, top, left, dh, dw, groups, out)
+    return out
 
 
 @njit_noalloc
@@ -121,7 +120,6 @@ def _col2im_add(cols, c_lo, n, co0, kh, kw, sh, sw, top, left, dh, dw, h, wd, ou
                     src = cols[row, ih * wd + iw0:ih * wd + iw1]
                     for j in range(cnt):
                         dst[j] += np.int64(src[j])
-    return out
 
 
 def conv_transpose2d_gemm(x, x_zp, w, stride, pads, dilation, groups, out_hw) -> np.ndarray:
@@ -148,7 +146,8 @@ def conv_transpose2d_gemm(x, x_zp, w, stride, pads, dilation, groups, out_hw) ->
                 c_hi = min(cout_g, c_lo + block)
                 wt = w_t[g][c_lo * taps:c_hi * taps]
                 if method == "loops":
-                    cols = _matmul_loops(wt, xg, np.empty((wt.shape[0], h * wd), dtype=np.int64))
+                    cols = np.empty((wt.shape[0], h * wd), dtype=np.int64)
+                    _matmul_loops(wt, xg, cols)
                 else:
                     cols = matmul_float_chunked(wt, xg, kc)
                 _col2im_add(cols, c_lo, n, g * cout_g, kh, kw, sh, sw, top, left, dh, dw, h, wd, out)
@@ -229,7 +228,6 @@ def _untile(y, kh, kw, h, wd, out):
                         base = (ky * kw + kx) * h * wd + ih * wd
                         for iw in range(wd):
                             row[iw * kw + kx] = src[base + iw]
-    return out
 
 
 def untile(y, kh: int, kw: int, h: int, wd: int) -> np.ndarray:
@@ -237,7 +235,9 @@ def untile(y, kh: int, kw: int, h: int, wd: int) -> np.ndarray:
     the image [N, C, H*kh, W*kw]."""
     if y.ndim != 3 or y.shape[2] != kh * kw * h * wd or not y.flags.c_contiguous:
         raise ValueError(f"untile: expected a C-contiguous [N, C, {kh * kw * h * wd}] array, got {y.shape}")
-    return _untile(y, kh, kw, h, wd, np.empty((y.shape[0], y.shape[1], h * kh, wd * kw), y.dtype))
+    out = np.empty((y.shape[0], y.shape[1], h * kh, wd * kw), y.dtype)
+    _untile(y, kh, kw, h, wd, out)
+    return out
 
 
 def conv_transpose2d_acc(x, x_zp, w, stride, pads, dilation, groups, out_hw) -> np.ndarray:

@@ -105,7 +105,6 @@ def _matmul_loops(a, b, out):
                 continue
             for j in range(n):
                 out[i, j] += aik * np.int64(b[kk, j])
-    return out
 
 
 @njit_noalloc
@@ -126,7 +125,6 @@ def _matmul_small(a, b, out):
             brow = b[kk]
             for j in range(n):
                 row[j] += aik * np.int32(brow[j])
-    return out
 
 
 SMALL_M = 4  # int_matmul with a constant b and at most this many rows: the int32 loop of _matmul_small
@@ -155,7 +153,8 @@ def int_matmul_loops(a, b) -> np.ndarray:
     """
     _check_operands(a, b)
     out = np.empty((a.shape[0], b.shape[1]), dtype=np.int64)
-    return _matmul_loops(a, b, out)
+    _matmul_loops(a, b, out)
+    return out
 
 
 def int_matmul(a, b, compact=False, b_cache=None) -> np.ndarray:
@@ -202,13 +201,16 @@ def int_matmul(a, b, compact=False, b_cache=None) -> np.ndarray:
     if b_cache is not None and m <= SMALL_M and bound * k <= INT32_MAX and bmax <= 32767:
         if "narrow" not in b_cache:  # constant weights as int8/int16 (exact: |b| <= bmax)
             b_cache["narrow"] = np.ascontiguousarray(b.astype(np.int8 if bmax <= 127 else np.int16))
-        acc = _matmul_small(a, b_cache["narrow"], np.empty((m, n), dtype=np.int32))
+        acc = np.empty((m, n), dtype=np.int32)
+        _matmul_small(a, b_cache["narrow"], acc)
         return acc if compact else acc.astype(np.int64)
     method, kc = plan(bound, k)
     if method == "zero":
         return np.zeros((m, n), dtype=np.int64)
     if method == "loops":
-        return _matmul_loops(a, b, np.empty((m, n), dtype=np.int64))
+        out = np.empty((m, n), dtype=np.int64)
+        _matmul_loops(a, b, out)
+        return out
     dt = float_dtype(method)
     if b_cache is not None:
         if method not in b_cache:

@@ -23,7 +23,6 @@ def _leaky_relu(x, x_zp, pos_mult, pos_shift, neg_mult, neg_shift, out_zp, qmin,
                 else:
                     y = mrs_checked(d, nm, ns)
                 out[o, c, i] = clamp(y + out_zp, qmin, qmax)
-    return out
 
 
 def leaky_relu(x, x_zp, pos_mult, pos_shift, neg_mult, neg_shift, out_zp, qmin, qmax, out) -> None:

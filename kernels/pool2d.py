@@ -174,7 +174,6 @@ def _avgpool2d(x, x_zp, kh, kw, sh, sw, top, left, bottom, right, count_include_
                     cnt = rows_pad * cols_pad if count_include_pad else rows_in * cols_in
                     y = mrs_checked(s, mult_by_count[cnt], shift_by_count[cnt]) + out_zp
                     out[n, c, oh, ow] = clamp(y, qmin, qmax)
-    return out
 
 
 def avgpool2d(x, x_zp, kernel, stride, pads, count_include_pad, mult_by_count, shift_by_count, out_zp, qmin,

@@ -19,7 +19,6 @@ def _quantize_linear(x, scale, zp, qmin, qmax, out):
         v = np.rint(x[i] / scale) + z
         v = zero if v != v else v
         out[i] = min(max(v, lo), hi)
-    return out
 
 
 def quantize_linear(x, scale, zp, qmin, qmax, out) -> None:

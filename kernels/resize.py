@@ -31,7 +31,6 @@ def _resize_linear_acc(x, x_zp, y0, y1, wy, x0, x1, wx, one, out):
                     d10 = np.int64(x[n, c, r1, c0]) - x_zp
                     d11 = np.int64(x[n, c, r1, c1]) - x_zp
                     out[n, c, o, p] = a * (u * d00 + v * d01) + b * (u * d10 + v * d11)
-    return out
 
 
 def _index_array(arr, name, length_name, limit=None):
@@ -88,4 +87,5 @@ def resize_linear_acc(x, x_zp, y0, y1, wy, x0, x1, wx, frac_bits) -> np.ndarray:
     if not (x0.shape == x1.shape == wx.shape):
         raise ValueError(f"x0, x1, wx must have the same length, got {x0.shape}, {x1.shape}, {wx.shape}")
     out = np.empty((n, c, y0.shape[0], x0.shape[0]), dtype=np.int64)
-    return _resize_linear_acc(x, x_zp, y0, y1, wy, x0, x1, wx, one, out)
+    _resize_linear_acc(x, x_zp, y0, y1, wy, x0, x1, wx, one, out)
+    return out

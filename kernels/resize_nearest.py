@@ -25,7 +25,6 @@ def _resize_nearest(x, rows, cols, out):
                 src = x[n, c, rows[o]]
                 for p in range(wo):
                     dst[p] = src[cols[p]]
-    return out
 
 
 def resize_nearest(x, rows, cols, out) -> None:
