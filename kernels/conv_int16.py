@@ -39,6 +39,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ._jit import njit, njit_noalloc
+from .polyphase import plane_geometry, tap_offsets
 from .requantize import requantize_row
 
 PACK_ROWS = 4       # packed weights hold the output channels rounded up to this (a multiple of every MR_TAIL)
@@ -329,13 +330,10 @@ class Layout:
         sh, sw = stride
         top, left, bottom, right = pads
         dh, dw = dilation
-        hq = (top + h + bottom + sh - 1) // sh
-        self.wq = wq = (left + wd + right + sw - 1) // sw
-        self.psz = psz = hq * wq
+        self.wq, self.psz = wq, psz = plane_geometry(h, wd, top, left, bottom, right, sh, sw)
         n_pairs = (cin_g + 1) // 2
         plane = sh * sw * psz + nb
-        ky, kx = np.divmod(np.arange(kh * kw), kw)
-        tap_off = (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
+        tap_off = tap_offsets(kh, kw, sh, sw, dh, dw, psz, wq)
         self.offs = (np.arange(n_pairs)[:, None] * plane + tap_off).reshape(-1).astype(np.int64)
         self.rows = rows = max(1, min(ho, block_cols // wo))
         self.ho, self.wo, self.top, self.left, self.sh, self.sw = ho, wo, top, left, sh, sw

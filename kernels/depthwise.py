@@ -31,7 +31,7 @@ import numpy as np
 
 from . import depthwise_int16
 from ._jit import njit, njit_noalloc
-from .polyphase import phase_offsets
+from .polyphase import phase_offsets, plane_geometry, tap_offsets
 from .requantize import requantize_row
 
 F32_LIMIT = 1 << 24
@@ -159,22 +159,14 @@ def _store_rows(src, dst, pitch):
             d[j] = np.int64(src[i * pitch + j])
 
 
-@njit
 def _geometry(x_shape, kh, kw, sh, sw, top, left, bottom, right, dh, dw):
     """What :func:`_depthwise` needs of the shapes, worked out once per bind: ``(toff, rowoff, col_q, col_iw0,
-    col_cnt, wq)`` -- each tap's read offset in the polyphase plane, where the input rows land
-    (:func:`kernels.polyphase.phase_offsets`) and the row pitch."""
+    col_cnt, wq)`` -- each tap's read offset in the polyphase plane (:func:`kernels.polyphase.tap_offsets`), where
+    the input rows land (:func:`kernels.polyphase.phase_offsets`) and the row pitch."""
     h, wd = x_shape[2], x_shape[3]
-    hq = (top + h + bottom + sh - 1) // sh
-    wq = (left + wd + right + sw - 1) // sw
-    psz = hq * wq
-    toff = np.empty(kh * kw, np.int64)
-    for ky in range(kh):
-        for kx in range(kw):
-            toff[ky * kw + kx] = ((((ky * dh) % sh) * sw + (kx * dw) % sw) * psz
-                                  + ((ky * dh) // sh) * wq + (kx * dw) // sw)
+    wq, psz = plane_geometry(h, wd, top, left, bottom, right, sh, sw)
     rowoff, col_q, col_iw0, col_cnt = phase_offsets(h, wd, top, left, sh, sw, psz, wq)
-    return toff, rowoff, col_q, col_iw0, col_cnt, wq
+    return tap_offsets(kh, kw, sh, sw, dh, dw, psz, wq), rowoff, col_q, col_iw0, col_cnt, wq
 
 
 @njit_noalloc
@@ -245,12 +237,8 @@ def _depthwise(x, x_zp, wf, kh, kw, sh, sw, left, toff, rowoff, col_q, col_iw0, 
 
 def buffers(x_shape, w_shape, stride, pads, dtype):
     """Zeroed plane buffer and accumulator buffer for :func:`_depthwise`."""
-    _, _, h, wd = x_shape
-    sh, sw = stride
-    top, left, bottom, right = pads
-    hq = (top + h + bottom + sh - 1) // sh
-    wq = (left + wd + right + sw - 1) // sw
-    xq = np.zeros(sh * sw * hq * wq + VEC, dtype)
+    wq, psz = plane_geometry(*x_shape[2:], *pads, *stride)
+    xq = np.zeros(stride[0] * stride[1] * psz + VEC, dtype)
     acc = np.zeros(max(BLOCK, wq) + wq + VEC, dtype)
     return xq, acc
 

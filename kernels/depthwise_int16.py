@@ -48,7 +48,7 @@ from numba.extending import intrinsic
 
 from ._jit import njit
 from .conv_int16 import ISA, ISAS, X_DTYPES, compile_template, plan, weights_fit, x_center  # noqa: F401
-from .polyphase import phase_offsets
+from .polyphase import phase_offsets, plane_geometry, tap_offsets
 from .requantize import requantize_row
 
 NB = 64             # outputs per main tile: 4 vectors of 16 int32 lanes (AVX-512BW), 8 of 8 (AVX2: 8 accumulators,
@@ -228,33 +228,23 @@ def _store_rows(src, dst, pitch, corr):
             d[j] = np.int64(s[j]) - corr
 
 
-@njit
 def _geometry(x_shape, pa, kh, kw, sh, sw, top, left, bottom, right, dh, dw, ho):
     """Everything of :func:`_depthwise16` that depends on shapes only, worked out once per bind: ``(offs, rowoff,
     col_q, col_iw0, col_cnt, blocks, spans, wq)`` -- the read offset of each pair, where the input rows land
     (:func:`kernels.polyphase.phase_offsets`), the row blocks (:func:`_row_blocks`), the plane spans repacked per
     channel and the row pitch."""
     h, wd = x_shape[2], x_shape[3]
-    hq = (top + h + bottom + sh - 1) // sh
-    wq = (left + wd + right + sw - 1) // sw
-    psz = hq * wq
-    offs = np.empty(pa.shape[0], np.int64)
-    for k in range(pa.shape[0]):
-        ky = pa[k] // kw
-        kx = pa[k] % kw
-        offs[k] = (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
+    wq, psz = plane_geometry(h, wd, top, left, bottom, right, sh, sw)
+    offs = tap_offsets(kh, kw, sh, sw, dh, dw, psz, wq)[pa]
     rowoff, col_q, col_iw0, col_cnt = phase_offsets(h, wd, top, left, sh, sw, psz, wq)
     blocks = _row_blocks(ho, h, kh, kw, sh, top, dh, pa, max(1, BLOCK // wq))
     # Stride 1: the tiles read input rows only (their kernel rows, by block), so only those cells (of each column
     # phase) are repacked per channel; the padding rows' pairs stay as packed at the start. Other strides repack
     # the whole plane.
-    n_span = sw if sh == 1 else 1
-    spans = np.empty((n_span, 2), np.int64)
-    for px in range(n_span):
-        if sh == 1:
-            spans[px, 0], spans[px, 1] = px * psz + top * wq, px * psz + (top + h) * wq
-        else:
-            spans[px, 0], spans[px, 1] = 0, sh * sw * psz
+    if sh == 1:
+        spans = np.array([[px * psz + top * wq, px * psz + (top + h) * wq] for px in range(sw)], np.int64)
+    else:
+        spans = np.array([[0, sh * sw * psz]], np.int64)
     return offs, rowoff, col_q, col_iw0, col_cnt, blocks, spans, wq
 
 
@@ -339,13 +329,9 @@ KERNELS = kernel_set(ISA) if AVAILABLE else None  # what bind() runs
 def plane_len(x_shape, kh, kw, stride, pads, dilation, ho):
     """Length of the packed plane ``p``: every polyphase cell, and every read of the tiles (the last row block's
     wide range rounded up to ``NB``, at the largest tap offset)."""
-    _, _, h, wd = x_shape
     sh, sw = stride
-    top, left, bottom, right = pads
     dh, dw = dilation
-    hq = (top + h + bottom + sh - 1) // sh
-    wq = (left + wd + right + sw - 1) // sw
-    psz = hq * wq
+    wq, psz = plane_geometry(*x_shape[2:], *pads, sh, sw)
     ky, kx = kh - 1, kw - 1
     max_off = (sh * sw - 1) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw  # bounds every tap offset
     return max(sh * sw * psz, max_off + ho * wq + NB), wq

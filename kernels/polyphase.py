@@ -1,5 +1,5 @@
-"""Where the rows and column phases of an input plane land in its polyphase padded layout (shared by
-:mod:`kernels.depthwise` and :mod:`kernels.depthwise_int16`).
+"""Where the rows and column phases of an input plane land in its polyphase padded layout, and where each kernel
+tap reads it (shared by :mod:`kernels.depthwise`, :mod:`kernels.depthwise_int16` and :mod:`kernels.conv_int16`).
 
 The zero-bordered padded plane (``top``/``left`` border) is stored as ``sh*sw`` polyphase components, each
 ``hq x wq`` (``psz = hq*wq`` cells): padded cell ``(r, c)`` lives in component ``(r % sh, c % sw)`` at
@@ -8,6 +8,22 @@ The zero-bordered padded plane (``top``/``left`` border) is stored as ``sh*sw`` 
 import numpy as np
 
 from ._jit import njit
+
+
+def plane_geometry(h, wd, top, left, bottom, right, sh, sw):
+    """``(wq, psz)``: the row pitch of the polyphase components of an ``h x wd`` plane with those borders and
+    strides, and the size of one component."""
+    hq = (top + h + bottom + sh - 1) // sh
+    wq = (left + wd + right + sw - 1) // sw
+    return wq, hq * wq
+
+
+def tap_offsets(kh, kw, sh, sw, dh, dw, psz, wq) -> np.ndarray:
+    """int64 ``(kh*kw,)``: where tap ``(ky, kx)`` (index ``ky*kw + kx``) reads output ``(oh, ow)``'s input,
+    ``offset + oh*wq + ow``: padded cell ``(oh*sh + ky*dh, ow*sw + kx*dw)`` lies in component ``((ky*dh) % sh,
+    (kx*dw) % sw)``, ``(ky*dh) // sh`` rows and ``(kx*dw) // sw`` columns from the output's cell."""
+    ky, kx = np.divmod(np.arange(kh * kw, dtype=np.int64), kw)
+    return (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
 
 
 @njit
