@@ -190,7 +190,8 @@ def requantize_row(src, dst, bias, mult, shift, bound, out_zp, qmin, qmax):
     r = np.int64(shift)
     lim = np.int64(bound)
     rnd = np.int64(0) if r == 0 else np.int64(1) << (r - 1)
-    if _int32_values(src) and abs(float(b)) * abs(float(m)) + float(rnd) + abs(float(out_zp)) * 2.0 ** r < 2.0 ** 61:
+    pow2 = float(np.int64(1) << r)  # exact (r <= 62); a float power would cost a libm exp2 call per row
+    if _int32_values(src) and abs(float(b)) * abs(float(m)) + float(rnd) + abs(float(out_zp)) * pow2 < 2.0 ** 61:
         c = b * m + rnd + (np.int64(out_zp) << r)
         m32 = np.int64(np.int32(m))
         info = np.iinfo(dst.dtype)
