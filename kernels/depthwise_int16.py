@@ -177,33 +177,21 @@ def _pack(u, p, d, q0, q1):
         dst[q] = (np.int32(lo[q]) & 0xFFFF) | (np.int32(hi[q]) << 16)
 
 
-@njit
 def _row_blocks(ho, h, kh, kw, sh, top, dh, pa, rows_blk):
     """Output row blocks ``(oh0, oh1, k0, k1)``: consecutive rows (at most ``rows_blk``) whose kernel rows over
     input rows (not padding) are the same, ``ky0 <= ky < ky1``, and the pairs ``k0 <= k < k1`` of those kernel
     rows (:func:`prepare` lists the pairs by kernel row)."""
-    first = np.zeros(kh + 1, np.int64)  # first[ky]: the first pair of kernel row ky or later
-    k = 0
-    for ky in range(kh + 1):
-        while k < pa.shape[0] and pa[k] // kw < ky:
-            k += 1
-        first[ky] = k
-    blocks = np.empty((ho, 4), np.int64)
-    n = 0
+    first = np.searchsorted(np.asarray(pa) // kw, np.arange(kh + 1))  # first pair of kernel row ky or later
+    blocks = []
     for oh in range(ho):
-        ky0, ky1 = kh, 0
-        for ky in range(kh):
-            ih = oh * sh - top + ky * dh
-            if 0 <= ih < h:
-                ky0 = min(ky0, ky)
-                ky1 = ky + 1
-        k0, k1 = (first[ky0], first[ky1]) if ky0 < ky1 else (0, 0)
-        if n > 0 and blocks[n - 1, 2] == k0 and blocks[n - 1, 3] == k1 and oh - blocks[n - 1, 0] < rows_blk:
-            blocks[n - 1, 1] = oh + 1
+        rows = [ky for ky in range(kh) if 0 <= oh * sh - top + ky * dh < h]
+        k0, k1 = (int(first[rows[0]]), int(first[rows[-1] + 1])) if rows else (0, 0)
+        last = blocks[-1] if blocks else None
+        if last is not None and last[2:] == [k0, k1] and oh - last[0] < rows_blk:
+            last[1] = oh + 1
         else:
-            blocks[n, 0], blocks[n, 1], blocks[n, 2], blocks[n, 3] = oh, oh + 1, k0, k1
-            n += 1
-    return blocks[:n]
+            blocks.append([oh, oh + 1, k0, k1])
+    return np.array(blocks, np.int64).reshape(-1, 4)
 
 
 @njit

@@ -7,8 +7,6 @@ The zero-bordered padded plane (``top``/``left`` border) is stored as ``sh*sw`` 
 """
 import numpy as np
 
-from ._jit import njit
-
 
 def plane_geometry(h, wd, top, left, bottom, right, sh, sw):
     """``(wq, psz)``: the row pitch of the polyphase components of an ``h x wd`` plane with those borders and
@@ -26,16 +24,12 @@ def tap_offsets(kh, kw, sh, sw, dh, dw, psz, wq) -> np.ndarray:
     return (((ky * dh) % sh) * sw + (kx * dw) % sw) * psz + ((ky * dh) // sh) * wq + (kx * dw) // sw
 
 
-@njit
 def phase_offsets(h, wd, top, left, sh, sw, psz, wq):
-    """``(rowoff, col_q, col_iw0, col_cnt)``: input row ``ih`` starts at ``rowoff[ih] + col_q[px]`` in column
-    phase ``px``, whose first input column is ``col_iw0[px]`` and which holds ``col_cnt[px]`` of the row's
-    columns (every ``sw``-th). Divisions are hoisted here, out of the callers' per-channel loops (64-bit integer
-    division costs tens of cycles)."""
-    rowoff = np.empty(h, np.int64)
-    for ih in range(h):
-        r = top + ih
-        rowoff[ih] = ((r % sh) * sw) * psz + (r // sh) * wq
+    """``(rowoff, col_q, col_iw0, col_cnt)``, int64 arrays: input row ``ih`` starts at ``rowoff[ih] + col_q[px]``
+    in column phase ``px``, whose first input column is ``col_iw0[px]`` and which holds ``col_cnt[px]`` of the
+    row's columns (every ``sw``-th). Worked out once per bind, out of the kernels' per-channel loops."""
+    r = top + np.arange(h, dtype=np.int64)
+    rowoff = ((r % sh) * sw) * psz + (r // sh) * wq
     col_q = np.zeros(sw, np.int64)
     col_iw0 = np.zeros(sw, np.int64)
     col_cnt = np.zeros(sw, np.int64)
