@@ -187,21 +187,38 @@ def conv2d_direct(x, x_zp, w, stride, pads, dilation, groups, compact=False) -> 
 
     The loop accumulates in int32 when every partial sum provably fits; ``compact`` returns that int32
     array as is instead of widening it to int64."""
+    return bind_direct(x, x_zp, w, stride, pads, dilation, groups, compact)(x)
+
+
+def bind_direct(x, x_zp, w, stride, pads, dilation, groups, compact=False):
+    """:func:`conv2d_direct` validated and set up once for inputs shaped and typed like ``x``: returns
+    ``run(x) -> acc`` (a fresh accumulator array per call)."""
     x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, bound = _validate(x, x_zp, w, stride, pads,
                                                                                      dilation, groups)
     # every partial sum is bounded by taps * max|x - zp| * max|w|: accumulate in int32 when that fits
     acc_t = np.int32 if bound * w.shape[1] * w.shape[2] * w.shape[3] < (1 << 31) - 1 else np.int64
-    out = np.empty(shape, dtype=acc_t)
-    none = np.zeros(0, np.int64)
+    widen = not compact and acc_t is np.int32
     fdt = depthwise.plan(w.shape[2] * w.shape[3], bound) if w.shape[1] == 1 else None
     if fdt is not None:
         wf = w.reshape(w.shape[0], -1).astype(fdt)
-        depthwise.depthwise(x, x_zp, wf, w.shape[2], w.shape[3], (sh, sw), (top, left, bottom, right), (dh, dw), out)
-        return out if compact or acc_t is np.int64 else out.astype(np.int64)
-    ext = np.empty((shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3], dtype=acc_t)
-    _conv2d_direct(x, x_zp, w.astype(acc_t, copy=False), sh, sw, top, left, bottom, right, dh, dw, groups, out,
-                   ext, False, none, none, none, none, 0, 0, 0)
-    return out if compact or acc_t is np.int64 else out.astype(np.int64)
+        dw_run = depthwise.bind(x.shape, x.dtype, x_zp, wf, w.shape[2], w.shape[3], (sh, sw),
+                                (top, left, bottom, right), (dh, dw), shape)
+
+        def run(x):
+            out = np.empty(shape, dtype=acc_t)
+            dw_run(x, out)
+            return out.astype(np.int64) if widen else out
+        return run
+    n_ext = (shape[2] - 1) * ((left + x.shape[3] + right + sw - 1) // sw) + shape[3]
+    w_acc = w.astype(acc_t, copy=False)
+    none = np.zeros(0, np.int64)
+
+    def run(x):
+        out = np.empty(shape, dtype=acc_t)
+        _conv2d_direct(x, x_zp, w_acc, sh, sw, top, left, bottom, right, dh, dw, groups, out,
+                       np.empty(n_ext, dtype=acc_t), False, none, none, none, none, 0, 0, 0)
+        return out.astype(np.int64) if widen else out
+    return run
 
 
 def conv2d_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,

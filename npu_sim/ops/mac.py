@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.conv2d import (_sub_zp, bind_direct_requantized, bind_gemm_requantized, combine_hilo, conv2d_acc,
+from kernels.conv2d import (_sub_zp, bind_direct, bind_direct_requantized, bind_gemm_requantized, combine_hilo,
                             conv2d_gemm_blocks, HILO_MIN_K, hilo_ok, split_hilo)
 from kernels.gemm import abs_max, float_dtype, plan
 from kernels import conv_int16, pointwise_small
@@ -134,8 +134,9 @@ def _run_conv(node, inputs, ctx):
     w = p["_w"]
     out_shape = ctx.shape_of(node.outputs[0])
     n_img, cout = x.shape[0], w.shape[0]
-    if w.shape[1] == 1:  # depthwise: direct loop, int32 accumulator
-        acc = conv2d_acc(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], compact=True)
+    if w.shape[1] == 1:  # depthwise: direct loop, int32 accumulator (set up once per input layout)
+        acc = layout_memo(p, "_direct", (x.shape, x.dtype), lambda: bind_direct(
+            x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], compact=True))(x)
         return [requantize_acc(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
     pw = p.get("_pw")
     if pw and pw["key"] == (x.dtype, x.shape[1:]):
