@@ -294,6 +294,25 @@ def test_depthwise_requantized_bound_run_reused(case):
     assert check_bound_runs(bind_direct_requantized, (x2,) + case[1:], [x2, x2[::-1].copy()])
 
 
+@settings(deadline=None, max_examples=40)
+@given(depthwise_case(), st.booleans())
+def test_depthwise_bound_run_reused(case, compact):
+    """The unfused path a graph node keeps (``bind_direct``: the accumulators, requantized separately) gives the
+    twin's accumulators on other data of the same shape and dtype, called repeatedly, in a fresh array each time;
+    int32 only where ``compact`` allows it."""
+    from kernels.conv2d import bind_direct
+    x, x_zp, wt, stride, pads, dilation, groups = case
+    run = bind_direct(x, x_zp, wt, stride, pads, dilation, groups, compact)
+    outs = []
+    for xi in (x, ~x, x):  # ~x: every element changed
+        expected = naive.conv2d_acc(xi, x_zp, wt, stride, pads, dilation, groups)
+        got = run(xi)
+        assert got.dtype == np.int64 or (compact and got.dtype == np.int32)
+        np.testing.assert_array_equal(got, expected)
+        outs.append(got)
+    assert outs[0] is not outs[2]
+
+
 def check_bound_runs(bind, case, inputs, **kw):
     """``bind`` (``bind_direct_requantized`` or ``bind_gemm_requantized`` of kernels.conv2d) for a fused_case's
     arguments, then the one run it returns on each of ``inputs`` (the shape and dtype of the case's ``x``), each
