@@ -284,7 +284,8 @@ def _requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, ac
                 saturate_acc, out):
     """Integer requantization loop; see :func:`requantize`. Returns the accumulator overflow count.
 
-    ``limit_acc``: apply the acc_bits range ``[acc_lo, acc_hi]``; wrapping sign-extends the low
+    ``limit_acc[c]``: apply the acc_bits range ``[acc_lo, acc_hi]`` to channel c (a caller that proved a channel
+    cannot leave it passes False there: the check would never fire); wrapping sign-extends the low
     ``64 - sign_shift`` bits (``(v << s) >> s`` with arithmetic right shift).
     ``bound[c]`` > 0 enables the fast path for channel c: ``v`` is first clamped to ``[-bound, bound]``, a
     no-op on the result because beyond it the output saturates anyway (see :func:`saturation_bounds`), which
@@ -301,7 +302,8 @@ def _requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, ac
             lim = np.int64(bound[c])
             src = acc[o, c]
             dst = out[o, c]
-            if lim > 0 and not limit_acc:  # the common case, in its own small loop (vectorizes best)
+            check = limit_acc[c]
+            if lim > 0 and not check:  # the common case, in its own small loop (vectorizes best)
                 requantize_row(src, dst, b, m, r, lim, out_zp, qmin, qmax)
                 continue
             if lim > 0:
@@ -309,7 +311,7 @@ def _requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, ac
                 cnt = np.int64(0)
                 for i in range(n_inner):
                     v = np.int64(src[i]) + b
-                    if limit_acc:
+                    if check:
                         if saturate_acc:
                             w = min(max(v, acc_lo), acc_hi)
                         else:
@@ -326,7 +328,7 @@ def _requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, ac
                 if a < -ACC_LIMIT or a >= ACC_LIMIT:
                     raise ValueError("requantize: accumulator outside [-2**62, 2**62)")
                 v = a + b
-                if limit_acc and (v < acc_lo or v > acc_hi):
+                if check and (v < acc_lo or v > acc_hi):
                     overflows += 1
                     if saturate_acc:
                         v = acc_hi if v > acc_hi else acc_lo
@@ -438,7 +440,7 @@ def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_ac
         _requantize_cols(acc.reshape(acc.shape[0], n_c), bias, mult, shift, bound, out_zp, qmin, qmax,
                          out.reshape(acc.shape[0], n_c))
         return 0
-    return int(_requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, acc_lo, acc_hi,
+    return int(_requantize(acc, bias, mult, shift, bound, out_zp, qmin, qmax, np.full(n_c, limit_acc), acc_lo, acc_hi,
                            64 - acc_bits, bool(saturate_acc), out))
 
 

@@ -147,6 +147,31 @@ def test_acc_overflow_wrap_and_saturate():
     assert n == 0 and out == [2 ** 31 - 1]
 
 
+@pytest.mark.parametrize("saturate", [False, True])
+def test_acc_overflow_checked_per_channel(saturate):
+    """The loop checks the accumulator width only on the channels its caller did not prove safe
+    (``limit_acc[c]``): a channel that overflows is counted and wrapped/saturated exactly as the twin does, and a
+    proven channel next to it is the twin's too; the check left off the overflowing channel would not be."""
+    from kernels.requantize import _requantize
+    acc = np.array([[[2 ** 31 - 1, -2 ** 31, 5, 7], [100, -100, 3, 0]]], np.int64)
+    bias = np.array([2 ** 20, -2], np.int64)  # channel 0: 2**31 - 1 + 2**20 passes 32 bits by far
+    mult, shift = np.array([1, 1], np.int64), np.array([8, 0], np.int64)
+    bound = saturation_bounds(mult, shift, 0, -2 ** 31, 2 ** 31 - 1)
+    expected, n_expected = naive.requantize(acc, bias, mult, shift, 0, -2 ** 31, 2 ** 31 - 1, 32, saturate, np.int32)
+    assert n_expected == 1
+
+    def run(check):
+        out = np.empty(acc.shape, np.int32)
+        n = _requantize(acc, bias, mult, shift, bound, 0, -2 ** 31, 2 ** 31 - 1, np.array(check), -2 ** 31,
+                        2 ** 31 - 1, 32, saturate, out)
+        return out, n
+    out, n = run([True, False])
+    assert n == 1
+    np.testing.assert_array_equal(out, expected)
+    out, n = run([False, False])
+    assert n == 0 and not np.array_equal(out, expected)
+
+
 def test_huge_accumulators_saturate_exactly():
     # ordinary multipliers take the clamped fast path: exact (saturated) results even past 2**48
     assert _rq([2 ** 50, -2 ** 50, 2 ** 61], 2 ** 30, 31, acc_bits=64)[0] == [127, -128, 127]

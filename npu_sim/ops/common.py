@@ -82,8 +82,9 @@ def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand
     params["bias"] = (np.zeros(n_channels, np.int64) if bias is None
                       else np.broadcast_to(np.asarray(bias, np.int64), (n_channels,)).copy())
     params["acc_bits"] = arith.accumulator_bits(*operand_bits)
-    max_bias = int(np.abs(params["bias"]).max()) if n_channels else 0
-    params["_acc_check"] = acc_bound is None or acc_bound + max_bias >= 2 ** (params["acc_bits"] - 1)
+    # per channel: whether acc + bias can pass the board's width (then the run checks and counts it)
+    params["_acc_check"] = np.array([acc_bound is None or acc_bound + abs(int(b)) >= 2 ** (params["acc_bits"] - 1)
+                                     for b in params["bias"]], bool)
     if arith.fixedpoint:
         real = np.float64(sx) * sw.astype(np.float64) * alpha / np.float64(sy)
         params["mult"], params["shift"] = fixed_multipliers(real, arith.multiplier_bits)
@@ -118,9 +119,9 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
         if (prep is not None and out.dtype == prep[0] and out.shape == acc3.shape
                 and (offset is None or np.abs(offset).max(initial=0) < _OFFSET_LIMIT)):
             # validated on this slice's first call (below): run the kernel directly
-            _, bias_c, mult_c, shift_c, bound_c, args = prep
+            _, bias_c, mult_c, shift_c, bound_c, args, any_check = prep
             bias = bias_c if offset is None else bias_c + offset
-            if by_columns(acc3, out, args[3], bound_c):  # same dispatch as kernels.requantize.requantize
+            if by_columns(acc3, out, any_check, bound_c):  # same dispatch as kernels.requantize.requantize
                 _requantize_cols(acc3.reshape(outer, channels), bias, mult_c, shift_c, bound_c, args[0], args[1],
                                  args[2], out.reshape(outer, channels))
                 n = 0
@@ -149,7 +150,8 @@ _OFFSET_LIMIT = 1 << 61  # prepared biases are below 2**61 too, so bias + offset
 def _requantize_validated(p: dict, acc3, channel_slice, offset, out) -> int:
     """``kernels.requantize.requantize`` with every check; records what a later call on the same channel slice
     may pass to the kernel directly (contiguous per-channel arrays and the scalar arguments)."""
-    acc_bits = p["acc_bits"] if p.get("_acc_check", True) else 64  # 64: proven unable to overflow
+    check = p["_acc_check"][channel_slice] if "_acc_check" in p else np.ones(acc3.shape[1], bool)
+    acc_bits = p["acc_bits"] if check.any() else 64  # 64: proven unable to overflow
     if "_bound" not in p:  # saturation bounds depend on the multipliers only: compute them once
         p["_bound"] = saturation_bounds(p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"])
     bias_c = p["bias"][channel_slice]
@@ -158,12 +160,13 @@ def _requantize_validated(p: dict, acc3, channel_slice, offset, out) -> int:
                    p["qmax"], acc_bits, p["_saturate"], out, bound=p["_bound"][channel_slice])
     if bias_c.size == 0 or int(np.abs(bias_c).max()) < _OFFSET_LIMIT:
         limit = acc_bits < 64
-        args = (int(p["out_zp"]), int(p["qmin"]), int(p["qmax"]), limit, -(1 << (acc_bits - 1)) if limit else 0,
-                (1 << (acc_bits - 1)) - 1 if limit else 0, 64 - acc_bits, bool(p["_saturate"]))
+        args = (int(p["out_zp"]), int(p["qmin"]), int(p["qmax"]), check & limit,
+                -(1 << (acc_bits - 1)) if limit else 0, (1 << (acc_bits - 1)) - 1 if limit else 0, 64 - acc_bits,
+                bool(p["_saturate"]))
         c = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
         p.setdefault("_rq_prep", {})[(channel_slice.start, channel_slice.stop, channel_slice.step)] = (
             out.dtype, c(bias_c), c(p["mult"][channel_slice]), c(p["shift"][channel_slice]),
-            c(p["_bound"][channel_slice]), args)
+            c(p["_bound"][channel_slice]), args, bool(args[3].any()))
     return n
 
 
