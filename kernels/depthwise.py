@@ -161,17 +161,18 @@ def _store_rows(src, dst, pitch):
 
 def _geometry(x_shape, kh, kw, sh, sw, top, left, bottom, right, dh, dw):
     """What :func:`_depthwise` needs of the shapes, worked out once per bind: ``(toff, rowoff, col_q, col_iw0,
-    col_cnt, wq)`` -- each tap's read offset in the polyphase plane (:func:`kernels.polyphase.tap_offsets`), where
-    the input rows land (:func:`kernels.polyphase.phase_offsets`) and the row pitch."""
+    col_cnt, wq, rows_blk)`` -- each tap's read offset in the polyphase plane (:func:`kernels.polyphase.
+    tap_offsets`), where the input rows land (:func:`kernels.polyphase.phase_offsets`), the row pitch and the
+    output rows per block."""
     h, wd = x_shape[2], x_shape[3]
     wq, psz = plane_geometry(h, wd, top, left, bottom, right, sh, sw)
     rowoff, col_q, col_iw0, col_cnt = phase_offsets(h, wd, top, left, sh, sw, psz, wq)
-    return tap_offsets(kh, kw, sh, sw, dh, dw, psz, wq), rowoff, col_q, col_iw0, col_cnt, wq
+    return tap_offsets(kh, kw, sh, sw, dh, dw, psz, wq), rowoff, col_q, col_iw0, col_cnt, wq, max(1, BLOCK // wq)
 
 
 @njit_noalloc
-def _depthwise(x, x_zp, wf, kh, kw, sh, sw, left, toff, rowoff, col_q, col_iw0, col_cnt, wq, xq, acc, yb, out, fuse,
-               bias, mult, shift, bound, out_zp, qmin, qmax):
+def _depthwise(x, x_zp, wf, kh, kw, sh, sw, left, toff, rowoff, col_q, col_iw0, col_cnt, wq, rows_blk, xq, acc, yb, out,
+               fuse, bias, mult, shift, bound, out_zp, qmin, qmax):
     """Depthwise convolution, see the module docstring; geometry from :func:`_geometry`. ``wf``: float weights
     (Cout, kh*kw), same dtype as the zeroed plane buffer ``xq`` (sh*sw*hq*wq) and the accumulator buffer ``acc``
     (>= max(BLOCK, wq) + wq); ``yb`` (``out``'s dtype, ``rows_blk*wq + VEC``) holds a block's requantized rows.
@@ -184,7 +185,6 @@ def _depthwise(x, x_zp, wf, kh, kw, sh, sw, left, toff, rowoff, col_q, col_iw0, 
     ho = out.shape[2]
     wo = out.shape[3]
     taps = kh * kw
-    rows_blk = max(1, BLOCK // wq)
     zero = xq.dtype.type(0)
     for n in range(n_img):
         for ci in range(c_in):
@@ -302,7 +302,7 @@ def bind(x_shape, x_dtype, x_zp, wf, kh, kw, stride, pads, dilation, out_shape, 
     head = (x_zp, wf, kh, kw, stride[0], stride[1], pads[1]) + geo
     tail = (fuse, bias, mult, shift, bound, out_zp, qmin, qmax)
     w_shape = (wf.shape[0], 1, kh, kw)
-    n_yb = max(1, BLOCK // geo[-1]) * geo[-1] + VEC if fuse else 1
+    n_yb = geo[-1] * geo[-2] + VEC if fuse else 1  # rows_blk * wq
 
     def run(x, out):
         _depthwise(x, *head, *buffers(x_shape, w_shape, stride, pads, wf.dtype), np.empty(n_yb, out.dtype), out,

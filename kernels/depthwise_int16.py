@@ -236,14 +236,23 @@ def _geometry(x_shape, pa, kh, kw, sh, sw, top, left, bottom, right, dh, dw, ho)
     return offs, rowoff, col_q, col_iw0, col_cnt, blocks, spans, wq
 
 
+def _block_corrections(w32, blocks, pad):
+    """int64 ``(Cout, blocks)``: ``pad`` times the weights of the pairs each row block computes (the kernel rows
+    over padding rows are left out of both the tiles and this sum: module docstring)."""
+    lo = (w32 << 16) >> 16  # the pair words' halves, sign-extended: w[low tap], w[high tap]
+    psum = lo.astype(np.int64) + (w32 >> 16)
+    csum = np.concatenate([np.zeros((w32.shape[0], 1), np.int64), np.cumsum(psum, axis=1)], axis=1)
+    return np.ascontiguousarray(pad * (csum[:, blocks[:, 3]] - csum[:, blocks[:, 2]]))
+
+
 def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, blocks, spans, wq, sw, left, u, p, acc,
-                 yb, out, fuse, psum, bias, mult, shift, bound, out_zp, qmin, qmax):
+                 yb, out, fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax):
     """Depthwise convolution of 8/16-bit ``x`` (module docstring), geometry from :func:`_geometry`. ``u``: int16
     scratch, at least ``len(p) + d`` long; ``p`` int32 of length :func:`plane_len`; ``acc`` int32 and ``yb``
-    (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. ``psum[c, k]``: the sum of
-    pair ``k``'s two weights. Without ``fuse`` ``out`` receives the exact accumulators; with it their
-    requantization with ``bias``. Allocates nothing (compiled without reference counting: :func:`kernels._jit.
-    njit_noalloc`).
+    (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. ``corr[c, b]``: channel
+    ``c``'s padding correction in row block ``b`` (:func:`_block_corrections`). Without ``fuse`` ``out`` receives
+    the exact accumulators; with it their requantization with ``bias``. Allocates nothing (compiled without
+    reference counting: :func:`kernels._jit.njit_noalloc`).
     (A template: :func:`kernel_set` compiles it per instruction set, binding ``_tile`` (NB outputs) to the
     instruction set's tile.)"""
     n_img, c_in = x.shape[0], x.shape[1]
@@ -265,12 +274,7 @@ def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, 
                     oh0, oh1, k0, k1 = blocks[b, 0], blocks[b, 1], blocks[b, 2], blocks[b, 3]
                     base = oh0 * wq
                     npix = (oh1 - oh0 - 1) * wq + wo
-                    # the pairs of kernel rows over padding rows are left out: their sum, pad * (their weights),
-                    # is a constant, and the accumulator's padding correction counts only the pairs computed
-                    corr = np.int64(0)
-                    for k in range(k0, k1):
-                        corr += psum[co, k]
-                    corr *= pad
+                    cb = corr[co, b]
                     offs_b = offs[k0:k1]
                     wrow = w32[co, k0:k1]
                     col = 0
@@ -281,16 +285,16 @@ def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, 
                             acc[col:col + NB] = 0
                         col += NB
                     if fuse and wo < 32:  # short rows: the whole wide block (vectorizes), then its rows
-                        requantize_row(acc[:col], yb[:col], bias[co] - corr, mult[co], shift[co], bound[co], out_zp,
+                        requantize_row(acc[:col], yb[:col], bias[co] - cb, mult[co], shift[co], bound[co], out_zp,
                                        qmin, qmax)
                         _copy_rows(yb, out[n, co, oh0:oh1], wq)
                     elif fuse:  # row by row, straight from the wide accumulators into the output rows
                         for oh in range(oh0, oh1):
                             k0r = (oh - oh0) * wq
-                            requantize_row(acc[k0r:k0r + wo], out[n, co, oh], bias[co] - corr, mult[co], shift[co],
+                            requantize_row(acc[k0r:k0r + wo], out[n, co, oh], bias[co] - cb, mult[co], shift[co],
                                            bound[co], out_zp, qmin, qmax)
                     else:
-                        _store_rows(acc, out[n, co, oh0:oh1], wq, corr)
+                        _store_rows(acc, out[n, co, oh0:oh1], wq, cb)
 
 
 class KernelSet:
@@ -338,8 +342,6 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
     plen, wq = plane_len(x_shape, kh, kw, stride, pads, dilation, out_shape[2])
     rows_blk = max(1, BLOCK // wq)
     cells = min(rows_blk, out_shape[2]) * wq + NB
-    lo = (w32 << 16) >> 16  # the pair words' halves, sign-extended: w[low tap], w[high tap]
-    psum = lo.astype(np.int64) + (w32 >> 16)
     none = np.zeros(0, np.int64)
     if fuse:
         bias = np.asarray(bias, np.int64)
@@ -349,7 +351,7 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
     sh, sw = stride
     geo = _geometry(x_shape, pa, kh, kw, sh, sw, *pads, *dilation, out_shape[2])
     head = (center, pad, w32, d) + geo + (sw, pads[1])
-    tail = (fuse, psum, bias, mult, shift, bound, out_zp, qmin, qmax)
+    tail = (fuse, _block_corrections(w32, geo[5], pad), bias, mult, shift, bound, out_zp, qmin, qmax)
 
     def run(x, out):
         kernel(x, *head, np.empty(plen + d, np.int16), np.empty(plen, np.int32), np.empty(cells, np.int32),
