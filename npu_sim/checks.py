@@ -462,7 +462,9 @@ def _per_channel(ctx, node):
     return {"op": node.op}
 
 
-def _limit_rule(rule_id, what, key, measure):
+def _limit_rule(rule_id, what, key, measure, noun, hint=""):
+    """A board limit: ``{op} has {what} {value}`` (``what`` reads before the value), fixed by bringing the
+    layer's ``noun`` down to the limit; ``hint`` says how, where there is a usual way."""
     def func(ctx, node):
         lim = ctx.limits[node.name]
         limit = getattr(lim, key) if lim is not None else None
@@ -473,7 +475,7 @@ def _limit_rule(rule_id, what, key, measure):
             return {"op": node.op, "value": value, "limit": limit}
         return None
     func.__doc__ = (f"{{op}} has {what} {{value}}; the NPU allows at most {{limit}}.\n\n"
-                    f"Change the layer so its {what} is at most {{limit}} (e.g. split it into smaller layers).")
+                    f"Change the layer so that its {noun} is at most {{limit}}{f' ({hint})' if hint else ''}.")
     rule(rule_id, "error", "board")(func)
 
 
@@ -538,20 +540,28 @@ def _bias_abs(ctx, node):
     return int(np.abs(b.data.astype(np.int64)).max()) if b is not None and b.data.size else None
 
 
-_limit_rule("limit.kernel", "a kernel size of", "kernel_max", _max_of("kernel"))
-_limit_rule("limit.kernel_area", "a kernel area (kh x kw) of", "kernel_area_max", _kernel_area)
-_limit_rule("limit.kernel_padded", "padding with a kernel size of", "kernel_max_padded", _kernel_padded)
-_limit_rule("limit.stride_valid", "no padding or dilation and a stride of", "stride_max_valid", _stride_valid)
-_limit_rule("limit.depthwise_stride", "a depthwise stride of", "depthwise_stride_max", _depthwise_stride)
+_SMALLER_KERNELS = "e.g. a stack of smaller kernels"
+_limit_rule("limit.kernel", "a kernel size of", "kernel_max", _max_of("kernel"), "kernel size", _SMALLER_KERNELS)
+_limit_rule("limit.kernel_area", "a kernel area (kh x kw) of", "kernel_area_max", _kernel_area, "kernel area",
+            _SMALLER_KERNELS)
+_limit_rule("limit.kernel_padded", "padding with a kernel size of", "kernel_max_padded", _kernel_padded,
+            "kernel size", "or drop its padding")
+_limit_rule("limit.stride_valid", "no padding or dilation and a stride of", "stride_max_valid", _stride_valid,
+            "stride")
+_limit_rule("limit.depthwise_stride", "a depthwise stride of", "depthwise_stride_max", _depthwise_stride,
+            "stride", "e.g. stride 1 followed by a strided pooling or subsampling layer")
 _limit_rule("limit.weight_sum", "a sum of absolute weights (one output channel) of", "weight_abs_sum_max",
-            _weight_abs_sum)
-_limit_rule("limit.bias", "a bias magnitude of", "bias_max", _bias_abs)
+            _weight_abs_sum, "sum of absolute weights per output channel",
+            "e.g. split its input channels across layers and add their results")
+_limit_rule("limit.bias", "a bias magnitude of", "bias_max", _bias_abs, "largest bias",
+            "the bias is in units of input scale x weight scale: larger scales make it smaller")
 _limit_rule("limit.stride", "a stride of", "stride_max", lambda ctx, node: (
     _stride_unless_valid(ctx, node) if ctx.limits[node.name].stride_max_valid is not None
-    else _max_of("stride")(ctx, node)))
-_limit_rule("limit.dilation", "a dilation of", "dilation_max", _max_of("dilation"))
-_limit_rule("limit.pad", "a padding of", "pad_max", _max_of("pads"))
-_limit_rule("limit.channels", "a channel count of", "channels_max", _channels_of)
+    else _max_of("stride")(ctx, node)), "stride")
+_limit_rule("limit.dilation", "a dilation of", "dilation_max", _max_of("dilation"), "dilation")
+_limit_rule("limit.pad", "a padding of", "pad_max", _max_of("pads"), "padding", "e.g. an explicit Pad before it")
+_limit_rule("limit.channels", "a channel count of", "channels_max", _channels_of, "channel count",
+            "e.g. split it into layers over fewer channels and concatenate them")
 
 
 @rule("limit.resize_scale", "error", "board")
