@@ -73,10 +73,15 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
     except NpuSimError as exc:
         print(f"npu-sim: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # the reader of our output went away (`npu-sim check ... | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return 128 + 13  # as if killed by SIGPIPE, like other command-line tools
     except OSError as exc:  # the file system refused a read or a write: the path is the user's to fix
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"npu-sim: error: {where}{exc.strerror or exc}; check the path and its permissions", file=sys.stderr)

@@ -78,3 +78,16 @@ def test_help_mentions_every_command(capsys):
     text = capsys.readouterr().out
     for command in ("run", "lower", "boards"):
         assert command in text
+
+
+def test_closed_output_pipe_ends_quietly():
+    """`npu-sim lower MODEL | head -0`: the reader is gone before the output is written; the command stops with
+    SIGPIPE's exit status (141, as other command-line tools) and prints nothing, neither an error nor a traceback."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from npu_sim.cli import main; sys.exit(main())",
+                             "lower", str(MODEL), "--input-shape", "input=1x1x8x8"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and err == "", err
