@@ -1,10 +1,12 @@
 """`npu-sim compare DUMP_DIR MODEL`: compare a tensor dump with the simulation, bit for bit, in execution order.
 
-A dump is a folder with ``index.json`` — ONNX float tensor name → ``{"file", "dtype", "shape", "scale",
-"zero_point", "producer"}`` (``file`` relative to the folder, a ``.npy`` of integers) — as written by
-``npu-sim run --dump-all`` or by a board's dump tool in the same layout. The simulation is fed the dump's own
-input tensor (the model input's quantized integers, stored under the input's name) unless ``--input`` gives a
-float ``.npy``. Exit codes: 0 every dumped tensor equal, 1 a mismatch (the first one is named), 2 bad input.
+A dump is a folder with index.json, which maps each ONNX float tensor name to {"file": ..., ...}: the file is
+a .npy of the tensor's integers, relative to the folder; "scale", when present, is checked against the model's
+(the other fields npu-sim run --dump-all writes -- "tensor", "dtype", "shape", "zero_point", "producer" -- are
+for people). npu-sim run --dump-all writes such a folder; a board's dump tool can write the same layout. The
+simulation is fed the dump's own input tensor (the model input's quantized integers, stored under the input's
+name) unless --input gives a float .npy. Exit codes: 0 every dumped tensor equal, 1 a mismatch (the first one is
+named), 2 bad input.
 """
 from __future__ import annotations
 
@@ -66,8 +68,7 @@ def read_index(dump_dir) -> dict:
     except (OSError, ValueError) as exc:
         raise InputError(f"{idx}: not valid JSON ({exc})") from None
     if not isinstance(index, dict) or not all(isinstance(v, dict) and "file" in v for v in index.values()):
-        raise InputError(f"{idx}: expected an object mapping tensor names to {{\"file\": ..., \"dtype\": ..., "
-                         f"\"shape\": ...}}")
+        raise InputError(f"{idx}: expected an object mapping tensor names to {{\"file\": \"NAME.npy\", ...}}")
     return index
 
 
