@@ -12,7 +12,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from kernels import depthwise, depthwise_int16
@@ -62,7 +62,7 @@ def _check_fused(x, x_zp, wt, stride, pads, dilation, bias, mult, shift, out_zp,
     acc = naive.conv2d_acc(x, x_zp, wt, stride, pads, dilation, x.shape[1])
     lims = saturation_bounds(mult, shift, out_zp, qmin, qmax)
     if lims.size and int(lims.min()) == 0:
-        return  # no branch-free requantization (the caller does not fuse)
+        return False  # no branch-free requantization (the caller does not fuse)
     out = np.empty(acc.shape, dtype)
     assert _run(x, x_zp, wt, stride, pads, dilation, out, True, (bias, mult, shift, lims, out_zp, qmin, qmax)) \
         == _admitted(wt, x.dtype, stride)
@@ -71,6 +71,7 @@ def _check_fused(x, x_zp, wt, stride, pads, dilation, bias, mult, shift, out_zp,
                                            False, dtype)
     assert overflows == 0
     np.testing.assert_array_equal(out, expected.reshape(acc.shape))
+    return True
 
 
 @st.composite
@@ -121,8 +122,12 @@ def test_depthwise_int16_requantized_matches_twin(isa, case, data):
     shift = np.array([r for _, r in ms], np.int64)
     bias = np.array([data.draw(st.integers(-2 ** 40, 2 ** 40)) for _ in range(cout)], np.int64)
     dtype, out_zp, qmin, qmax = data.draw(naive.out_params())
-    with _using(isa):
-        _check_fused(*case, bias, mult, shift, out_zp, qmin, qmax, dtype)
+    # a shift past the saturation bound's reach (r > 62 - bits of the output range) leaves a channel without a
+    # bound, which the caller never fuses: cap it there in most examples, so most examples compare
+    if data.draw(st.integers(0, 4)):
+        shift = np.minimum(shift, 62 - (max(qmax - out_zp, out_zp - qmin) + 2).bit_length())
+    fused = _check_fused(*case, bias, mult, shift, out_zp, qmin, qmax, dtype)
+    event(f"requantization fused: {fused}")
 
 
 def _bound_case(last):
@@ -174,7 +179,7 @@ def test_depthwise_int16_padding_at_the_edges(isa, dtype, x_zp, stride):
         lims_args = (np.array([5, -7, 2 ** 40]), np.array([1 << 30] * 3), np.array([40, 31, 45]))
         with _using(isa):
             _check(x, x_zp, w, stride, pads, (1, 1))
-            _check_fused(x, x_zp, w, stride, pads, (1, 1), *lims_args, -3, -32768, 32767, np.int16)
+            assert _check_fused(x, x_zp, w, stride, pads, (1, 1), *lims_args, -3, -32768, 32767, np.int16)
 
 
 @pytest.mark.parametrize("dtype,x_zp", [(np.int8, -128), (np.int8, 127), (np.uint8, 0), (np.uint8, 255)])
@@ -191,7 +196,7 @@ def test_depthwise_int16_8bit_extremes(isa, dtype, x_zp, stride):
     rq = (np.array([5, -7, 2 ** 40]), np.array([1 << 30] * 3), np.array([40, 31, 45]))
     with _using(isa):
         _check(x, x_zp, w, stride, (2, 2, 2, 2), (1, 1), int_path=stride[0] == 1)
-        _check_fused(x, x_zp, w, stride, (2, 2, 2, 2), (1, 1), *rq, -3, -128, 127, np.int8)
+        assert _check_fused(x, x_zp, w, stride, (2, 2, 2, 2), (1, 1), *rq, -3, -128, 127, np.int8)
 
 
 def test_depthwise_int16_refuses_what_it_cannot_prove():
