@@ -307,3 +307,27 @@ def softmax16(rows, m, s, exp_lut, recip_lut):
         r = lut16(t, recip_lut)
         out.append([clampi((e * r + 2 ** (30 - h)) // 2 ** (31 - h), 0, 32767) for e in exps])
     return out
+
+
+def int16_lut(fn, in_min, in_max, out_min, out_max):
+    """TFLite's int16 gen_lut in float64 (the build LiteRT 2.15 runs): fn sampled on the 513-point grid
+    x_k = in_min + k * step, step = (in_max - in_min) / 512, in output units of (out_max - out_min) / 65536. Entry
+    k < 512 is round(f(x_k)) minus half the midpoint error of the linear interpolation, i.e. of
+    round((f(x_k+1) + round(f(x_k))) / 2) against round(f(x_k + step / 2)); entry 512 is round(f(in_max)).
+    Every round is half away from zero; entries saturate to int16."""
+    step = (in_max - in_min) / 512
+    unit = 65536 / (out_max - out_min)
+    grid = [in_min + k * step for k in range(513)]
+    f = [fn(x) * unit for x in grid]
+    table = []
+    for k in range(512):
+        sample = _round_away(f[k])
+        interpolated = _round_away((f[k + 1] + sample) / 2)
+        exact = _round_away(fn(grid[k] + step / 2) * unit)
+        table.append(sat16(sample - _round_away((interpolated - exact) / 2)))
+    return table + [sat16(_round_away(fn(in_max) * unit))]
+
+
+def softmax16_tables():
+    """SoftmaxInt16's two tables: exp on [-10, 0] and 1/(1+x) on [0, 1], both with outputs on [-1, 1]."""
+    return int16_lut(math.exp, -10.0, 0.0, -1.0, 1.0), int16_lut(lambda x: 1 / (1 + x), 0.0, 1.0, -1.0, 1.0)

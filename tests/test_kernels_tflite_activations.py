@@ -1,6 +1,8 @@
-"""Resize, HardSwish, int16 Logistic/Tanh and Softmax kernels of the tflite arithmetic == their golden twins
-(tests/naive_tflite.py), bit for bit, including saturated inputs and extreme scales. (LiteRT itself is the oracle
-of the twins' formulas: tests/test_tflite_oracle.py and models/tflite_op_sweep.py.)"""
+"""Resize, HardSwish, int16 Logistic/Tanh and Softmax kernels of the tflite arithmetic, and the int16 softmax's
+tables, == their golden twins (tests/naive_tflite.py), bit for bit, including saturated inputs and extreme scales.
+(LiteRT itself is the oracle of the twins' formulas: tests/test_tflite_oracle.py and models/tflite_op_sweep.py.)"""
+import math
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,11 +11,12 @@ from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 from kernels.tflite_hardswish import reduce_multiplier16, tfl_hardswish
 from kernels.tflite_resize import tfl_resize_bilinear, tfl_resize_nearest
 from kernels.tflite_sigmoid16 import TABLE, TABLE_PLUS_ONE, input_rescale, tfl_sigmoid16
-from kernels.tflite_softmax import (C48_17, CM32_17, EXP_BARREL, EXP_M1_8, ONE_THIRD, softmax8_params, softmax16_params,
-                                    softmax16_tables, tfl_softmax8, tfl_softmax16)
+from kernels.tflite_softmax import (C48_17, CM32_17, EXP_BARREL, EXP_M1_8, ONE_THIRD, gen_lut16, softmax8_params,
+                                    softmax16_params, softmax16_tables, tfl_softmax8, tfl_softmax16)
 from tests import naive_tflite as nt
 
 DTYPES = st.sampled_from([np.int8, np.int16])
+TWIN_TABLES = nt.softmax16_tables()
 
 
 def _ints(rng, dtype, n, extreme=False):
@@ -97,10 +100,30 @@ def test_softmax8(seed, log2_scale, depth, extreme):
 @settings(deadline=None, max_examples=80)
 @given(st.integers(0, 2 ** 32 - 1), st.floats(-25.0, 2.0), st.integers(1, 40), st.booleans())
 def test_softmax16(seed, log2_scale, depth, extreme):
+    """Kernel with the kernel's tables == twin with the twin's tables."""
     m, s = softmax16_params(2.0 ** log2_scale)
-    exp_lut, recip_lut = softmax16_tables()
     rows = _ints(np.random.default_rng(seed), np.int16, 6 * depth, extreme).reshape(6, depth)
-    assert tfl_softmax16(rows, m, s, exp_lut, recip_lut).tolist() == nt.softmax16(rows, m, s, exp_lut, recip_lut)
+    assert tfl_softmax16(rows, m, s, *softmax16_tables()).tolist() == nt.softmax16(rows, m, s, *TWIN_TABLES)
+
+
+def test_softmax16_tables():
+    """The tables the int16 softmax runs with == TFLite's gen_lut restated (nt.int16_lut), entry by entry."""
+    exp_lut, recip_lut = softmax16_tables()
+    assert exp_lut.tolist() == TWIN_TABLES[0]
+    assert recip_lut.tolist() == TWIN_TABLES[1]
+
+
+def _sigmoid(v):
+    return 1 / (1 + math.exp(-v))
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.sampled_from([math.exp, math.tanh, _sigmoid]), st.floats(-12.0, 4.0), st.floats(2.0 ** -6, 16.0),
+       st.floats(-2.0, 0.0, exclude_max=True), st.floats(0.25, 4.0))
+def test_gen_lut16(fn, in_min, in_width, out_min, out_width):
+    """gen_lut16 == nt.int16_lut for other functions and ranges, outputs saturating when out_width is narrow."""
+    args = (fn, in_min, in_min + in_width, out_min, out_min + out_width)
+    assert gen_lut16(*args).tolist() == nt.int16_lut(*args)
 
 
 def test_softmax_constants_and_tables():

@@ -15,17 +15,28 @@ from tests import naive_tflite as nt
 
 DTYPES = st.sampled_from([np.int8, np.int16])
 MULT = st.sampled_from([0, 2 ** 30, 2 ** 31 - 1]) | st.integers(2 ** 30, 2 ** 31 - 1)
+# the kernels' shift range [-31, 30]: the usual right shifts and small left shifts in about half the draws, the rest
+# anywhere in it (large left shifts wrap the int32 product, as TFLite's does) or at its ends
+SHIFT = st.integers(-31, 3) | st.integers(-31, 30) | st.sampled_from([-31, 30])
 
 
-def _ints(rng, dtype, n):
+def _ints(rng, dtype, n, extreme=False):
+    """n values uniform over the dtype; with extreme, a third of them at the dtype's ends and a third within 3 of
+    them (operands and sums that saturate)."""
     info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max + 1, size=n).astype(dtype)
+    v = rng.integers(info.min, info.max + 1, size=n)
+    if extreme:
+        kind = rng.integers(0, 6, size=n)
+        near = rng.integers(0, 4, size=n)
+        v = np.select([kind == 0, kind == 1, kind == 2, kind == 3],
+                      [info.min, info.max, info.min + near, info.max - near], v)
+    return v.astype(dtype)
 
 
 @settings(deadline=None, max_examples=80)
-@given(st.integers(0, 2 ** 32 - 1), DTYPES, MULT, st.integers(-31, 3), st.integers(-128, 127), st.integers(-128, 127))
-def test_rescale(seed, dtype, m, s, zi, zo):
-    x = _ints(np.random.default_rng(seed), dtype, 40)
+@given(st.integers(0, 2 ** 32 - 1), DTYPES, MULT, SHIFT, st.integers(-128, 127), st.integers(-128, 127), st.booleans())
+def test_rescale(seed, dtype, m, s, zi, zo, extreme):
+    x = _ints(np.random.default_rng(seed), dtype, 40, extreme)
     info = np.iinfo(dtype)
     got = tfl_rescale(x, zi, m, s, zo, info.min, info.max, dtype)
     assert got.tolist() == nt.rescale(x, zi, m, s, zo, info.min, info.max)
@@ -33,10 +44,11 @@ def test_rescale(seed, dtype, m, s, zi, zo):
 
 @settings(deadline=None, max_examples=80)
 @given(st.integers(0, 2 ** 32 - 1), DTYPES, MULT, st.integers(-31, 0), MULT, st.integers(-31, 0), MULT,
-       st.integers(-31, 0), st.booleans(), st.integers(-128, 127), st.integers(-128, 127), st.integers(-128, 127))
-def test_add(seed, dtype, m1, s1, m2, s2, mo, so, sub, z1, z2, zo):
+       st.integers(-31, 0), st.booleans(), st.integers(-128, 127), st.integers(-128, 127), st.integers(-128, 127),
+       st.booleans())
+def test_add(seed, dtype, m1, s1, m2, s2, mo, so, sub, z1, z2, zo, extreme):
     rng = np.random.default_rng(seed)
-    a, b = _ints(rng, dtype, 30), _ints(rng, dtype, 30)
+    a, b = _ints(rng, dtype, 30, extreme), _ints(rng, dtype, 30, extreme)
     ls = 20 if dtype == np.int8 else 15
     info = np.iinfo(dtype)
     got = tfl_add(a, b, z1, z2, m1, s1, m2, s2, mo, so, ls, sub, zo, info.min, info.max, dtype)
@@ -44,11 +56,11 @@ def test_add(seed, dtype, m1, s1, m2, s2, mo, so, sub, z1, z2, zo):
 
 
 @settings(deadline=None, max_examples=80)
-@given(st.integers(0, 2 ** 32 - 1), DTYPES, MULT, st.integers(-31, 3), st.integers(-128, 127),
-       st.integers(-128, 127), st.integers(-128, 127))
-def test_mul(seed, dtype, m, s, z1, z2, zo):
+@given(st.integers(0, 2 ** 32 - 1), DTYPES, MULT, SHIFT, st.integers(-128, 127), st.integers(-128, 127),
+       st.integers(-128, 127), st.booleans())
+def test_mul(seed, dtype, m, s, z1, z2, zo, extreme):
     rng = np.random.default_rng(seed)
-    a, b = _ints(rng, dtype, 30), _ints(rng, dtype, 30)
+    a, b = _ints(rng, dtype, 30, extreme), _ints(rng, dtype, 30, extreme)
     info = np.iinfo(dtype)
     got = tfl_mul(a, b, z1, z2, m, s, zo, info.min, info.max, dtype)
     assert got.tolist() == nt.mul(a, b, z1, z2, m, s, zo, info.min, info.max)
@@ -56,9 +68,9 @@ def test_mul(seed, dtype, m, s, z1, z2, zo):
 
 @settings(deadline=None, max_examples=60)
 @given(st.integers(0, 2 ** 32 - 1), DTYPES, st.integers(1, 3), st.integers(1, 3), st.integers(1, 2),
-       st.integers(0, 1), st.integers(0, 1))
-def test_avgpool(seed, dtype, kh, kw, stride, pt, pl):
-    x = _ints(np.random.default_rng(seed), dtype, 2 * 5 * 6).reshape(1, 2, 5, 6)
+       st.integers(0, 1), st.integers(0, 1), st.booleans())
+def test_avgpool(seed, dtype, kh, kw, stride, pt, pl, extreme):
+    x = _ints(np.random.default_rng(seed), dtype, 2 * 5 * 6, extreme).reshape(1, 2, 5, 6)
     pads = (min(pt, kh - 1), min(pl, kw - 1), min(pt, kh - 1), min(pl, kw - 1))
     info = np.iinfo(dtype)
     got = tfl_avgpool(x, (kh, kw), (stride, stride), pads, info.min, info.max)
@@ -67,9 +79,9 @@ def test_avgpool(seed, dtype, kh, kw, stride, pt, pl):
 
 @settings(deadline=None, max_examples=60)
 @given(st.integers(0, 2 ** 32 - 1), DTYPES, st.integers(1, 70), MULT, st.integers(-8, 2), st.integers(-128, 127),
-       st.integers(-128, 127))
-def test_mean(seed, dtype, n, m, s, zi, zo):
-    rows = _ints(np.random.default_rng(seed), dtype, 3 * n).reshape(3, n)
+       st.integers(-128, 127), st.booleans())
+def test_mean(seed, dtype, n, m, s, zi, zo, extreme):
+    rows = _ints(np.random.default_rng(seed), dtype, 3 * n, extreme).reshape(3, n)
     info = np.iinfo(dtype)
     got = tfl_mean(rows, zi, m, s, zo, info.min, info.max, dtype)
     assert got.tolist() == nt.mean(rows, zi, m, s, zo, info.min, info.max)

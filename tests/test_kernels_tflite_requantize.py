@@ -41,7 +41,9 @@ def case(draw):
     bias = rng.integers(-2 ** 20, 2 ** 20, size=c, dtype=np.int64) if draw(st.booleans()) else np.zeros(c, np.int64)
     mult = np.array([draw(st.sampled_from([0, 2 ** 30, 2 ** 31 - 1, 0x7FFF0000 - 1, 0x7FFF0000]) |
                           st.integers(2 ** 30, 2 ** 31 - 1)) for _ in range(c)], np.int64)
-    shift = np.array([draw(st.integers(-31, 7 if wide else 4)) for _ in range(c)], np.int64)
+    # the kernel's shift range, [-31, 7] wide and [-31, 30] not: small shifts in about half the non-wide draws
+    shifts = st.integers(-31, 7) if wide else st.integers(-31, 4) | st.integers(-31, 30) | st.sampled_from([-31, 30])
+    shift = np.array([draw(shifts) for _ in range(c)], np.int64)
     dtype = np.int16 if wide else draw(st.sampled_from([np.int8, np.int16]))
     info = np.iinfo(dtype)
     zp = 0 if wide else draw(st.integers(-20, 20))
