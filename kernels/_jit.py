@@ -10,6 +10,9 @@ compiled without Numba's reference counting, the array views their loops take pe
 array's reference count (~10 ns), which on this project's short rows (2-3 rows of 96 in PP-OCR cls) was a
 third of an elementwise Mul. Numba refuses to compile an allocation in such a kernel, and the functions it calls
 inherit the setting; these kernels return no arrays either (the caller keeps the ones it passed).
+
+A kernel that passes a constant to another kernel passes it typed (``np.int64(0)``, not ``0``): a bare literal
+makes Numba compile the callee once more for that literal value, which only costs first-use compile time.
 """
 import numba
 

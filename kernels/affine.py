@@ -26,7 +26,7 @@ def _affine(x, x_zp, w, b, f_bits, out_zp, qmin, qmax, folded, out):
     for o in range(n_outer):
         for c in range(n_c):
             if folded:
-                scale_row(x[o, c], w[c], b[c], f_bits, 0, qmin, qmax, out[o, c])
+                scale_row(x[o, c], w[c], b[c], f_bits, np.int64(0), qmin, qmax, out[o, c])
                 continue
             wc = w[c]
             bc = b[c] + half

@@ -262,7 +262,7 @@ def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, 
     pad16 = np.int16(pad)
     for i in range(u.shape[0]):  # the padding cells keep it: _fill_rows writes the input cells only
         u[i] = pad16
-    _pack(u, p, d, 0, p.shape[0])
+    _pack(u, p, d, np.int64(0), p.shape[0])
     for n in range(n_img):
         for ci in range(c_in):
             _fill_rows(x[n, ci], u, rowoff, col_q, col_iw0, col_cnt, sw, left, center)

@@ -47,7 +47,7 @@ def rsqrt_q30(w, rsqrt_lut, step_bits):
     t = (y0 * y0 + (np.int64(1) << 29)) >> 30
     v = (w * t + (np.int64(1) << 27)) >> 28
     y1 = (y0 * (3 * ONE - v) + ONE) >> 31
-    return clamp(y1, np.int64(1) << 29, ONE)
+    return clamp(y1, np.int64(1) << 29, np.int64(ONE))
 
 
 @njit

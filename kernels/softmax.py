@@ -62,7 +62,7 @@ def recip_q30(s, recip_lut, lut_bits):
     y0 = r0 - (((r0 - r1) * fr + (np.int64(1) << (low - 1))) >> low)
     t = (x * y0 + (np.int64(1) << 29)) >> 30
     y1 = (y0 * ((np.int64(1) << 31) - t) + (np.int64(1) << 29)) >> 30
-    return clamp(y1, np.int64(1) << 29, ONE), h
+    return clamp(y1, np.int64(1) << 29, np.int64(ONE)), h
 
 
 @njit_noalloc
