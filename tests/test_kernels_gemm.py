@@ -111,6 +111,7 @@ def test_int8_extremes():
     b[:, 1] = 127
     out = int_matmul(a, b)
     assert out[0, 0] == 300 * 128 * 128 and out[0, 1] == -300 * 128 * 127
+    np.testing.assert_array_equal(out, naive.int_matmul(a, b))
 
 
 def test_validation():

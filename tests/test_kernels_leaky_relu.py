@@ -41,8 +41,10 @@ def test_leaky_relu_slopes():
                             (0.0, [0, 0, 0, 0, 1, 127]),
                             (2.0, [-128, -6, -2, 0, 1, 127])):
         m, r = quantize_multiplier(alpha)
-        leaky_relu(x, 0, one_m, one_r, np.array([m]), np.array([r]), 0, -128, 127, out)
+        args = (x, 0, one_m, one_r, np.array([m]), np.array([r]), 0, -128, 127)
+        leaky_relu(*args, out)
         assert out.ravel().tolist() == expected, alpha
+        assert naive.leaky_relu(*args, np.int8).ravel().tolist() == expected, alpha  # the twin agrees by hand too
 
 
 def test_leaky_relu_validation():

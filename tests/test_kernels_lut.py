@@ -101,11 +101,14 @@ def test_lut16_grid_points_and_ties():
     out = np.empty(6, np.int16)
     lut16(x, table, -32768, 32767, out)
     assert out.tolist() == [0, 1, 1, 0, 1, -32768 + (65535 * 127 + 64) // 128]
+    assert naive_lut.lut16(x, table, -32768, 32767, np.int16).tolist() == out.tolist()  # the twin, by hand too
     neg = np.zeros(513, np.int16)
     neg[1] = -1         # falling segment: -0.5 rounds toward +infinity (floor shift), -0.51 to -1
     out2 = np.empty(3, np.int16)
     lut16(np.array([-32768 + 64, -32768 + 65, -32768 + 63], np.int16), neg, -32768, 32767, out2)
     assert out2.tolist() == [0, -1, 0]
+    assert naive_lut.lut16(np.array([-32768 + 64, -32768 + 65, -32768 + 63], np.int16), neg, -32768, 32767,
+                           np.int16).tolist() == [0, -1, 0]
 
 
 def test_lut16_full_table_is_a_gather():

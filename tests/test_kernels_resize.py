@@ -47,11 +47,15 @@ def test_resize_extremes():
     f = 22
     one = 1 << f
     idx = np.array([0], np.int64)
-    out = resize_linear_acc(x, -65536, idx, idx + 1, np.array([one]), idx, idx + 1, np.array([one]), f)
+    args = (x, -65536, idx, idx + 1, np.array([one]), idx, idx + 1, np.array([one]), f)
+    out = resize_linear_acc(*args)
     assert out[0, 0, 0, 0] == (0 + 65536) * one * one
+    np.testing.assert_array_equal(out, naive.resize_linear_acc(*args))
     half = np.array([one // 2])
-    out = resize_linear_acc(x, 0, idx, idx + 1, half, idx, idx + 1, half, f)
+    args = (x, 0, idx, idx + 1, half, idx, idx + 1, half, f)
+    out = resize_linear_acc(*args)
     assert out[0, 0, 0, 0] == 2 * 65535 * (one // 2) ** 2
+    np.testing.assert_array_equal(out, naive.resize_linear_acc(*args))
 
 
 def test_resize_validation():
