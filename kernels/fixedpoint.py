@@ -70,10 +70,15 @@ def mul_round_shift(x, m, r):
         return (hi * m + (t >> 24)) >> (r - 24)
     if m == 0:
         return 0
-    # |result| >= 2**31 * 2**30 / 2**23 = 2**38 here only when m is normalized; compute with a guard
+    # result = big * 2**(24-r) + c with c = (lo*m + rounding) >> r, |c| < 2**56 (lo >= 0 pulls a negative x back
+    # toward 0 when m > 0, and the other way when m < 0). Where |big * 2**(24-r)| >= 2**62 + 2**56, the result
+    # saturates with big's sign whatever c is; below that, the sum stays under 2**63 (no int64 overflow).
     big = hi * m  # |big| < 2**55
-    if big >= (1 << (62 - 24 + r)) or big < -(1 << (62 - 24 + r)):
-        return SATURATION if big > 0 else -SATURATION
+    lim = (1 << (38 + r)) + (1 << (32 + r))
+    if big >= lim:
+        return SATURATION
+    if big <= -lim:
+        return -SATURATION
     t = lo * m + ((1 << (r - 1)) if r > 0 else 0)
     res = (big << (24 - r)) + (t >> r)
     if res > SATURATION:
