@@ -7,6 +7,8 @@ kernels nor ``kernels.fixedpoint.mul_round_shift``: the rounding rule is written
 The second half of the file holds hypothesis strategies shared by the ``tests/test_kernels_*.py`` files.
 """
 import itertools
+import math
+from fractions import Fraction
 
 import numpy as np
 from hypothesis import strategies as st
@@ -33,6 +35,31 @@ def mrs_domain(x: int) -> int:
     if not -MRS_DOMAIN <= int(x) < MRS_DOMAIN:
         raise ValueError("mul_round_shift input outside its exact domain")
     return int(x)
+
+
+def quantize_multiplier(real: float, bits: int = 31) -> tuple[int, int]:
+    """(M, r) with M * 2**-r the factor rounded to ``bits`` significant bits, in exact Fractions: r is the shift
+    with 2**(bits-1) <= |real| * 2**r < 2**bits and |M| = floor(|real| * 2**r + 1/2) (half away from zero); if
+    that reaches 2**bits, M = 2**(bits-1) with one shift less. M carries the sign of the factor. (0, 0) for zero
+    or when r > 62 (too small: flushed); ValueError for r < 0 (needs a left shift) and non-finite factors."""
+    if not math.isfinite(real):
+        raise ValueError("non-finite factor")
+    a = abs(Fraction(real))
+    if a == 0:
+        return 0, 0
+    r = bits - (a.numerator.bit_length() - a.denominator.bit_length())  # off by at most one
+    while a * Fraction(2) ** r >= 2 ** bits:
+        r -= 1
+    while a * Fraction(2) ** r < 2 ** (bits - 1):
+        r += 1
+    m = math.floor(a * Fraction(2) ** r + Fraction(1, 2))
+    if m == 2 ** bits:
+        m, r = 2 ** (bits - 1), r - 1
+    if r > 62:
+        return 0, 0
+    if r < 0:
+        raise ValueError("factor needs a left shift")
+    return (-m if real < 0 else m), r
 
 
 def clamp(v: int, lo: int, hi: int) -> int:
@@ -332,9 +359,8 @@ def zero_points(draw, lo, hi):
 
 @st.composite
 def multipliers(draw, allow_negative=False):
-    """(M, r) from quantize_multiplier of a log-uniform real in [2**-40, 2**6], exact 0, or a raw pair."""
-    from kernels.fixedpoint import quantize_multiplier  # the multiplier maker is not a kernel
-
+    """(M, r) from quantize_multiplier (the twin) of a log-uniform real in [2**-40, 2**6] or of an edge real, exact 0,
+    or a raw pair (random, or an edge: |M| = 2**31 - 1 with r = 0, 1, 62; M = 1 or 2**30 with r = 62)."""
     kind = draw(st.sampled_from(["log", "log", "log", "zero", "raw", "edge"]))
     if kind == "zero":
         return 0, 0
@@ -342,8 +368,13 @@ def multipliers(draw, allow_negative=False):
         lim = 2 ** 31 - 1
         m = draw(st.integers(-lim if allow_negative else 0, lim))
         return m, draw(st.integers(0, 62))
-    if kind == "edge":
-        real = draw(st.sampled_from([2.0 ** -40, 2.0 ** -31, 0.5, 1.0, 2.0 ** 6, 2.0 ** 6 - 2.0 ** -20]))
+    if kind == "edge":  # ends of the log range, or raw pairs at the ends of |M| and r
+        edge = draw(st.sampled_from([2.0 ** -40, 2.0 ** -31, 0.5, 1.0, 2.0 ** 6, 2.0 ** 6 - 2.0 ** -20,
+                                     (2 ** 31 - 1, 0), (2 ** 31 - 1, 62), (2 ** 31 - 1, 1), (1, 62), (2 ** 30, 62)]))
+        if isinstance(edge, tuple):
+            m, r = edge
+            return (-m if allow_negative and draw(st.booleans()) else m), r
+        real = edge
     else:
         real = 2.0 ** draw(st.floats(-40.0, 6.0, allow_nan=False))
     if allow_negative and draw(st.booleans()):
