@@ -9,10 +9,11 @@ Prepared once (float64, then stored as float32), for the row length ``D`` and in
 Per row, in IEEE float32::
 
     sum = 0; for x in row: sum = f32(sum + E[255 - max + x])            (in row order)
-    y   = min(rint(f32(f32(E[255 - max + x] * Y) / sum)) + zy, 255)     Y = floor(f32(1 / y_scale))
+    y   = min(rint(f32(f32(E[255 - max + x] * Y) / sum)) + zy, qmax)    Y = floor(f32(1 / y_scale))
 
-(int8 rows use the same table through onnxruntime's shifted indexing, which is the same ``255 - max + x``; the
-result is then stored as int8.)
+(int8 rows use the same table through onnxruntime's shifted indexing, which is the same ``255 - max + x``.)
+``qmax`` is 255, or 127 for int8 outputs: onnxruntime 1.32 saturates there (older releases stored int8(min(y,
+255)), which wraps 128..255 to negative values: microsoft/onnxruntime#29728). y >= zy, so no lower clamp.
 """
 import math
 
@@ -32,7 +33,7 @@ def exp_table(x_scale: float, reduce_len: int) -> np.ndarray:
 
 
 @njit
-def _qlinear_softmax(x, table, y_mul, y_zp, is_signed, out):
+def _qlinear_softmax(x, table, y_mul, y_zp, q_max, out):
     """Rows of ``x`` (rows, D) -> ``out``; see the module docstring."""
     rows, d = x.shape
     for r in range(rows):
@@ -47,10 +48,8 @@ def _qlinear_softmax(x, table, y_mul, y_zp, is_signed, out):
         for j in range(d):
             v = np.float32(np.float32(table[255 - np.int64(xmax) + np.int64(row[j])] * y_mul) / total)
             q = np.int64(np.rint(v)) + y_zp
-            if q > 255:
-                q = 255
-            if is_signed:
-                q = ((q + 128) & 255) - 128  # onnxruntime stores int8(q): two's-complement wrap
+            if q > q_max:
+                q = q_max
             out[r, j] = q
     return out
 
@@ -78,4 +77,4 @@ def qlinear_softmax(x, x_scale, y_scale, y_zp, out) -> None:
         raise ValueError("onnxruntime's QLinearSoftmax overflows float32 for this scale and row length")
     table = exp_table(x_scale, x.shape[1])
     y_mul = _y_mul(y_scale)
-    _qlinear_softmax(x, table, y_mul, as_int(y_zp, "y_zp"), x.dtype == np.int8, out)
+    _qlinear_softmax(x, table, y_mul, as_int(y_zp, "y_zp"), 127 if x.dtype == np.int8 else 255, out)

@@ -16,15 +16,24 @@ from hypothesis import strategies as st
 
 F32 = np.float32
 INT32_MIN = -2 ** 31
+FLT_MAX = float(np.finfo(np.float32).max)  # 2**128 - 2**104
+OVERFLOW_MIDPOINT = Fraction(2 ** 128 - 2 ** 103)  # (FLT_MAX + 2**128) / 2
 
 
 # ========================================================================================================
 # float32 helpers, written again
 # ========================================================================================================
 def round_f32(q: Fraction) -> np.float32:
-    """The float32 nearest to the rational ``q``, ties to the even significand (IEEE round half to even)."""
-    guess = F32(float(q))  # within one float32 step of the answer
-    cands = {guess, np.nextafter(guess, F32(np.inf)), np.nextafter(guess, F32(-np.inf))}
+    """The float32 nearest to the rational ``q``, ties to the even significand (IEEE round half to even).
+
+    As IEEE rounds with an unbounded exponent and then overflows, ``|q|`` from the midpoint between FLT_MAX and
+    2**128 on (a tie goes to the even 2**128) gives an infinity of its sign.
+    """
+    if abs(q) >= OVERFLOW_MIDPOINT:
+        return F32(np.inf) if q > 0 else F32(-np.inf)
+    guess = F32(min(max(float(q), -FLT_MAX), FLT_MAX))  # within one float32 step of the answer
+    with np.errstate(over="ignore"):  # the step past FLT_MAX is infinite: dropped below
+        cands = {guess, np.nextafter(guess, F32(np.inf)), np.nextafter(guess, F32(-np.inf))}
     cands = [c for c in cands if np.isfinite(c)]
     best = min(abs(Fraction(float(c)) - q) for c in cands)
     near = [c for c in cands if abs(Fraction(float(c)) - q) == best]
@@ -105,7 +114,7 @@ def qlgavgpool(x, x_scale, x_zp, out_scale, out_zp, out_dtype):
     lo, hi = F32(info.min - out_zp), F32(info.max - out_zp)
     out = np.zeros(rows, dtype=out_dtype)
     for r in range(rows):
-        acc = wrap32(sum(int(v) for v in x[r]) - int(x_zp) * n)
+        acc = wrap32(int(x[r].sum(dtype=np.int64)) - int(x_zp) * n)  # exact: |sum| <= 255 * n < 2**32
         f = F32(acc) * scale
         assert f.dtype == np.float32
         f = min(max(f, lo), hi)
@@ -153,8 +162,8 @@ def qlsoftmax(x, x_scale, y_scale, y_zp, out_dtype):
         for v in x[r]:
             total = F32(total + table[255 - m + int(v)])
         for j, v in enumerate(x[r]):
-            q = min(int(np.rint(F32(F32(table[255 - m + int(v)] * y_mul) / total))) + int(y_zp), 255)
-            out[r, j] = ((q + 128) % 256) - 128 if out_dtype == np.int8 else q
+            q_max = 127 if out_dtype == np.int8 else 255  # int8: onnxruntime 1.32 saturates at 127 (#29728)
+            out[r, j] = min(int(np.rint(F32(F32(table[255 - m + int(v)] * y_mul) / total))) + int(y_zp), q_max)
     return out
 
 
