@@ -10,18 +10,22 @@ from tests import naive
 
 @st.composite
 def affine_case(draw):
+    """f_bits over the whole domain [1, 62]; factors and offsets up to the kernel's exactness limit
+    max|x - zx| * |w| + |b| + 2**(f_bits-1) < 2**62 (x over its dtype; the edge included)."""
     shape = (draw(st.integers(1, 3)), draw(st.integers(1, 5)), draw(st.integers(1, 9)))
     xd, lo, hi = draw(naive.value_ranges())
     x = draw(naive.int_arrays(shape, xd, lo, hi))
     x_zp = draw(naive.zero_points(lo, hi))
-    f_bits = draw(st.integers(1, 46))
-    dev = max(abs(lo - x_zp), abs(hi - x_zp))
-    # factors up to the exactness limit: |x - zx| * |w| + |b| < 2^62
-    w_lim = min((1 << 61) // max(dev, 1), 1 << 47)
+    f_bits = draw(st.integers(1, 62))
+    info = np.iinfo(xd)
+    dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))
+    room = (1 << 62) - 1 - (1 << (f_bits - 1))
+    w_lim = min(room // max(dev, 1), 1 << 47)
     w = np.array([draw(st.one_of(st.integers(-w_lim, w_lim), st.sampled_from([0, 1, -1, w_lim, -w_lim])))
                   for _ in range(shape[1])], np.int64)
-    b_lim = (1 << 60) - dev * int(np.abs(w).max()) - (1 << f_bits)
-    b = np.array([draw(st.integers(-max(b_lim, 0), max(b_lim, 0))) for _ in range(shape[1])], np.int64)
+    b_lim = room - dev * int(np.abs(w).max())
+    b = np.array([draw(st.one_of(st.integers(-b_lim, b_lim), st.sampled_from([b_lim, -b_lim])))
+                  for _ in range(shape[1])], np.int64)
     dtype, out_zp, qmin, qmax = draw(naive.out_params())
     return x, x_zp, w, b, f_bits, out_zp, qmin, qmax, dtype
 

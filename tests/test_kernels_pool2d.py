@@ -9,6 +9,7 @@ from kernels.pool2d import avgpool2d, maxpool2d
 from tests import naive
 
 POOL_RANGES = naive.VALUE_RANGES + [(np.int32, -2 ** 31, 2 ** 31 - 1)]
+ZP_LIMIT = 2 ** 32 - 1  # avgpool2d accepts zero points with |zp| < 2**32
 
 
 def _out_len(size, lo, hi, k, s, d, ceil):
@@ -51,10 +52,14 @@ def test_maxpool2d_matches_twin(case):
 
 @st.composite
 def avgpool_case(draw):
+    """Every input dtype the kernel takes (int32 too: window sums past 2**31, the wide mul_round_shift); the input
+    zero point inside the data's range or anywhere up to the kernel's limit |zp| < 2**32, the output's too in a
+    quarter of the draws."""
     h, w, kernel, stride, pads, _, out_hw = draw(pool_geometry(dilated=False))
-    xd, lo, hi = draw(naive.value_ranges())
+    xd, lo, hi = draw(st.sampled_from(POOL_RANGES))
     x = draw(naive.int_arrays((draw(st.integers(1, 2)), draw(st.integers(1, 3)), h, w), xd, lo, hi))
-    x_zp = draw(naive.zero_points(lo, hi))
+    wide_zp = st.one_of(st.sampled_from([-ZP_LIMIT, ZP_LIMIT]), st.integers(-ZP_LIMIT, ZP_LIMIT))
+    x_zp = draw(st.one_of(naive.zero_points(lo, hi), wide_zp))
     n_tab = kernel[0] * kernel[1] + 1
     if draw(st.booleans()):
         # the usual table: ratio / n for every divisor n
@@ -65,6 +70,8 @@ def avgpool_case(draw):
     else:
         mult, shift = draw(naive.multiplier_arrays(n_tab))
     dtype, out_zp, qmin, qmax = draw(naive.out_params())
+    if draw(st.integers(0, 3)) == 0:
+        out_zp = draw(wide_zp)
     out_shape = (x.shape[0], x.shape[1]) + out_hw
     return x, x_zp, kernel, stride, pads, draw(st.booleans()), mult, shift, out_zp, qmin, qmax, out_shape, dtype
 

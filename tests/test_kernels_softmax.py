@@ -18,8 +18,9 @@ RANGES_16 = [(np.int16, -32768, 32767), (np.uint16, 0, 65535)]
 
 @st.composite
 def rows(draw, ranges):
+    """Short rows, or rows of up to 300 (a sum of up to 300 * 2**30: the reciprocal's shift h up to 38)."""
     dtype, lo, hi = draw(st.sampled_from(ranges))
-    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 24)))
+    shape = (draw(st.integers(1, 3)), draw(st.one_of(st.integers(1, 24), st.integers(25, 300))))
     return draw(naive.int_arrays(shape, dtype, lo, hi))
 
 
@@ -35,10 +36,15 @@ def recip_luts(draw):
 
 @st.composite
 def out_stage(draw):
+    """The output factor 2**-31 / s_out of usual output scales, or any (M, r) the kernel accepts (|M| < 2**31,
+    negative too: the Notes' mul_round_shift is signed; only the exponent's pos_mult must be >= 0)."""
     dtype, out_zp, qmin, qmax = draw(naive.out_params())
-    kind = draw(st.sampled_from(["u8", "u16", "log"]))
-    s_out = {"u8": 1 / 255, "u16": 1 / 65535}.get(kind) or 2.0 ** draw(st.floats(-20, 4, allow_nan=False))
-    m, r = quantize_multiplier(2.0 ** -31 / s_out)
+    kind = draw(st.sampled_from(["u8", "u16", "log", "any"]))
+    if kind == "any":
+        m, r = draw(naive.multipliers(allow_negative=True))
+    else:
+        s_out = {"u8": 1 / 255, "u16": 1 / 65535}.get(kind) or 2.0 ** draw(st.floats(-20, 4, allow_nan=False))
+        m, r = quantize_multiplier(2.0 ** -31 / s_out)
     return m, r, out_zp, qmin, qmax, dtype
 
 
