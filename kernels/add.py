@@ -2,6 +2,7 @@
 import numpy as np
 
 from ._jit import njit, njit_noalloc
+from .fixedpoint import mul_round_shift
 from .requantize import as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, clamp_out, mrs_checked
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
@@ -24,8 +25,9 @@ def _add_direct(x, y, left_shift, am, ca, a_shift, bm, cb, b_shift, om, co, out_
 
 @njit
 def _shifted(d, left_shift):
-    """``d * 2**left_shift``, raising ValueError (as :func:`mrs_checked` does) when that leaves [-2**48, 2**48):
-    checked before the shift, which past 2**63 would wrap (an int32 input minus a zero point, shifted by 32)."""
+    """``d * 2**left_shift`` for :func:`mul_round_shift`, raising ValueError (as :func:`mrs_checked` does) when
+    that leaves its domain [-2**48, 2**48): checked before the shift, which past 2**63 would wrap (an int32 input
+    minus a zero point, shifted by 32)."""
     lim = np.int64(1) << (48 - left_shift)
     if d < -lim or d >= lim:
         raise ValueError("mul_round_shift input outside [-2**48, 2**48): input shifted too far left")
@@ -89,8 +91,8 @@ def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift
                     dst[i] = clamp(y + zo, qmin, qmax)
             else:
                 for i in range(n_i):
-                    va = mrs_checked(_shifted(np.int64(ra[i * si]) - a_zp, left_shift), a_mult, a_shift)
-                    vb = mrs_checked(_shifted(np.int64(rb[i * ti]) - b_zp, left_shift), b_mult, b_shift)
+                    va = mul_round_shift(_shifted(np.int64(ra[i * si]) - a_zp, left_shift), a_mult, a_shift)
+                    vb = mul_round_shift(_shifted(np.int64(rb[i * ti]) - b_zp, left_shift), b_mult, b_shift)
                     dst[i] = clamp(mrs_checked(va + sign_b * vb, out_mult, out_shift) + out_zp, qmin, qmax)
 
 
