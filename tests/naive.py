@@ -62,6 +62,13 @@ def quantize_multiplier(real: float, bits: int = 31) -> tuple[int, int]:
     return (-m if real < 0 else m), r
 
 
+def fusable_shifts(shift, out_zp: int, qmin: int, qmax: int):
+    """``shift`` capped where kernels.requantize.saturation_bounds still has a bound for every channel
+    (``r <= 62 - bits(max(qmax - out_zp, out_zp - qmin) + 2)``): fused-requantization strategies cap most draws so
+    that most examples compare instead of taking the unfused path."""
+    return np.minimum(shift, 62 - (max(qmax - out_zp, out_zp - qmin) + 2).bit_length())
+
+
 def clamp(v: int, lo: int, hi: int) -> int:
     return min(max(int(v), int(lo)), int(hi))
 

@@ -156,13 +156,13 @@ def qlsoftmax(x, x_scale, y_scale, y_zp, out_dtype):
     table = [F32(math.exp((k - 255 + b) * s)) for k in range(256)]
     y_mul = F32(math.floor(F32(1.0) / F32(y_scale)))
     out = np.zeros(x.shape, dtype=out_dtype)
+    q_max = 127 if out_dtype == np.int8 else 255  # int8: onnxruntime 1.32 saturates at 127 (#29728)
     for r in range(rows):
         m = max(int(v) for v in x[r])
         total = F32(0)
         for v in x[r]:
             total = F32(total + table[255 - m + int(v)])
         for j, v in enumerate(x[r]):
-            q_max = 127 if out_dtype == np.int8 else 255  # int8: onnxruntime 1.32 saturates at 127 (#29728)
             out[r, j] = min(int(np.rint(F32(F32(table[255 - m + int(v)] * y_mul) / total))) + int(y_zp), q_max)
     return out
 

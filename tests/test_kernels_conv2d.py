@@ -190,8 +190,8 @@ def fused_case(draw, conv=None):
     x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))
     acc_max = x_dev * int(np.abs(wt.astype(np.int64)).max()) * wt[0].size
     fit = draw(st.integers(0, 3)) > 0
-    if fit:  # (qmax - qmin + 2) << shift < 2**62: every channel has a saturation bound
-        shift = np.minimum(shift, 62 - (qmax - qmin + 2).bit_length())
+    if fit:  # every channel has a saturation bound
+        shift = naive.fusable_shifts(shift, out_zp, qmin, qmax)
     acc_bits = draw(st.sampled_from([b for b in (16, 24, 32, 48, 64) if not fit or acc_max < 2 ** (b - 1)]))
     room = 2 ** (acc_bits - 1) - 1 - acc_max  # the largest |bias| that fuses
     edges = [0, -2 ** 31, 2 ** 31 - 1, 1 - 2 ** 31] + ([room, -room, room + 1, -room - 1] if acc_bits < 64 else [])

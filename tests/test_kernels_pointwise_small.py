@@ -40,7 +40,7 @@ def test_pointwise_small_matches_twin(data):
     # among up to 70 channels one usually has a shift past the saturation bound's reach (r > 62 - bits of the
     # output range), which is never fused: cap the shifts there in most examples, so most examples compare
     if data.draw(st.integers(0, 4)):
-        shift = np.minimum(shift, 62 - (max(qmax - out_zp, out_zp - qmin) + 2).bit_length())
+        shift = naive.fusable_shifts(shift, out_zp, qmin, qmax)
     acc_bits = data.draw(st.sampled_from([64, 64, 64, 48, 32, 24]))
     prep = pointwise_small.prepare(dt, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, acc_bits)
     expected = _twin(x, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, out_dtype, acc_bits)
