@@ -3,7 +3,8 @@ import numpy as np
 
 from ._jit import njit, njit_noalloc
 from .fixedpoint import mul_round_shift
-from .requantize import as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, clamp_out, mrs_checked
+from .checks import as_3d, as_int, check_int_array, check_multiplier, check_out
+from .requantize import clamp, clamp_out, mrs_checked
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 MAX_LEFT_SHIFT = 32
@@ -96,8 +97,8 @@ def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift
                     dst[i] = clamp(mrs_checked(va + sign_b * vb, out_mult, out_shift) + out_zp, qmin, qmax)
 
 
-def _direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, out_mult, out_shift,
-               out_zp) -> tuple[bool, bool]:
+def direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, out_mult, out_shift,
+              out_zp) -> tuple[bool, bool]:
     """Whether the bounds of :func:`_add_direct` hold (Python ints: exact): shifts >= 1; every raw input and input
     minus zero point shifted left, and every rescaled sum, in (-2**31, 2**31); the folded constants keep each
     product plus constant inside int64. Second: whether they also hold with ``out_zp << out_shift`` folded."""
@@ -182,8 +183,8 @@ def bind(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b,
     sign_b = as_int(sign_b, "sign_b")
     if sign_b not in (1, -1):
         raise ValueError(f"sign_b must be +1 or -1, got {sign_b}")
-    direct, fold = _direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, out_mult, out_shift,
-                              out_zp)
+    direct, fold = direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, out_mult, out_shift,
+                             out_zp)
     s3a, s3b, s3o = a3.shape, b3.shape, out3.shape
     head = (a_zp, a_mult, a_shift)
     rest = (b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift, out_zp, qmin, qmax, direct, fold)

@@ -8,7 +8,8 @@ For every element of channel ``c`` (input laid out as (outer, C, inner))::
 import numpy as np
 
 from ._jit import njit_noalloc
-from .requantize import as_int, check_int_array, check_out, fits_int64, per_channel_int64, scale_row
+from .checks import as_int, check_int_array, check_out, per_channel_int64
+from .requantize import fits_int64, scale_row
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 ACC_LIMIT = 1 << 62

@@ -1,10 +1,10 @@
 """Convolutions of 8/16-bit activations as exact int32 dot products of int16 pairs (x86 ``vpmaddwd``, which LLVM
 fuses with the accumulation into the VNNI ``vpdpwssd`` where the CPU has it).
 
-Used by :func:`kernels.conv2d.conv2d_gemm_blocks` where :func:`plan` proves it exact and the CPU has AVX-512BW
-or AVX2 (:data:`AVAILABLE`; :data:`KERNELS` is the tile code of the best of the two, chosen once at import:
-:func:`kernel_set`); elsewhere the float paths of :mod:`kernels.conv2d` run. Checked bit for bit against
-``tests/naive.py::conv2d_acc`` for both instruction sets (``tests/test_kernels_conv_int16.py``).
+Used by :func:`kernels.conv2d_gemm.conv2d_gemm_blocks` where :func:`plan` proves it exact and the CPU has
+AVX-512BW or AVX2 (:data:`AVAILABLE`; :data:`KERNELS` is the tile code of the best of the two, chosen once at
+import: :func:`kernel_set`); elsewhere the float paths of :mod:`kernels.conv2d_gemm` run. Checked bit for bit
+against ``tests/naive.py::conv2d_acc`` for both instruction sets (``tests/test_kernels_conv_int16.py``).
 
 Layout. The centred activations ``v = x - center`` (int16; padding cells hold ``pad = x_zp - center``) of each
 pair of input channels ``(2p, 2p+1)`` share one int32 plane: low half channel ``2p``, high half ``2p+1`` (an odd
@@ -241,9 +241,9 @@ def _conv_requantized(x, center, pad, top, left, sh, sw, wq, psz, rows, wo, offs
                       shift, bound, out_zp, qmin, qmax, out):
     """The whole convolution into ``out`` (N, Cout, Ho*Wo) in one call, each finished block of each channel
     requantized on the spot by ``requantize_row`` (``bias`` per output channel, the centring offset included;
-    every ``bound`` > 0, no accumulator-width check: :func:`kernels.conv2d.conv2d_gemm_requantized` proved both
-    unnecessary): rows without junk columns (``wq == wo``) as one run; short rows (``wo < 32``) as the whole wide
-    block into ``yb`` (``out``'s dtype, a wide row long; the junk columns' sums are bounded like the others), then
+    every ``bound`` > 0, no accumulator-width check: :func:`kernels.conv2d_gemm.conv2d_gemm_requantized` proved
+    both unnecessary): rows without junk columns (``wq == wo``) as one run; short rows (``wo < 32``) as the whole
+    wide block into ``yb`` (``out``'s dtype, a wide row long; the junk columns' sums are bounded like the others), then
     copied row by row; longer rows one by one. (Per-call overhead, not arithmetic: the integers are the same.)"""
     n_img, cin = x.shape[0], x.shape[1]
     groups = w32.shape[0]
@@ -361,7 +361,7 @@ def pack_weights(w, groups: int) -> np.ndarray:
 
 
 def blocks(x, center, pad, w32, layout):
-    """The blocks of :func:`kernels.conv2d.conv2d_gemm_blocks` (without the offset): yields
+    """The blocks of :func:`kernels.conv2d_gemm.conv2d_gemm_blocks` (without the offset): yields
     ``(n, g, col0, col1, acc)``, ``acc`` int32 (Cout_g, col1 - col0) holding the exact sums of ``(x - center) * w``
     over the padded input (padding ``pad``), for whole output rows. The caller checked :func:`plan` and built
     ``layout`` (:class:`Layout`) for this input shape and geometry."""

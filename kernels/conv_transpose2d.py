@@ -12,9 +12,9 @@ Both are checked bit for bit against ``tests/naive.py::conv_transpose2d_acc`` an
 import numpy as np
 
 from ._jit import njit_noalloc
-from .conv2d import INT64_SAFE, W_DTYPES, X_DTYPES, _sub_zp, _valid_range, check_geometry
-from .gemm import _matmul_loops, abs_max, float_dtype, matmul_float_chunked, plan
-from .requantize import as_int, as_int_tuple, check_int_array
+from .checks import as_int, as_int_tuple, check_int_array
+from .conv2d_common import INT64_SAFE, W_DTYPES, X_DTYPES, check_geometry, sub_zero_point, valid_range
+from .gemm import abs_max, float_dtype, matmul_float_chunked, matmul_loops, plan
 
 COLS_BLOCK = 1 << 22  # max elements of one block of GEMM output (bounds the temporary memory)
 MIN_GEMM_CIN = 4  # conv_transpose2d_acc uses the GEMM path from this many input channels per group
@@ -66,13 +66,13 @@ def _conv_transpose2d_direct(x, x_zp, w, sh, sw, top, left, dh, dw, groups, out)
                 co = g * cout_g + cl
                 for ky in range(kh):
                     oy = ky * dh - top
-                    ih0, ih1 = _valid_range(h, ho, sh, oy)
+                    ih0, ih1 = valid_range(h, ho, sh, oy)
                     for kx in range(kw):
                         wv = np.int64(w[ci, cl, ky, kx])
                         if wv == 0:
                             continue
                         ox = kx * dw - left
-                        iw0, iw1 = _valid_range(wd, wo, sw, ox)
+                        iw0, iw1 = valid_range(wd, wo, sw, ox)
                         cnt = iw1 - iw0
                         if cnt <= 0:
                             continue
@@ -106,11 +106,11 @@ def _col2im_add(cols, c_lo, n, co0, kh, kw, sh, sw, top, left, dh, dw, h, wd, ou
         co = co0 + c_lo + b
         for ky in range(kh):
             oy = ky * dh - top
-            ih0, ih1 = _valid_range(h, ho, sh, oy)
+            ih0, ih1 = valid_range(h, ho, sh, oy)
             for kx in range(kw):
                 row = (b * kh + ky) * kw + kx
                 ox = kx * dw - left
-                iw0, iw1 = _valid_range(wd, wo, sw, ox)
+                iw0, iw1 = valid_range(wd, wo, sw, ox)
                 cnt = iw1 - iw0
                 if cnt <= 0:
                     continue
@@ -139,7 +139,7 @@ def conv_transpose2d_gemm(x, x_zp, w, stride, pads, dilation, groups, out_hw) ->
     w_t = [np.ascontiguousarray(w3[g * cin_g:(g + 1) * cin_g].T) for g in range(groups)]
     block = max(1, min(cout_g, COLS_BLOCK // max(1, taps * h * wd)))
     for n in range(n_img):
-        xf = _sub_zp(x[n].reshape(cin, h * wd), x_zp, np.empty((cin, h * wd), dtype=dt))
+        xf = sub_zero_point(x[n].reshape(cin, h * wd), x_zp, np.empty((cin, h * wd), dtype=dt))
         for g in range(groups):
             xg = xf[g * cin_g:(g + 1) * cin_g]
             for c_lo in range(0, cout_g, block):
@@ -147,7 +147,7 @@ def conv_transpose2d_gemm(x, x_zp, w, stride, pads, dilation, groups, out_hw) ->
                 wt = w_t[g][c_lo * taps:c_hi * taps]
                 if method == "loops":
                     cols = np.empty((wt.shape[0], h * wd), dtype=np.int64)
-                    _matmul_loops(wt, xg, cols)
+                    matmul_loops(wt, xg, cols)
                 else:
                     cols = matmul_float_chunked(wt, xg, kc)
                 _col2im_add(cols, c_lo, n, g * cout_g, kh, kw, sh, sw, top, left, dh, dw, h, wd, out)
@@ -196,7 +196,7 @@ def conv_transpose2d_tiles(x, x_zp, w, stride, pads, dilation, groups, out_hw, w
     w_t = cache[key]
     acc = np.empty((n_img, cout, taps * h * wd), dtype=dt if single else np.int64)
     for n in range(n_img):
-        xf = _sub_zp(x[n].reshape(cin, h * wd), x_zp, np.empty((cin, h * wd), dtype=dt))
+        xf = sub_zero_point(x[n].reshape(cin, h * wd), x_zp, np.empty((cin, h * wd), dtype=dt))
         if cin_g == 1 and single:  # one input channel per group: outer products, all groups at once
             wd3 = cache.setdefault(("tiles_dw", np.dtype(dt).str),
                                    np.ascontiguousarray(w.reshape(cin, cout_g * taps, 1).astype(dt)))
@@ -206,7 +206,7 @@ def conv_transpose2d_tiles(x, x_zp, w, stride, pads, dilation, groups, out_hw, w
             xg = xf[g * cin_g:(g + 1) * cin_g]
             dst = acc[n, g * cout_g:(g + 1) * cout_g].reshape(cout_g * taps, h * wd)
             if method == "loops":
-                _matmul_loops(w_t[g], xg, dst)
+                matmul_loops(w_t[g], xg, dst)
             elif single:
                 np.matmul(w_t[g], xg, out=dst)
             else:

@@ -1,7 +1,7 @@
 """Depthwise convolution (one input channel per group, any kernel size, stride, dilation, channel multiplier),
 in exact float arithmetic, with the requantization optionally fused in: the hot loop of mobile networks.
 
-Same result as :func:`kernels.conv2d.conv2d_direct` (which dispatches here when :func:`plan` allows it).
+Same result as :func:`kernels.conv2d_direct.conv2d_direct` (which dispatches here when :func:`plan` allows it).
 
 Layout. Each input plane, with ``x_zp`` subtracted, is written into the ``sh*sw`` polyphase components of its
 zero-bordered padded plane ``P`` (shape ``(top + H + bottom, left + W + right)``): component ``(py, px)`` holds

@@ -26,7 +26,7 @@ int64 numba loop is used; it is exact because ``int_matmul`` rejects operands wi
 import numpy as np
 
 from ._jit import njit_noalloc
-from .requantize import check_int_array
+from .checks import check_int_array
 
 F32_LIMIT = (1 << 24) - 1
 F64_LIMIT = (1 << 53) - 1
@@ -92,7 +92,7 @@ def matmul_float_chunked(af, bf, kc: int, out=None) -> np.ndarray:
 
 
 @njit_noalloc
-def _matmul_loops(a, b, out):
+def matmul_loops(a, b, out):
     """out[i, j] = sum_k int64(a[i, k]) * int64(b[k, j]), i-k-j loop order, int64 wrap-around arithmetic."""
     m, k = a.shape
     n = b.shape[1]
@@ -153,7 +153,7 @@ def int_matmul_loops(a, b) -> np.ndarray:
     """
     _check_operands(a, b)
     out = np.empty((a.shape[0], b.shape[1]), dtype=np.int64)
-    _matmul_loops(a, b, out)
+    matmul_loops(a, b, out)
     return out
 
 
@@ -209,7 +209,7 @@ def int_matmul(a, b, compact=False, b_cache=None) -> np.ndarray:
         return np.zeros((m, n), dtype=np.int64)
     if method == "loops":
         out = np.empty((m, n), dtype=np.int64)
-        _matmul_loops(a, b, out)
+        matmul_loops(a, b, out)
         return out
     dt = float_dtype(method)
     if b_cache is not None:

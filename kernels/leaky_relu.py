@@ -2,8 +2,8 @@
 import numpy as np
 
 from ._jit import njit_noalloc
-from .requantize import (as_int, check_int_array, check_multiplier, check_out, clamp, mrs_checked,
-                         per_channel_int64)
+from .checks import as_int, check_int_array, check_multiplier, check_out, per_channel_int64
+from .requantize import clamp, mrs_checked
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 

@@ -3,7 +3,8 @@ between neighbouring entries in fixed point."""
 import numpy as np
 
 from ._jit import njit_noalloc
-from .requantize import array_key, as_int, cached_bind, check_int_array, check_out, clamp
+from .checks import array_key, as_int, cached_bind, check_int_array, check_out
+from .requantize import clamp
 
 IN_DTYPES = (np.int16, np.uint16)
 TABLE_DTYPES = (np.int16, np.uint16)

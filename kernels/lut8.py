@@ -2,7 +2,7 @@
 import numpy as np
 
 from ._jit import njit_noalloc
-from .requantize import array_key, cached_bind, check_int_array
+from .checks import array_key, cached_bind, check_int_array
 
 IN_DTYPES = (np.int8, np.uint8)
 TABLE_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)

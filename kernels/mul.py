@@ -2,8 +2,8 @@
 import numpy as np
 
 from ._jit import njit, njit_noalloc
-from .requantize import (as_3d, as_int, check_int_array, check_multiplier, check_out, clamp, clamp_out, fits_int64,
-                         mrs_checked, scale_row)
+from .checks import as_3d, as_int, check_int_array, check_multiplier, check_out
+from .requantize import clamp, clamp_out, fits_int64, mrs_checked, scale_row
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 

@@ -15,7 +15,8 @@ import math
 import numpy as np
 
 from ._jit import njit
-from .requantize import as_int, check_int_array, clamp
+from .checks import as_int, check_int_array
+from .requantize import clamp
 
 DTYPES = (np.int8, np.uint8)
 INT32_MIN = -(1 << 31)

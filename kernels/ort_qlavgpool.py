@@ -13,7 +13,7 @@ The row-major summation order is onnxruntime's, so the float32 sums are identica
 import numpy as np
 
 from ._jit import njit
-from .requantize import as_int, as_int_tuple, check_int_array, check_out
+from .checks import as_int, as_int_tuple, check_int_array, check_out
 
 
 @njit

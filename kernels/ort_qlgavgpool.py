@@ -10,7 +10,7 @@ import numpy as np
 
 from ._jit import njit
 from .ort_qladd import DTYPES, as_scale, as_zero_point, f32
-from .requantize import check_int_array
+from .checks import check_int_array
 
 MAX_IMAGE_SIZE = 1 << 24          # onnxruntime refuses image_size >= 2**24
 MIN_SCALE = 2.0 ** -32            # ... and a factor outside [2**-32, 256)

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from ._jit import njit
-from .requantize import as_int, check_int_array
+from .checks import as_int, check_int_array
 
 FLT_MAX = float(np.finfo(np.float32).max)
 

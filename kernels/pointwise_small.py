@@ -17,7 +17,8 @@ proves the fusion exact; ``tests/test_kernels_pointwise_small.py`` checks it bit
 import numpy as np
 
 from ._jit import njit_noalloc
-from .requantize import ACC_LIMIT, check_int_array, saturation_bounds
+from .checks import check_int_array
+from .requantize import ACC_LIMIT, saturation_bounds
 
 X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 MAX_PIXELS = 4  # planes up to this many pixels (a GEMM's M rows) take this kernel: beyond, the GEMM paths win

@@ -6,9 +6,9 @@ reciprocal ``(mult, shift)`` of every possible divisor ``n`` (``mult_by_count[n]
 import numpy as np
 
 from ._jit import njit, njit_noalloc
-from .conv2d import _valid_range
-from .requantize import (array_key, as_int, as_int_tuple, cached_bind, check_int_array, check_multiplier, check_out,
-                         clamp, mrs_checked)
+from .checks import array_key, as_int, as_int_tuple, cached_bind, check_int_array, check_multiplier, check_out
+from .conv2d_common import valid_range
+from .requantize import clamp, mrs_checked
 
 X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 
@@ -47,7 +47,7 @@ def _maxpool2d(x, kh, kw, sh, sw, top, left, dh, dw, col_lo, col_hi, out):
     """out[n, c, oh, ow] = max of x[n, c, ih, iw] over the window cells inside the input.
 
     Row by row: an output row starts at the dtype's minimum and takes the maximum with every tap's in-bounds
-    columns (output columns ``col_lo[kx] <= ow < col_hi[kx]`` of tap column ``kx``: ``_valid_range``, worked out
+    columns (output columns ``col_lo[kx] <= ow < col_hi[kx]`` of tap column ``kx``: ``valid_range``, worked out
     by the caller once -- two integer divisions per row and tap cost more than a short row's maxima), branch-free (a data-dependent branch mispredicts on half of all random inputs),
     unit and 2-strided columns as their own loops so they vectorize. The caller guarantees every window has at
     least one in-bounds cell, so padding never contributes and the minimum never survives unless it is the data's.
@@ -114,7 +114,7 @@ def _bind_maxpool(x, kernel, stride, pads, dilation, out_hw):
     cols = _window_axis_hits(wo, wd, kw, sw, dw, left)
     if (rows == 0).any() or (cols == 0).any():
         raise ValueError("maxpool2d: some pooling window lies entirely in the padding")
-    ranges = np.array([_valid_range(wo, wd, sw, kx * dw - left) for kx in range(kw)], np.int64).reshape(kw, 2)
+    ranges = np.array([valid_range(wo, wd, sw, kx * dw - left) for kx in range(kw)], np.int64).reshape(kw, 2)
     args, shape = (kh, kw, sh, sw, top, left, dh, dw, ranges[:, 0].copy(), ranges[:, 1].copy()), (n, c, ho, wo)
 
     def run(x):

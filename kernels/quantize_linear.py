@@ -3,7 +3,7 @@
 import numpy as np
 
 from ._jit import njit_noalloc
-from .requantize import as_int, check_int_array
+from .checks import as_int, check_int_array
 
 OUT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)
 

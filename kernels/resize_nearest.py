@@ -2,7 +2,7 @@
 import numpy as np
 
 from ._jit import njit_noalloc
-from .requantize import check_int_array
+from .checks import check_int_array
 
 X_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 

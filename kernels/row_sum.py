@@ -4,7 +4,8 @@ trailing axes. ``npu_sim/ops/pool.py`` requantizes it (the zero point in the bia
 import numpy as np
 
 from ._jit import njit_noalloc
-from .requantize import ACC_LIMIT, check_int_array, check_multiplier, check_out, requantize_row, saturation_bounds
+from .checks import check_int_array, check_multiplier, check_out
+from .requantize import ACC_LIMIT, requantize_row, saturation_bounds
 
 IN_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 

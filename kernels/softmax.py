@@ -19,8 +19,8 @@ Two ways to get ``e`` from ``d = max - q`` (the zero point cancels):
 import numpy as np
 
 from ._jit import njit, njit_noalloc
-from .requantize import (array_key, as_int, cached_bind, check_int_array, check_multiplier, check_out, clamp,
-                         mrs_checked)
+from .checks import array_key, as_int, cached_bind, check_int_array, check_multiplier, check_out
+from .requantize import clamp, mrs_checked
 
 IN_DTYPES_8 = (np.int8, np.uint8)
 IN_DTYPES_16 = (np.int16, np.uint16, np.int8, np.uint8)

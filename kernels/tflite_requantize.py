@@ -14,7 +14,7 @@
 import numpy as np
 
 from ._jit import njit_noalloc
-from .requantize import check_int_array, OUT_DTYPES
+from .checks import check_int_array, OUT_DTYPES
 from .tflite_fixedpoint import mbqm32, mbqm64, wrap32
 
 

@@ -129,7 +129,7 @@ def realistic_add_case(draw):
 @settings(deadline=None, max_examples=100)
 @given(realistic_add_case())
 def test_direct_path_matches_twin(case):
-    from kernels.add import _direct_ok
+    from kernels.add import direct_ok
     *args, dtype = case
     expected = naive.add_rescaled(*args, dtype)
     out = np.empty(args[0].shape, dtype=dtype)
@@ -139,7 +139,7 @@ def test_direct_path_matches_twin(case):
     # ordinary adds (8-bit, or 16-bit with 16-bit zero points) to an 8/16-bit output take the branch-free path
     ordinary = np.iinfo(a.dtype).bits <= 8 or max(abs(a_zp), abs(b_zp)) < 1 << 15
     if ordinary and np.iinfo(dtype).bits <= 16 and o_r >= 24:
-        assert _direct_ok(a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, o_m, o_r, out_zp)[0]
+        assert direct_ok(a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, o_m, o_r, out_zp)[0]
 
 
 @settings(deadline=None, max_examples=100)
@@ -191,7 +191,7 @@ def _add_direct_case(a, b, a_zp, b_zp, m, r, left, o_m, o_r, out_zp, sign, dtype
 
 @pytest.mark.parametrize("sign", [1, -1])
 def test_add_direct_path_edges(sign):
-    # the branch-free loop's bounds (kernels.add._direct_ok), at and one past each edge, with extreme inputs
+    # the branch-free loop's bounds (kernels.add.direct_ok), at and one past each edge, with extreme inputs
     m, r = quantize_multiplier(0.5)
     u16 = np.array([0, 65535, 1, 65534, 32768, 0], np.uint16)
     rev = u16[::-1].copy()

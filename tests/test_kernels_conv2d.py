@@ -4,7 +4,9 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from kernels.conv2d import conv2d_gemm_blocks, conv2d_acc, conv2d_direct, conv2d_gemm
+from kernels.conv2d import conv2d_acc
+from kernels.conv2d_direct import conv2d_direct
+from kernels.conv2d_gemm import conv2d_gemm, conv2d_gemm_blocks
 from tests import naive
 
 # weights with the zero point removed: int8 symmetric, int8 - zp (int16), 16-bit weights, and wide int32
@@ -78,8 +80,8 @@ def test_conv2d_byte_split_matches_twin(case, pw_case):
     # the byte split at every K (production uses it from HILO_MIN_K reduction terms on, where the int16-pair
     # kernel does not apply)
     from unittest import mock
-    import kernels.conv2d as c2
-    with mock.patch.object(c2, "HILO_MIN_K", 0), mock.patch.object(c2.conv_int16, "AVAILABLE", False):
+    import kernels.conv2d_gemm as gemm_path
+    with mock.patch.object(gemm_path, "HILO_MIN_K", 0), mock.patch.object(gemm_path.conv_int16, "AVAILABLE", False):
         _check(case)
         _check(pw_case)
 
@@ -110,13 +112,13 @@ def test_conv2d_16bit_byte_split_edges():
     # exactness limit is K * 128 * max|w| <= 2**24 - 1, i.e. K <= 1023 at |w| = 128; K = 1024 takes float64.
     # (Where the CPU allows, the int16-pair kernel takes most of these: off here, tested in test_kernels_conv_int16.)
     from unittest import mock
-    import kernels.conv2d as c2
-    with mock.patch.object(c2.conv_int16, "AVAILABLE", False):
+    from kernels import conv_int16
+    with mock.patch.object(conv_int16, "AVAILABLE", False):
         _byte_split_edges()
 
 
 def _byte_split_edges():
-    from kernels.conv2d import hilo_ok
+    from kernels.conv2d_hilo import hilo_ok
     assert hilo_ok(np.int16, None, 128, 1023) and not hilo_ok(np.int16, None, 128, 1024)
     assert hilo_ok(np.uint16, -32768, 128, 9) and not hilo_ok(np.uint16, 32768, 128, 9)
     assert not hilo_ok(np.int8, None, 128, 9) and not hilo_ok(np.int16, None, 0, 9)
@@ -211,7 +213,7 @@ def test_direct_requantized_matches_twins(case):
 def _check_fused(case):
     """conv2d_direct_requantized of a fused_case == the twins (naive.conv2d_acc, naive.requantize); whether it
     fused."""
-    from kernels.conv2d import conv2d_direct_requantized
+    from kernels.conv2d_direct import conv2d_direct_requantized
     x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax, acc_bits, dtype = case
     acc = naive.conv2d_acc(x, x_zp, wt, stride, pads, dilation, groups)
     n, c, h, w = acc.shape
@@ -227,7 +229,7 @@ def _check_fused(case):
 
 
 def test_direct_requantized_refuses_when_overflow_is_possible():
-    from kernels.conv2d import conv2d_direct_requantized
+    from kernels.conv2d_direct import conv2d_direct_requantized
     x = np.full((1, 1, 3, 3), 127, np.int8)
     w = np.full((1, 1, 3, 3), 127, np.int8)
     out = np.empty((1, 1, 1, 1), np.int8)
@@ -304,7 +306,7 @@ def test_depthwise_requantized_matches_twins(case):
 def test_depthwise_requantized_bound_run_reused(case):
     """What a graph node keeps, one bound run, gives the twins' result on other data of the same shape and dtype
     (called repeatedly); another input shape gets its own bind, also exact."""
-    from kernels.conv2d import bind_direct_requantized
+    from kernels.conv2d_direct import bind_direct_requantized
     x = case[0]
     fused = check_bound_runs(bind_direct_requantized, case, [x, ~x, x])  # ~x: every element changed
     event("fused" if fused else "not fused")
@@ -321,7 +323,7 @@ def test_depthwise_bound_run_reused(case, compact):
     """The unfused path a graph node keeps (``bind_direct``: the accumulators, requantized separately) gives the
     twin's accumulators on other data of the same shape and dtype, called repeatedly, in a fresh array each time;
     int32 only where ``compact`` allows it."""
-    from kernels.conv2d import bind_direct
+    from kernels.conv2d_direct import bind_direct
     x, x_zp, wt, stride, pads, dilation, groups = case
     run = bind_direct(x, x_zp, wt, stride, pads, dilation, groups, compact)
     outs = []
@@ -335,9 +337,10 @@ def test_depthwise_bound_run_reused(case, compact):
 
 
 def check_bound_runs(bind, case, inputs, **kw):
-    """``bind`` (``bind_direct_requantized`` or ``bind_gemm_requantized`` of kernels.conv2d) for a fused_case's
-    arguments, then the one run it returns on each of ``inputs`` (the shape and dtype of the case's ``x``), each
-    checked against the twins (naive.conv2d_acc, naive.requantize); whether it fused (bind did not return None)."""
+    """``bind`` (``kernels.conv2d_direct.bind_direct_requantized`` or ``kernels.conv2d_gemm.bind_gemm_requantized``)
+    for a fused_case's arguments, then the one run it returns on each of ``inputs`` (the shape and dtype of the
+    case's ``x``), each checked against the twins (naive.conv2d_acc, naive.requantize); whether it fused (bind did
+    not return None)."""
     x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax, acc_bits, dtype = case
     accs = [naive.conv2d_acc(xi, x_zp, wt, stride, pads, dilation, groups) for xi in inputs]
     run = bind(x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax, acc_bits,

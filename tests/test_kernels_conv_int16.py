@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels import conv_int16
-from kernels.conv2d import conv2d_gemm, conv2d_gemm_blocks
+from kernels.conv2d_gemm import conv2d_gemm, conv2d_gemm_blocks
 from tests import naive
 from tests.test_kernels_conv2d import check_bound_runs, fused_case
 
@@ -179,7 +179,7 @@ def test_pack_weights_pairs():
 
 def _requantized(case, out_dtype=None):
     """conv2d_gemm_requantized of a fused_case, checked against the twins; whether it fused."""
-    from kernels.conv2d import conv2d_gemm_requantized
+    from kernels.conv2d_gemm import conv2d_gemm_requantized
     x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax, acc_bits, dtype = case
     acc = naive.conv2d_acc(x, x_zp, wt, stride, pads, dilation, groups)
     out = np.empty(acc.shape, dtype)
@@ -215,7 +215,7 @@ def test_gemm_requantized_bound_run_reused(isa, case, crop):
 
 
 def _bound_runs(case, crop):
-    from kernels.conv2d import bind_gemm_requantized
+    from kernels.conv2d_gemm import bind_gemm_requantized
     x, x_zp = case[0], case[1]
     if not check_bound_runs(bind_gemm_requantized, case, [x, ~x, x], block_cols=7):  # ~x: every element changed
         return
@@ -228,7 +228,7 @@ def _bound_runs(case, crop):
 
 
 def test_gemm_requantized_refuses_what_it_cannot_prove():
-    from kernels.conv2d import conv2d_gemm_requantized
+    from kernels.conv2d_gemm import conv2d_gemm_requantized
     x = np.full((1, 2, 4, 40), -32768, np.int16)
     w = np.full((3, 2, 1, 1), 127, np.int8)
     one = np.ones(3, np.int64)

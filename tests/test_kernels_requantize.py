@@ -164,7 +164,7 @@ def test_acc_overflow_checked_per_channel(saturate):
     """The loop checks the accumulator width only on the channels its caller did not prove safe
     (``limit_acc[c]``): a channel that overflows is counted and wrapped/saturated exactly as the twin does, and a
     proven channel next to it is the twin's too; the check left off the overflowing channel would not be."""
-    from kernels.requantize import _requantize
+    from kernels.requantize import requantize_loop
     acc = np.array([[[2 ** 31 - 1, -2 ** 31, 5, 7], [100, -100, 3, 0]]], np.int64)
     bias = np.array([2 ** 20, -2], np.int64)  # channel 0: 2**31 - 1 + 2**20 passes 32 bits by far
     mult, shift = np.array([1, 1], np.int64), np.array([8, 0], np.int64)
@@ -174,8 +174,8 @@ def test_acc_overflow_checked_per_channel(saturate):
 
     def run(check):
         out = np.empty(acc.shape, np.int32)
-        n = _requantize(acc, bias, mult, shift, bound, 0, -2 ** 31, 2 ** 31 - 1, np.array(check), -2 ** 31,
-                        2 ** 31 - 1, 32, saturate, out)
+        n = requantize_loop(acc, bias, mult, shift, bound, 0, -2 ** 31, 2 ** 31 - 1, np.array(check), -2 ** 31,
+                            2 ** 31 - 1, 32, saturate, out)
         return out, n
     out, n = run([True, False])
     assert n == 1

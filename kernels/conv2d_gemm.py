@@ -1,0 +1,271 @@
+"""im2col + GEMM strategy of the 2-D convolution: the exact float GEMMs of :mod:`kernels.gemm`, in column blocks.
+
+:func:`conv2d_gemm_blocks` yields the accumulator of :func:`kernels.conv2d.conv2d_acc` block by block (and
+:func:`conv2d_gemm` assembles the blocks): on the int16-pair kernel of :mod:`kernels.conv_int16` where it is
+proven exact; for stride 1, where one float chunk or the hi/lo byte split of 16-bit activations applies, by the
+stacked-tap GEMMs of :mod:`kernels.conv2d_hilo`; else by im2col (zero point subtracted while converting to
+float) and one GEMM per (image, group), 1x1 / stride 1 / no-pad convolutions skipping the gather and only
+converting. :func:`conv2d_gemm_requantized` and :func:`bind_gemm_requantized` fuse the requantization in on the
+int16-pair kernel where that is proven the same.
+"""
+import numpy as np
+
+from ._jit import njit
+from . import conv_int16
+from .checks import as_int
+from .conv2d_common import requant_args, sub_zero_point, valid_range, validate_conv2d
+from .conv2d_hilo import HILO_MIN_K, hilo_ok, pointwise_split, stacked_taps
+from .gemm import abs_max, float_dtype, matmul_float_chunked, matmul_loops, plan
+from .requantize import saturation_bounds
+
+
+@njit
+def _im2col(x, n, c0, x_zp, pad, kh, kw, sh, sw, top, left, dh, dw, ho, wo, cols):
+    """cols[(cl*kh + ky)*kw + kx, oh*wo + ow] = x[n, c0+cl, ih, iw] - x_zp, or ``pad`` outside the input.
+
+    ``cols`` is float32/float64/int64 of shape (cin_g*kh*kw, ho*wo); values are converted exactly (the
+    caller's plan guarantees |x - x_zp| fits the float mantissa).
+    """
+    h = x.shape[2]
+    wd = x.shape[3]
+    cin_g = cols.shape[0] // (kh * kw)
+    for cl in range(cin_g):
+        for ky in range(kh):
+            oy = ky * dh - top
+            oh0, oh1 = valid_range(ho, h, sh, oy)
+            for kx in range(kw):
+                row = (cl * kh + ky) * kw + kx
+                ox = kx * dw - left
+                ow0, ow1 = valid_range(wo, wd, sw, ox)
+                for oh in range(ho):
+                    base = oh * wo
+                    if oh < oh0 or oh >= oh1:
+                        for ow in range(wo):
+                            cols[row, base + ow] = pad
+                        continue
+                    for ow in range(ow0):
+                        cols[row, base + ow] = pad
+                    cnt = ow1 - ow0
+                    if cnt > 0:
+                        i0 = ow0 * sw + ox
+                        dst = cols[row, base + ow0:base + ow1]
+                        src = x[n, c0 + cl, oh * sh + oy, i0:i0 + (cnt - 1) * sw + 1:sw]
+                        for j in range(cnt):
+                            dst[j] = np.int64(src[j]) - x_zp
+                    for ow in range(ow1, wo):
+                        cols[row, base + ow] = pad
+    return cols
+
+
+def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) -> dict:
+    """What :func:`conv2d_gemm_blocks` decides from the argument values and the input shape and dtype (not the
+    data): validated geometry, centring, exactness plan and the int16-pair layout. Kept in ``cache`` (the caller's
+    ``w_cache``, constant ``w``) for the last key seen: a call with the same key skips the validation."""
+    try:
+        key = (x.shape, x.dtype.str, x.flags.c_contiguous, x_zp, tuple(stride), tuple(pads), tuple(dilation),
+               groups, block_cols)
+        hash(key)
+    except (AttributeError, TypeError):
+        key = None  # not an array or not sequences: validate_conv2d raises the clear error
+    if key is not None and cache.get("plan_key") == key:
+        return cache["plan"]
+    if "wmax" not in cache:
+        cache["wmax"] = abs_max(w)
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, _ = validate_conv2d(
+        x, x_zp, w, stride, pads, dilation, groups, cache["wmax"])
+    cout, cin_g, kh, kw = w.shape
+    k = cin_g * kh * kw
+    center = conv_int16.x_center(x.dtype)
+    pad = x_zp - center
+    padded = bool(top or left or bottom or right)
+    info = np.iinfo(x.dtype)
+    x_dev = max(abs(int(info.min) - center), abs(int(info.max) - center), abs(pad) if padded else 0)
+    if "wsum" not in cache:
+        w64 = w.reshape(cout, k).astype(np.int64)
+        cache["wsum"] = w64.sum(axis=1)
+        cache["wabs"] = int(np.abs(w64).sum(axis=1).max(initial=0))
+    layout = None
+    if "w16" not in cache:
+        cache["w16"] = conv_int16.weights_fit(w)
+    if cache["w16"] and conv_int16.plan(x.dtype, pad if padded else None, cache["wabs"]):
+        if "int16" not in cache:
+            cache["int16"] = conv_int16.pack_weights(w, groups)
+        layout = conv_int16.Layout(x.shape, w.shape, groups, (sh, sw), (top, left, bottom, right), (dh, dw),
+                                   shape[2], shape[3], block_cols, cache["int16"].shape[2])
+    offset = (center - x_zp) * cache["wsum"]
+    offset_split = offset + 128 * cache["wsum"]
+    for a in (offset, offset_split):
+        a.flags.writeable = False  # yielded to callers on every call
+    gp = {"geo": (x_zp, sh, sw, top, left, bottom, right, dh, dw, groups), "out_hw": shape[2:], "center": center,
+          "pad": pad, "padded": padded, "offset": offset, "offset_split": offset_split, "layout": layout,
+          "method": plan(x_dev * cache["wmax"], k)}
+    if key is not None:
+        cache["plan_key"], cache["plan"] = key, gp
+    return gp
+
+
+def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=8192, w_cache=None):
+    """:func:`kernels.conv2d.conv2d_acc` by im2col + exact GEMM, in column blocks (for a fused requantization).
+
+    Yields ``(n, g, col0, col1, acc, offset)``: for image ``n`` and group ``g``, output pixels
+    ``[col0, col1)`` (flattened ``oh*Wo + ow``) of the group's ``Cout // groups`` channels, with::
+
+        true accumulator[c, j] = acc[c, j] + offset[c]       (acc: float32/float64 holding exact integers,
+                                                              int64, or int32; offset: int64)
+
+    16-bit activations run on the exact int16-pair kernel of :mod:`kernels.conv_int16` (int32 ``acc``, whole
+    output rows per block) wherever its ``plan`` proves it exact; the float paths below cover the rest.
+
+    The exactness plan uses the activation dtype's range (not the data), so it is the same on every call.
+    Activations enter the GEMM centred, ``x - center`` (center = 128 for uint8, 32768 for uint16, else 0;
+    padded cells hold ``x_zp - center``), which halves the operand bound for asymmetric 8-bit activations,
+    so most layers need one exact float32 chunk (K <= 1032 for 8-bit). Then
+    ``sum((x - x_zp) * w) = sum((x - center) * w) + (center - x_zp) * sum(w)``, the second term being
+    ``offset``. ``w_cache`` (a dict owned by the caller, one per weight tensor) keeps the float weights and
+    their row sums between calls.
+    """
+    cache = w_cache if w_cache is not None else {}
+    gp = _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols)
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups = gp["geo"]
+    n_img, cin, h, wd = x.shape
+    cout, cin_g, kh, kw = w.shape
+    ho, wo = gp["out_hw"]
+    cout_g = cout // groups
+    k = cin_g * kh * kw
+    p = ho * wo
+    center, pad, padded, offset = gp["center"], gp["pad"], gp["padded"], gp["offset"]
+    if gp["layout"] is not None:
+        for n, g, c0, c1, acc in conv_int16.blocks(x, center, pad, cache["int16"], gp["layout"]):
+            yield n, g, c0, c1, acc, offset[g * cout_g:(g + 1) * cout_g]
+        return
+    method, kc = gp["method"]
+    key = ("w", method)
+    if key not in cache:
+        dt = np.int64 if method in ("loops", "zero") else float_dtype(method)
+        cache[key] = np.ascontiguousarray(w.reshape(cout, k).astype(dt))
+    w2 = cache[key]
+    dt = w2.dtype
+    pointwise = kh == 1 and kw == 1 and sh == 1 and sw == 1 and not padded
+    if sh == 1 and sw == 1:
+        single = method in ("f32", "f64") and kc >= k
+        split = (not (method == "f32" and single) and (cin_g >= HILO_MIN_K or not single)
+                 and hilo_ok(x.dtype, pad if padded else None, cache["wmax"], k))
+        if split:
+            dt = np.dtype(np.float32)
+            offset = gp["offset_split"]
+            if pointwise:
+                yield from pointwise_split(x, center, w, cache, offset, groups, block_cols)
+                return
+        if (split or single) and not pointwise:
+            yield from stacked_taps(x, center, pad, w, cache, dt, offset, split, groups, top, left, bottom, right,
+                                     dh, dw, ho, wo, block_cols)
+            return
+    cols = None if pointwise else np.empty((k, p), dtype=dt)
+    for n in range(n_img):
+        if pointwise:
+            xf = sub_zero_point(x[n].reshape(cin, h * wd), center, np.empty((cin, h * wd), dtype=dt))
+        for g in range(groups):
+            if pointwise:
+                cols = xf[g * cin_g:(g + 1) * cin_g]
+            else:
+                _im2col(x, n, g * cin_g, center, pad, kh, kw, sh, sw, top, left, dh, dw, ho, wo, cols)
+            wg = w2[g * cout_g:(g + 1) * cout_g]
+            off = offset[g * cout_g:(g + 1) * cout_g]
+            for c0 in range(0, p, block_cols):
+                c1 = min(p, c0 + block_cols)
+                cb = cols[:, c0:c1]
+                if method == "zero":
+                    acc = np.zeros((cout_g, c1 - c0), np.int64)
+                elif method == "loops":
+                    acc = np.empty((cout_g, c1 - c0), np.int64)
+                    matmul_loops(wg, np.ascontiguousarray(cb), acc)
+                elif kc >= k:
+                    acc = wg @ cb
+                else:
+                    acc = matmul_float_chunked(wg, cb, kc)
+                yield n, g, c0, c1, acc, off
+
+
+def conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups) -> np.ndarray:
+    """:func:`kernels.conv2d.conv2d_acc` computed by im2col + exact GEMM (any groups), assembled from
+    :func:`conv2d_gemm_blocks`. Same arguments and result."""
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, _ = validate_conv2d(
+        x, x_zp, w, stride, pads, dilation, groups)
+    out = np.empty((shape[0], shape[1], shape[2] * shape[3]), dtype=np.int64)
+    cout_g = shape[1] // groups
+    for n, g, c0, c1, acc, off in conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups):
+        out[n, g * cout_g:(g + 1) * cout_g, c0:c1] = acc.astype(np.int64) + off[:, None]
+    return out.reshape(shape)
+
+
+def conv2d_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                            acc_bits, out, block_cols=8192) -> bool:
+    """Convolution with the requantization fused in, on the int16-pair kernel (one kernel call for the whole
+    convolution): ``out`` (N, Cout, Ho, Wo) receives exactly
+    ``requantize(conv2d_acc(...), bias, mult, shift, out_zp, qmin, qmax, acc_bits, ...)``.
+
+    Used only where that is proven: :func:`kernels.conv_int16.plan` holds, no accumulator plus bias can reach
+    the board's ``acc_bits`` (``|acc| <= max|x - x_zp| * max_c sum|w[c]|`` over the activation dtype; so no
+    overflow can happen or need counting), and every channel has a saturation bound (the branch-free path of
+    ``requantize``). Returns False, leaving ``out`` untouched, when that does not hold; the caller then runs
+    :func:`conv2d_gemm_blocks` and requantizes separately.
+    """
+    run = bind_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                                acc_bits, out, block_cols)
+    if run is None:
+        return False
+    run(x, out)
+    return True
+
+
+def bind_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                          acc_bits, out, block_cols=8192):
+    """:func:`conv2d_gemm_requantized` set up for arrays shaped and typed like ``x`` and ``out`` (both validated
+    here, C-contiguous): returns ``run(x, out)``, or None when fusion is not proven."""
+    prep = _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin,
+                                     qmax, acc_bits, out, block_cols)
+    if prep is None:
+        return None
+    n_img, cout, ho, wo = out.shape
+    flat = (n_img, cout, ho * wo)
+    run3 = conv_int16.bind_requantized(*prep)
+
+    def run(x, out):
+        run3(x, out.reshape(flat))
+
+    return run
+
+
+def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
+                              acc_bits, out, block_cols):
+    """Validation and fusion decision of :func:`conv2d_gemm_requantized`: the arguments of
+    :func:`kernels.conv_int16.bind_requantized`, or None when fusion is not proven."""
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, _ = validate_conv2d(
+        x, x_zp, w, stride, pads, dilation, groups)
+    cout = shape[1]
+    bias, mult, shift, out_zp, qmin, qmax = requant_args(bias, mult, shift, out, shape, out_zp, qmin, qmax,
+                                                         "conv2d_gemm_requantized")
+    acc_bits = as_int(acc_bits, "acc_bits")
+    if not 2 <= acc_bits <= 64:
+        raise ValueError(f"acc_bits must be in [2, 64], got {acc_bits}")
+    center = conv_int16.x_center(x.dtype)
+    pad = x_zp - center
+    padded = top or left or bottom or right
+    w64 = w.reshape(cout, -1).astype(np.int64)
+    wabs = int(np.abs(w64).sum(axis=1).max(initial=0))
+    if not (conv_int16.weights_fit(w) and conv_int16.plan(x.dtype, pad if padded else None, wabs)):
+        return None
+    info = np.iinfo(x.dtype)
+    x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))  # padding contributes 0
+    max_bias = int(np.abs(bias).max()) if bias.size else 0
+    if x_dev * wabs + max_bias >= 1 << (acc_bits - 1):
+        return None
+    bound = saturation_bounds(mult, shift, out_zp, qmin, qmax)
+    if bound.size and int(bound.min()) == 0:
+        return None
+    w32 = conv_int16.pack_weights(w, groups)
+    layout = conv_int16.Layout(x.shape, w.shape, groups, (sh, sw), (top, left, bottom, right), (dh, dw), shape[2],
+                               shape[3], block_cols, w32.shape[2])
+    # the kernel sums (x - center) * w: the bias takes the rest, (center - x_zp) * sum(w)
+    bias_c = bias + (center - x_zp) * w64.sum(axis=1)
+    return (center, pad, w32, layout, bias_c, mult, shift, bound, out_zp, qmin, qmax)
