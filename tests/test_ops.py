@@ -16,6 +16,12 @@ For each case x activation type (QUInt8, QInt8, QInt16) x board:
   bit-exact (0 LSB) on both boards.
 * a case whose onnxruntime fused kernel departs from the QDQ definition (``unfused_reason``) is compared with
   onnxruntime without graph optimizations (DequantizeLinear -> float op -> QuantizeLinear).
+* where onnxruntime's fused 8-bit integer GEMM kernels are not exact on this CPU (u8 x s8 without VNNI saturates
+  product pairs to int16, ``tests/ort_cpu.py``; int8 activations run them too, after onnxruntime's int8 -> uint8
+  Q/DQ rewrite), a case whose onnxruntime session runs one is compared with onnxruntime without graph
+  optimizations, on both boards, with the bounds of that comparison (``ONNX_MAX_LSB`` on board ``onnx``: its 0 LSB
+  claim is about the fused kernels' requantization; measured on an AVX2 CPU: 0 LSB in every such case, both boards).
+  On CPUs where they are exact nothing changes.
 
 Open simulator bugs and divergences are strict xfails with their diagnosis (``BUG_*`` / ``DIV_*`` below).
 
@@ -46,7 +52,8 @@ from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 import npu_sim
 from npu_sim.errors import UnsupportedModelError
 from npu_sim.ops import lut
-from npu_sim.ops.movement import MOVEMENT_OPS
+from npu_sim.opset import MOVEMENT_OPS
+from tests import ort_cpu
 from tests import qdq_models as qm
 
 ONNX_MIN_COS = 0.9999
@@ -565,7 +572,7 @@ case("layernorm_axis1_nobias_eps1e-3", **LN)(_layernorm((2, 5, 16), axis=1, bias
 case("layernorm_4d_axis_neg2", **LN)(_layernorm((1, 3, 4, 8), axis=-2))
 
 
-# The decomposed chain (as exporters write it; npu_sim.lowering.fuse_layernorm_chains makes it one op):
+# The decomposed chain (as exporters write it; npu_sim.lowering.walk.fuse_layernorm_chains makes it one op):
 #   MatMul -> ReduceMean -> Sub [-> Transpose] -> Pow 2 -> ReduceMean -> Add eps -> Sqrt -> Div -> Mul g -> Add b
 # quantized with onnxruntime's default op types (as the PP-OCRv4 rec model: ReduceMean/Sub/Pow/Sqrt outputs stay
 # float, the variance, its + eps, the normalized value and the gamma product are requantized) or with every op type.
@@ -865,11 +872,14 @@ def test_op_matches_onnxruntime(built, case_id, act, board):
     for op in c.expect_ops:
         assert op in ops_in_program, f"{op} not lowered as its own op; program:\n{sim.program.format()}"
     worst = {"cos": 1.0, "max_lsb": 0, "n_diff": 0, "size": 0, "bound": 0}
+    # onnxruntime's fused integer GEMM kernels are not an exact oracle on every CPU (tests/ort_cpu.py): where this
+    # case runs one that is not, compare with onnxruntime's pure QDQ definition (no graph optimizations) instead
+    inexact = ort_cpu.fallback_reason(path) if act in ("u8", "s8") else None
     for seed in range(N_FEEDS):
         feeds = _feeds(sim, c, 100 + seed)
         # board onnx models onnxruntime's fused kernels, quirks included: always compare it with them
-        r = qm.compare(sim, path, feeds, fused=c.unfused_reason is None or board == "onnx")
-        if c.exact or (board == "onnx" and act in ("u8", "s8") and _fused_mac_only(sim)):
+        r = qm.compare(sim, path, feeds, fused=inexact is None and (c.unfused_reason is None or board == "onnx"))
+        if c.exact or (board == "onnx" and act in ("u8", "s8") and _fused_mac_only(sim) and inexact is None):
             bound = 0
         elif board == "default" and c.default_max_lsb is not None:
             bound = c.default_max_lsb
@@ -877,7 +887,8 @@ def test_op_matches_onnxruntime(built, case_id, act, board):
             bound = ONNX_MAX_LSB if board == "onnx" else _default_bound(sim, c, feeds)
         worst["bound"] = max(worst["bound"], bound)
         info = (f"{case_id} act={act} board={board} feed seed {100 + seed}: cos={r['cos']:.6f} "
-                f"max_lsb={r['max_lsb']} (bound {bound}) mismatches={r['n_diff']}")
+                f"max_lsb={r['max_lsb']} (bound {bound}) mismatches={r['n_diff']}"
+                + (f"; vs onnxruntime without graph optimizations: {inexact}" if inexact else ""))
         worst["cos"] = min(worst["cos"], r["cos"])
         worst["max_lsb"] = max(worst["max_lsb"], r["max_lsb"])
         worst["n_diff"] += r["n_diff"]

@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 
 import npu_sim
+from tests import ort_cpu
 from tests.qdq_models import real_models
 
 build = pytest.importorskip("models.build")
@@ -191,8 +192,16 @@ def test_ppocr_det_a8w8_onnxruntime_fails_the_same_bound_against_itself():
     tests above) and its default DequantizeLinear -> float Conv -> QuantizeLinear -- agree on 'page' but give
     cosine < 0.999 on 'text' (0.990 here), the view where the board gives 0.989. Their integers differ only in
     rounding too: the model's last layers turn a few 1-LSB differences into large jumps at a handful of pixels
-    of a map that is zero almost everywhere."""
+    of a map that is zero almost everywhere.
+
+    The default mode rewrites the int8 Q/DQ pairs to uint8 and runs 48 of the 62 Conv groups with u8 x s8 kernels,
+    which saturate on x86 CPUs without VNNI (``tests/ort_cpu.py``): there it is not the mode this test is about
+    (page: cosine 0.992), and no exact stand-in for it exists (its mix of fused and float groups is onnxruntime's
+    choice): skipped. The fused mode runs s8 x s8 kernels, exact there too."""
     path = str(_model("ppocr_det_a8w8"))
+    reason = ort_cpu.fallback_reason(path)  # the default mode; int8 fusion (s8 x s8) is exact wherever probed
+    if reason:
+        pytest.skip(reason)
 
     def run(fused, feeds):
         options = ort.SessionOptions()
