@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import numpy as np
 from onnx import helper
 
-from npu_sim.board import Arithmetic
+from npu_sim.boards import Arithmetic
 from npu_sim.ir import QParams, Tensor
 from npu_sim.ops import lut
 

@@ -1,7 +1,7 @@
 """Regenerate docs/SUPPORTED_OPS.md from the rule table and the board presets: python docs/supported_ops.py"""
 from pathlib import Path
 
-from npu_sim.checks import supported_ops_markdown
+from npu_sim.analysis.check import supported_ops_markdown
 
 if __name__ == "__main__":
     out = Path(__file__).parent / "SUPPORTED_OPS.md"

@@ -89,7 +89,7 @@ def sweep_sigmoid16() -> bool:
 
 
 def sweep_hardswish() -> bool:
-    from npu_sim.ops.tflite import _hardswish_params
+    from npu_sim.ops.tflite.lut import hardswish_params
     from kernels.tflite_hardswish import tfl_hardswish
     x = np.arange(-128, 128, dtype=np.int8).reshape(1, -1)
     ok = True
@@ -97,7 +97,7 @@ def sweep_hardswish() -> bool:
                                      (0.5, -128, 0.3, -128), (0.01, 127, 0.02, 0), (1e-3, 0, 1e-4, -128),
                                      (0.05, 20, 0.004, 10)):
         want = run(single_op("hardswish_int8", "HARD_SWISH", in_q=(s_in, z_in), out_q=(s_out, z_out)), x)
-        prm = _hardswish_params(s_in, s_out)
+        prm = hardswish_params(s_in, s_out)
         ok &= _report(f"int8 HARD_SWISH {s_in:g}/{z_in} -> {s_out:g}/{z_out}",
                       tfl_hardswish(x, z_in, z_out, *prm), want)
     return ok

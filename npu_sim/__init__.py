@@ -7,18 +7,34 @@
     tensors = sim.trace({"input": x})          # every quantized tensor, keyed by ONNX float tensor name
     rep = npu_sim.accuracy_report("model.qdq.onnx", data=["images/"], float_model="model.onnx")
     est = npu_sim.estimate("model.qdq.onnx", board="ethos-u55-128")   # cycles per layer and in total
-"""
-from .board import Board, load_board, presets
-from .checks import check
-from .accuracy import AccuracyReport
-from .accuracy import report as accuracy_report
-from .compare import compare_dump
-from .cost import Estimate, estimate
-from .errors import (BoardError, FloatReferenceError, InputError, ModelLoadError, NpuSimError, QuantizationError,
-                     UnsupportedModelError)
-from .simulator import Simulator, load
 
-__all__ = ["load", "check", "Simulator", "Board", "load_board", "presets", "NpuSimError", "ModelLoadError",
-           "QuantizationError", "UnsupportedModelError", "InputError", "BoardError", "FloatReferenceError",
-           "accuracy_report", "AccuracyReport", "compare_dump", "estimate", "Estimate"]
+``import npu_sim`` is cheap: the names below are loaded on first use (``npu_sim.api`` and ``npu_sim.errors``),
+so ``npu-sim --help`` and ``--version`` load neither numba nor onnx.
+"""
+from __future__ import annotations
+
+import importlib
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "load": "npu_sim.api", "check": "npu_sim.api", "estimate": "npu_sim.api", "accuracy_report": "npu_sim.api",
+    "compare_dump": "npu_sim.api", "Simulator": "npu_sim.api", "AccuracyReport": "npu_sim.api",
+    "Estimate": "npu_sim.api", "Board": "npu_sim.api", "load_board": "npu_sim.api", "presets": "npu_sim.api",
+    **{name: "npu_sim.errors" for name in ("NpuSimError", "ModelLoadError", "QuantizationError",
+                                           "UnsupportedModelError", "InputError", "BoardError", "FloatReferenceError")},
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'npu_sim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

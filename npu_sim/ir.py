@@ -148,7 +148,6 @@ class Program:
     problems: list = field(default_factory=list)  # (onnx node, op, reason) left out by a tolerant lowering
     arith_gaps: list = field(default_factory=list)  # (onnx node, op, reason) the board's arithmetic cannot compute
     refusals: list = field(default_factory=list)    # (onnx node, op, reason) the board's own toolchain refuses
-    exec_plan: Any = field(default=None, repr=False, compare=False)  # the executor's per-node plan (executor._plan)
 
     def format(self) -> str:
         """One line per op: name, op, dtypes, shapes, scales, requantization parameters."""

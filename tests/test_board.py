@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import npu_sim
-from npu_sim.board import PRESET_DIR, load_board, presets
-from npu_sim.cli import main
+from npu_sim.boards import PRESET_DIR, load_board, presets
+from npu_sim.cli.main import main
 
 DEMO = Path(__file__).parent.parent / "models" / "demo"
 MODEL = DEMO / "digits_cnn.qdq.onnx"

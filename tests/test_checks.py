@@ -13,9 +13,10 @@ import pytest
 from onnx import helper, numpy_helper
 
 import npu_sim
-from npu_sim.board import PRESET_DIR
-from npu_sim.checks import RULES, check, supported_ops_markdown
-from npu_sim.cli import main
+from npu_sim.boards import PRESET_DIR
+from npu_sim.analysis.check import RULES, supported_ops_markdown
+from npu_sim.api import check
+from npu_sim.cli.main import main
 
 from qdq_models import build_model, quantize, weights
 
@@ -196,7 +197,7 @@ def test_npu_op_table_and_cpu_fallback(tmp_path):
     strict = _board_with(tmp_path, "[rules.ops.Sigmoid]\nnpu = false\n", cpu_fallback="false")
     r = check(path, board=strict)
     assert not r.deployable and rules_of(r)["npu.op"][0].severity == "error"
-    assert npu_sim.checks.placement(npu_sim.load(path, board=fallback).program)[sig.node] == "CPU"
+    assert npu_sim.analysis.check.placement(npu_sim.load(path, board=fallback).program)[sig.node] == "CPU"
 
 
 def _board_with(tmp_path, extra: str, **rules) -> Path:

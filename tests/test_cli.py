@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import npu_sim
-from npu_sim.cli import main
+from npu_sim.cli.main import main
 
 DEMO = Path(__file__).parent.parent / "models" / "demo"
 MODEL = DEMO / "digits_cnn.qdq.onnx"
@@ -85,7 +85,7 @@ def test_closed_output_pipe_ends_quietly():
     SIGPIPE's exit status (141, as other command-line tools) and prints nothing, neither an error nor a traceback."""
     import subprocess
     import sys
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from npu_sim.cli import main; sys.exit(main())",
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from npu_sim.cli.main import main; sys.exit(main())",
                              "lower", str(MODEL), "--input-shape", "input=1x1x8x8"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()

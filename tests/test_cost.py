@@ -1,4 +1,4 @@
-"""Latency estimate (npu_sim.cost, `npu-sim estimate`): closed-form cases on the ethos-u55-128 preset (Vela 5.2
+"""Latency estimate (npu_sim.analysis.cost, `npu-sim estimate`): closed-form cases on the ethos-u55-128 preset (Vela 5.2
 reference figures), monotonicity and scaling properties, serialization and the command line."""
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from hypothesis import given, settings, strategies as st
 from onnx import helper
 
 import npu_sim
-from npu_sim import cost
-from npu_sim.board import load_board
-from npu_sim.cli import main as cli_main
+from npu_sim.analysis import cost
+from npu_sim.boards import load_board
+from npu_sim.cli.main import main as cli_main
 from npu_sim.ir import Node, Program, QParams, Tensor
+from npu_sim.render.estimate import format_table
 
 from qdq_models import QTYPES, build_model, quantize, rng_for, weights
 
@@ -147,7 +148,7 @@ def test_cycles_never_increase_with_more_macs_or_bandwidth(s, what, factor):
 def test_int16_mac_cycles_are_factor_times_int8(cin_blocks, cout, h, w, k, kind):
     cfg = U55.cost
     cin = cin_blocks * cfg.ifm_depth_block
-    _, nu, _ = cost._blocks(cfg, h, w, cout)
+    _, nu, _ = cost.block_geometry(cfg, h, w, cout)
     c8 = cost.mac_block_cycles(cfg, kind, nu, k * k, cin, wide=False)
     c16 = cost.mac_block_cycles(cfg, kind, nu, k * k, cin, wide=True)
     if kind == "conv" or 4 * nu[0] * nu[1] >= cfg.weight_step_cycles:  # depthwise below the weight floor: no 2x
@@ -156,8 +157,8 @@ def test_int16_mac_cycles_are_factor_times_int8(cin_blocks, cout, h, w, k, kind)
     prog8 = _conv_program(U55, cin, cout, h, w, k, depthwise=kind == "depthwise")
     prog16 = _conv_program(U55, cin, cout, h, w, k, depthwise=kind == "depthwise", act="int16")
     r8, r16 = cost.layer_cost(cfg, prog8, prog8.nodes[0]), cost.layer_cost(cfg, prog16, prog16.nodes[0])
-    (bh, bw, bc), _, _ = cost._blocks(cfg, prog8.tensors["y"].shape[2], prog8.tensors["y"].shape[3],
-                                      prog8.tensors["y"].shape[1])
+    (bh, bw, bc), _, _ = cost.block_geometry(cfg, prog8.tensors["y"].shape[2], prog8.tensors["y"].shape[3],
+                                             prog8.tensors["y"].shape[1])
     ao8 = math.ceil(cfg.output_cycles_per_element["mac"] * bh * bw * bc)
     ao16 = math.ceil(cfg.output_cycles_per_element["mac_wide"] * bh * bw * bc)
     c8 = cost.mac_block_cycles(cfg, kind, nu, k * k, cin, wide=False)
@@ -203,10 +204,10 @@ def test_spill_and_cpu_fallback(tmp_path, monkeypatch):
     prog = _conv_program(small, 16, 16, 32, 32)
     est = cost.estimate_program(prog, small)
     assert est.layers[0].spill and "ddr" in est.layers[0].bytes and est.summary["spilled_nodes"] == ["conv"]
-    assert "feature maps too large for on-chip memory (bound marked *): conv" in cost.format_table(est)
+    assert "feature maps too large for on-chip memory (bound marked *): conv" in format_table(est)
     fast = cost.estimate_program(_conv_program(load_board("default"), 16, 16, 32, 32), load_board("default"))
     assert est.summary["total_cycles"] > fast.summary["total_cycles"]
-    from npu_sim import checks
+    from npu_sim.analysis import check as checks
     monkeypatch.setattr(checks, "placement", lambda program: {n.name: "CPU" for n in program.nodes})
     cpu = cost.estimate_program(_conv_program(U55, 16, 16, 32, 32), U55)
     row = cpu.layers[0]
@@ -216,7 +217,7 @@ def test_spill_and_cpu_fallback(tmp_path, monkeypatch):
 
 
 def test_board_cost_section_errors(tmp_path):
-    text = (npu_sim.board.PRESET_DIR / "ethos-u55-128.toml").read_text()
+    text = (npu_sim.boards.PRESET_DIR / "ethos-u55-128.toml").read_text()
     for old, new, needle in (("clock_hz = 500e6", "clock_hz = -1", "cost.clock_hz"),
                              ("ublock = [2, 1, 8]", "ublock = [2, 1]", "cost.ublock"),
                              ("int16_factor = 2", "int16_factor = 2\nmacs = 3", "cost.macs"),
@@ -268,7 +269,7 @@ def test_cli_json_and_csv(capsys):
 
 def test_cli_bad_board_and_board_without_cost(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
-    bad.write_text((npu_sim.board.PRESET_DIR / "default.toml").read_text().replace("ifm_depth_block = 32",
+    bad.write_text((npu_sim.boards.PRESET_DIR / "default.toml").read_text().replace("ifm_depth_block = 32",
                                                                                    "ifm_depth_block = 'x'"))
     assert cli_main(["estimate", DEMO, "--input-shape", "input=1x1x8x8", "--board", str(bad)]) == 2
     err = capsys.readouterr().err

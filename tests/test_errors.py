@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npu_sim
-from npu_sim.cli import main
+from npu_sim.cli.main import main
 from npu_sim.errors import (BoardError, InputError, ModelLoadError, QuantizationError, UnsupportedModelError)
 
 

@@ -19,11 +19,11 @@ import pytest
 from onnx.utils import Extractor
 
 import npu_sim
-from npu_sim.board import load_board
+from npu_sim.boards import load_board
 from npu_sim.errors import UnsupportedModelError
-from npu_sim.lowering import Lowering
-from npu_sim.rewrites import fuse_layernorm_chains
-from npu_sim.onnx_reader import read_model
+from npu_sim.lowering.walk import Lowering
+from npu_sim.frontend.rewrites import fuse_layernorm_chains
+from npu_sim.frontend.reader import read_model
 from tests import helpers_oracle as H
 
 NAME = "ppocr_rec_a8w8"

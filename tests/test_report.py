@@ -1,4 +1,4 @@
-"""Accuracy report (npu_sim.accuracy, npu-sim report) and dump comparison (npu-sim compare)."""
+"""Accuracy report (npu_sim.analysis.accuracy, npu-sim report) and dump comparison (npu-sim compare)."""
 from __future__ import annotations
 
 import json
@@ -11,9 +11,8 @@ import pytest
 from onnx import numpy_helper
 
 import npu_sim
-from npu_sim import accuracy as acc
-from npu_sim.cli import main as cli_main
-from npu_sim.dataset import DEMO_DATA
+from npu_sim.analysis import accuracy as acc
+from npu_sim.cli.main import main as cli_main
 from tests.qdq_models import real_models
 
 pytest.importorskip("onnxruntime")
@@ -21,6 +20,7 @@ pytest.importorskip("onnxruntime")
 DEMO = Path(__file__).resolve().parent.parent / "models" / "demo"
 QDQ = DEMO / "digits_cnn.qdq.onnx"
 FLOAT = DEMO / "digits_cnn.float.onnx"
+DEMO_DATA = DEMO / "digits_test.npz"
 
 
 # -- metrics on hand-made arrays ------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ def test_derived_float_reference_matches_float_model():
 
 @pytest.fixture(scope="module")
 def demo_report():
-    return npu_sim.accuracy_report(QDQ, float_model=FLOAT, board="onnx", limit=120)
+    return npu_sim.accuracy_report(QDQ, data=[DEMO_DATA], float_model=FLOAT, board="onnx", limit=120)
 
 
 def test_demo_outputs(demo_report):
@@ -177,7 +177,7 @@ def test_json_schema_fields(demo_report):
 
 
 def test_html_self_contained(demo_report):
-    from npu_sim.report import to_html
+    from npu_sim.render.report_html import to_html
     page = to_html(demo_report)
     assert page.count("<svg") >= 2 + 4         # two similarity curves, four histograms
     assert "polyline" in page and "<rect" in page
@@ -188,7 +188,7 @@ def test_html_self_contained(demo_report):
 # -- workers ----------------------------------------------------------------------------------------------------
 
 def test_workers_give_identical_results():
-    kw = dict(float_model=FLOAT, board="default", limit=32)
+    kw = dict(data=[DEMO_DATA], float_model=FLOAT, board="default", limit=32)
     one = npu_sim.accuracy_report(QDQ, workers=1, **kw).to_dict()
     two = npu_sim.accuracy_report(QDQ, workers=2, **kw).to_dict()
     one.pop("seconds"), two.pop("seconds")
@@ -215,8 +215,8 @@ def test_data_images_and_npz(tmp_path):
 
 def test_cli_report_demo(tmp_path, capsys):
     out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
-    rc = cli_main(["report", str(QDQ), "--float", str(FLOAT), "--limit", "30", "--workers", "1",
-                   "--json", str(out_json), "--html", str(out_html)])
+    rc = cli_main(["report", str(QDQ), "--float", str(FLOAT), "--data", str(DEMO_DATA), "--limit", "30",
+                   "--workers", "1", "--json", str(out_json), "--html", str(out_html)])
     cap = capsys.readouterr()
     assert rc == 0
     assert "worst 5 tensors, accumulated error" in cap.out and "collapse: none" in cap.out
@@ -233,13 +233,15 @@ def test_cli_errors(tmp_path, capsys):
     broken = _broken_bias_model(tmp_path)
     assert cli_main(["report", str(broken)]) == 2
     assert "--data" in _err(capsys)
+    assert cli_main(["report", str(QDQ)]) == 2  # the demo model too: npu_sim has no default data
+    assert "--data is required" in _err(capsys)
     assert cli_main(["report", str(QDQ), "--data", str(tmp_path / "nope")]) == 2
     assert "does not exist" in _err(capsys)
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not onnx")
-    assert cli_main(["report", str(QDQ), "--float", str(bad), "--limit", "2"]) == 2
+    assert cli_main(["report", str(QDQ), "--float", str(bad), "--data", str(DEMO_DATA), "--limit", "2"]) == 2
     assert "bad.onnx" in _err(capsys)
-    assert cli_main(["report", str(QDQ), "--float", str(QDQ), "--limit", "2"]) == 2
+    assert cli_main(["report", str(QDQ), "--float", str(QDQ), "--data", str(DEMO_DATA), "--limit", "2"]) == 2
     assert "QuantizeLinear" in _err(capsys)
     # a float model whose intermediate tensors carry other names
     m = onnx.load(str(FLOAT))
@@ -253,7 +255,7 @@ def test_cli_errors(tmp_path, capsys):
                 n.output[k] = "renamed_" + name
     renamed = tmp_path / "renamed.onnx"
     onnx.save(m, str(renamed))
-    assert cli_main(["report", str(QDQ), "--float", str(renamed), "--limit", "2"]) == 2
+    assert cli_main(["report", str(QDQ), "--float", str(renamed), "--data", str(DEMO_DATA), "--limit", "2"]) == 2
     assert "same tensor names" in _err(capsys)
     assert cli_main(["report", str(QDQ), "--workers", "0"]) == 2
     assert "--workers" in _err(capsys)
@@ -336,4 +338,4 @@ def test_missing_onnxruntime_is_a_clear_error(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "onnxruntime", None)   # import onnxruntime -> ImportError
     with pytest.raises(npu_sim.FloatReferenceError, match=r"pip install 'npu-sim\[report\]'"):
-        npu_sim.accuracy_report(QDQ, limit=2)
+        npu_sim.accuracy_report(QDQ, data=[DEMO_DATA], limit=2)

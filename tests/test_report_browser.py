@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import npu_sim
-from npu_sim import advisor
-from npu_sim.report import to_html
+from npu_sim.analysis import advisor
+from npu_sim.render.report_html import to_html
 
 pytest.importorskip("onnxruntime")
 

@@ -9,17 +9,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import onnx
 
 from kernels.fixedpoint import quantize_multiplier
-from kernels.requantize import (_requantize, _requantize_cols, by_columns, cached_bind, requantize, requantize_float,
+from kernels.checks import cached_bind
+from kernels.requantize import (by_columns, requantize, requantize_columns, requantize_float, requantize_loop,
                                 saturation_bounds)
 
-from ..ir import Node, QParams, Tensor
-
-
-def attrs(onode) -> dict:
-    return {a.name: onnx.helper.get_attribute_value(a) for a in onode.attribute}
+from npu_sim.frontend.reader import attrs  # noqa: F401  (the families read attributes through here)
+from npu_sim.ir import Node, QParams, Tensor
+from npu_sim.lowering.problem import Problem
 
 
 def activation_bounds(lowering, onode) -> tuple[float, float]:
@@ -33,7 +31,6 @@ def activation_bounds(lowering, onode) -> tuple[float, float]:
         if names[i]:
             value = lowering.g.consts.get(names[i])
             if value is None:
-                from ..lowering import Problem
                 raise Problem(f"Clip {which} {names[i]!r} must be a constant")
             v = float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
             lo, hi = (v, hi) if which == "min" else (lo, v)
@@ -122,11 +119,11 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
             _, bias_c, mult_c, shift_c, bound_c, args, any_check = prep
             bias = bias_c if offset is None else bias_c + offset
             if by_columns(acc3, out, any_check, bound_c):  # same dispatch as kernels.requantize.requantize
-                _requantize_cols(acc3.reshape(outer, channels), bias, mult_c, shift_c, bound_c, args[0], args[1],
-                                 args[2], out.reshape(outer, channels))
+                requantize_columns(acc3.reshape(outer, channels), bias, mult_c, shift_c, bound_c, args[0], args[1],
+                                   args[2], out.reshape(outer, channels))
                 n = 0
             else:
-                n = int(_requantize(acc3, bias, mult_c, shift_c, bound_c, *args, out))
+                n = int(requantize_loop(acc3, bias, mult_c, shift_c, bound_c, *args, out))
         else:
             n = _requantize_validated(p, acc3, channel_slice, offset, out)
     elif p["acc_bits"] <= 32:
@@ -219,13 +216,11 @@ def output_params(lowering, out: Tensor, act) -> dict:
 
 def check_per_tensor(t: Tensor, what: str) -> None:
     if not t.q.per_tensor:
-        from ..lowering import Problem
         raise Problem(f"{what} {t.float_name!r} is quantized per axis; npu-sim needs per-tensor quantization here")
 
 
 def const_value(lowering, arg, what: str) -> np.ndarray:
     """Float value of a constant input: a raw initializer or a dequantized constant tensor."""
-    from ..lowering import Problem
     if isinstance(arg, np.ndarray):
         return arg
     if isinstance(arg, Tensor) and arg.is_const:
@@ -235,7 +230,19 @@ def const_value(lowering, arg, what: str) -> np.ndarray:
 
 def int_const(lowering, arg, what: str) -> np.ndarray:
     """An int64 constant input (shapes, axes, pads, indices)."""
-    from ..lowering import Problem
     if isinstance(arg, np.ndarray) and arg.dtype.kind in "iu":
         return arg.astype(np.int64)
     raise Problem(f"{what} must be a constant integer tensor (computed shapes are not supported)")
+
+
+def operand(lowering, arg, what: str) -> Tensor:
+    """A quantized operand; a raw float constant is quantized to int16 (symmetric) as the board would store it."""
+    if isinstance(arg, Tensor):
+        check_per_tensor(arg, what)
+        return arg
+    if isinstance(arg, np.ndarray):
+        value = arg.astype(np.float32)
+        amax = float(np.max(np.abs(value))) if value.size else 0.0
+        q = QParams("int16", np.array(amax / 32767 if amax > 0 else 1.0, np.float32), np.array(0, np.int64))
+        return Tensor(f"const:{what}", what, tuple(value.shape), q, q.quantize(value))
+    raise Problem(f"{what} is missing")

@@ -3,7 +3,8 @@ applied to a dequantized integer tensor with different parameters, e.g. onnxrunt
 
 Quantize runs as ONNX defines it on every board: ``saturate(round_half_even(x / scale) + zp)`` in float32 —
 it is the host's input stub, before any integer reaches the board.
-Requantize: fixed point ``y = R(q - zi, si/so) + zo``; on the ``onnx`` arithmetic ``QuantizeLinear(DequantizeLinear(q))``.
+Requantize: fixed point ``y = R(q - zi, si/so) + zo``; on the ``onnx`` arithmetic
+``QuantizeLinear(DequantizeLinear(q))``.
 """
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import numpy as np
 
 from kernels.quantize_linear import OUT_DTYPES, quantize_linear
 
-from ..ir import Node, Tensor
-from .common import rescale_params
-from .elementwise import scalar_rescale
+from npu_sim.ir import Node, Tensor
+from npu_sim.ops.common import rescale_params
+from npu_sim.ops.elementwise import scalar_rescale
 
 
 def lower_quantize(lowering, onode, src: Tensor, out: Tensor) -> Node:

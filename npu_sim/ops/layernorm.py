@@ -3,7 +3,8 @@
 Sources: the ONNX ``LayerNormalization`` op (normalized axes ``[axis, rank)``, ``epsilon``; inputs X, Scale
 (gamma), optional B (beta)), and the decomposed chain exporters write instead
 (ReduceMean -> Sub -> Pow 2 -> ReduceMean -> Add eps -> Sqrt -> Div -> Mul gamma -> Add beta), which the lowering
-pre-pass (``npu_sim.rewrites.fuse_layernorm_chains``) rewrites into one LayerNormalization node before the walk.
+pre-pass (``npu_sim.frontend.rewrites.fuse_layernorm_chains``) rewrites into one LayerNormalization node before the
+walk.
 
 onnxruntime's ``quantize_static`` writes: X an activation (per tensor), gamma a weight (int8, per tensor for a
 1-D gamma; per axis is accepted here), beta an int32 bias with scale ``s_x * s_gamma``. In a decomposed chain
@@ -46,10 +47,11 @@ from onnx.reference import ReferenceEvaluator
 
 from kernels.layernorm import layernorm
 
-from ..ir import Node, Tensor
-from .common import attrs, check_per_tensor, const_value, fixed_multipliers, output_params
-from .float_ref import _run_float_reference, lower_float_reference
-from .softmax import lut_bits_of, to_rows
+from npu_sim.ir import Node, Tensor
+from npu_sim.lowering.problem import Problem
+from npu_sim.ops.common import attrs, check_per_tensor, const_value, fixed_multipliers, output_params
+from npu_sim.ops.onnx_arith import lower_float_reference, run_float_reference
+from npu_sim.ops.softmax import lut_bits_of, to_rows
 
 MAX_MEAN_BITS = 14          # fraction bits of the mean, at most (the kernel's limit)
 NORM_BITS = 30              # fraction bits of the normalized value z (at most; the kernel's limit)
@@ -57,10 +59,6 @@ MIN_NORM_BITS = 8
 ACC_LIMIT = 2.0 ** 47       # |z * gamma + B| stays below this (mul_round_shift is exact below 2**48)
 VAR_LIMIT = 1 << 62
 
-
-def _problem(msg):
-    from ..lowering import Problem
-    return Problem(msg)
 
 
 def rsqrt_table(step_bits: int) -> np.ndarray:
@@ -96,7 +94,7 @@ def stats_params(n: int, bits: int, x_scale: float, eps: float) -> tuple[int, in
             return (mean_bits, *fit)
     fit = var_params(n, bits, 0, x_scale, eps)
     if fit is None:
-        raise _problem("LayerNormalization: epsilon is too large relative to the input scale for a 64-bit variance")
+        raise Problem("LayerNormalization: epsilon is too large relative to the input scale for a 64-bit variance")
     return (0, *fit)
 
 
@@ -106,11 +104,11 @@ def _per_row(value: np.ndarray, x_shape, axes, what: str) -> np.ndarray:
     try:
         full = np.broadcast_to(np.asarray(value), x_shape)
     except ValueError:
-        raise _problem(f"LayerNormalization {what} of shape {np.shape(value)} does not broadcast to the input "
+        raise Problem(f"LayerNormalization {what} of shape {np.shape(value)} does not broadcast to the input "
                        f"{list(x_shape)}") from None
     rows, _ = to_rows(full, axes)
     if rows.shape[0] > 1 and not np.all(rows == rows[0]):
-        raise _problem(f"LayerNormalization {what} varies along a non-normalized axis")
+        raise Problem(f"LayerNormalization {what} varies along a non-normalized axis")
     return rows[0]
 
 
@@ -130,7 +128,7 @@ def _gamma(lowering, arg, x_shape, axes):
         g = np.rint(v / scale).astype(np.int64)
         sg = np.full(v.shape, scale)
     else:
-        raise _problem("LayerNormalization scale (gamma) must be a constant")
+        raise Problem("LayerNormalization scale (gamma) must be a constant")
     return _per_row(g, x_shape, axes, "scale"), _per_row(sg, x_shape, axes, "scale").astype(np.float64)
 
 
@@ -138,7 +136,7 @@ def lower_layernorm(lowering, onode, args, out: Tensor, act) -> Node:
     chain = getattr(lowering, "layernorm_chains", {}).get(onode.output[0])
     for extra in list(onode.output[1:]):
         if extra and (lowering.consumers.get(extra) or extra in lowering.g.outputs):
-            raise _problem("LayerNormalization outputs Mean / InvStdDev are not supported")
+            raise Problem("LayerNormalization outputs Mean / InvStdDev are not supported")
     x = args[0]
     rank = len(x.shape)
     if chain is not None:
@@ -147,7 +145,7 @@ def lower_layernorm(lowering, onode, args, out: Tensor, act) -> Node:
         a = attrs(onode)
         axis = int(a.get("axis", -1))
         if not -rank <= axis < rank:
-            raise _problem(f"LayerNormalization axis {axis} is out of range for rank {rank}")
+            raise Problem(f"LayerNormalization axis {axis} is out of range for rank {rank}")
         axes, eps = tuple(range(axis % rank, rank)), float(a.get("epsilon", 1e-5))
     if not lowering.arith.fixedpoint:
         if chain is not None:
@@ -165,7 +163,7 @@ def lower_layernorm(lowering, onode, args, out: Tensor, act) -> Node:
     load = 4.0 * float(np.max(np.abs(g))) + float(np.max(np.abs(b_unit)))
     norm_bits = min(NORM_BITS, int(math.floor(math.log2(ACC_LIMIT / max(load, 1.0)))))
     if norm_bits < MIN_NORM_BITS:
-        raise _problem("LayerNormalization bias is too large relative to the scale's quantization step")
+        raise Problem("LayerNormalization bias is too large relative to the scale's quantization step")
     bits = np.dtype(x.q.np_dtype).itemsize * 8  # storage width: the kernel's bounds follow it
     mean_bits, var_shift, eps_n = stats_params(n, bits, float(x.q.scale), eps)
     mult, shift = fixed_multipliers(root_n * sg * 2.0 ** -norm_bits / float(out.q.scale),
@@ -236,7 +234,7 @@ def _lower_chain_reference(lowering, onode, chain, x: Tensor, out: Tensor, act) 
     try:
         evaluator = ReferenceEvaluator(model)
     except Exception as exc:  # noqa: BLE001  (any reason the reference cannot run the chain)
-        raise _problem(f"the LayerNorm chain cannot be evaluated by onnx.reference: {exc}") from None
+        raise Problem(f"the LayerNorm chain cannot be evaluated by onnx.reference: {exc}") from None
     params = {"_eval": evaluator, "_feeds": [(local, x.name)], "_outs": [out.q]}
-    return Node(lowering.node_name(onode), "LayerNormalization", [x.name], [out.name], _run_float_reference, params,
+    return Node(lowering.node_name(onode), "LayerNormalization", [x.name], [out.name], run_float_reference, params,
                 {"arithmetic": "onnx float reference (decomposed chain)", "fused": [nd.name for nd in chain["nodes"]]})

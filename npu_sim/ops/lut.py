@@ -83,12 +83,11 @@ from kernels.lut16 import lut16
 from kernels.lut8 import lut8
 from kernels.mul import mul
 
-from ..ir import Node, QParams, Tensor
-from .common import attrs, check_per_tensor, clamp_bounds, const_value
-from .float_ref import lower_float_reference
+from npu_sim.ir import Node, QParams, Tensor
+from npu_sim.lowering.problem import Problem
+from npu_sim.ops.common import attrs, check_per_tensor, clamp_bounds, const_value, operand
+from npu_sim.ops.onnx_arith import lower_float_reference
 
-LUT_OPS = ("Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos", "Erf", "Gelu", "HardSigmoid",
-           "HardSwish", "Softplus", "Elu", "Pow")
 CORRECTIONS = ("midpoint", "none")
 DEFAULT_CORRECTION = "midpoint"
 RECIP_QMAX = 32767  # reciprocal codes of Div: int16, symmetric [-32767, 32767], zero point 0
@@ -96,10 +95,6 @@ DIV_ROUNDING_BUDGET = 4  # Div: output LSBs the rounding of the reciprocal may c
 
 Function = Callable[[np.ndarray], np.ndarray]
 
-
-def _problem(msg):
-    from ..lowering import Problem
-    return Problem(msg)
 
 
 # ================================================================================================================
@@ -127,12 +122,12 @@ def _gelu(approximate: str) -> Function:
     if approximate == "tanh":
         k = math.sqrt(2.0 / math.pi)
         return lambda x: 0.5 * x * (1.0 + np.tanh(k * (x + 0.044715 * x ** 3)))
-    raise _problem(f"Gelu approximate={approximate!r} is not 'none' or 'tanh'")
+    raise Problem(f"Gelu approximate={approximate!r} is not 'none' or 'tanh'")
 
 
 def _pow(c: float) -> Function:
     if not math.isfinite(c):
-        raise _problem(f"Pow exponent {c!r} is not finite")
+        raise Problem(f"Pow exponent {c!r} is not finite")
     if c == int(c):  # an integer exponent: defined for every real base (0**negative = inf)
         return lambda x: np.power(x, c)
     return lambda x: np.power(np.maximum(x, 0.0), c)  # continuous extension from the boundary 0
@@ -177,9 +172,9 @@ def function_for(op: str, attributes: dict | None = None, exponent: float | None
         return lambda x: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
     if op == "Pow":
         if exponent is None:
-            raise _problem("Pow needs a constant scalar exponent")
+            raise Problem("Pow needs a constant scalar exponent")
         return _pow(float(exponent))
-    raise _problem(f"{op} has no lookup-table function")
+    raise Problem(f"{op} has no lookup-table function")
 
 
 def clipped(f: Function, act) -> Function:
@@ -259,7 +254,7 @@ def table_params(f: Function, in_q: QParams, out_q: QParams, lo: int, hi: int, e
         p["table"] = build_table16(f, in_q, out_q, lo, hi, entries_16, correction)
         p["correction"] = correction
     else:
-        raise _problem(f"lookup tables take 4-, 8- or 16-bit inputs, not {in_q.dtype}")
+        raise Problem(f"lookup tables take 4-, 8- or 16-bit inputs, not {in_q.dtype}")
     p["entries"] = int(p["table"].size)
     return p
 
@@ -315,10 +310,10 @@ def node_function(lowering, onode, args) -> tuple[Function, dict]:
     shown = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in a.items()}
     if op == "Pow":
         if len(args) < 2 or args[1] is None:
-            raise _problem("Pow needs an exponent input")
+            raise Problem("Pow needs an exponent input")
         exponent = _scalar_const(lowering, args[1], "Pow exponent")
         if exponent is None:
-            raise _problem("Pow needs a constant scalar exponent for a lookup table (the exponent is an activation "
+            raise Problem("Pow needs a constant scalar exponent for a lookup table (the exponent is an activation "
                            "or has more than one value)")
         shown["exponent"] = exponent
     return function_for(op, a, exponent), shown
@@ -352,20 +347,19 @@ def lower_div_by_activation(lowering, onode, args, out: Tensor, act) -> Node:
     if not lowering.arith.fixedpoint:
         return lower_float_reference(lowering, onode, args, [out], act)
     if not isinstance(b, Tensor) or b.is_const:
-        raise _problem("Div divisor is not an activation")
+        raise Problem("Div divisor is not an activation")
     check_per_tensor(b, "Div divisor")
     c = _scalar_const(lowering, a, "Div dividend")
     if c is not None:
         return _lut_node(lowering, onode, b, out, act, _const_over(c), {"dividend": c}, "Div")
-    from .elementwise import _operand
-    a = _operand(lowering, a, "Div input A")
+    a = operand(lowering, a, "Div input A")
     lo, hi = clamp_bounds(out.q, act)
     sa, sy = float(a.q.scale), float(out.q.scale)
     zy = int(out.q.zero_point)
     bv = b.q.dequantize(all_codes(b.q)).astype(np.float64)
     nonzero = np.abs(bv[bv != 0])
     if nonzero.size == 0:
-        raise _problem("Div divisor has no non-zero code")
+        raise Problem("Div divisor has no non-zero code")
     limit = max(hi - zy, zy - lo) + 1
     av = a.q.dequantize(a.data if a.is_const else all_codes(a.q)).astype(np.float64)
     a_max = float(np.abs(av).max())
@@ -374,7 +368,7 @@ def lower_div_by_activation(lowering, onode, args, out: Tensor, act) -> Node:
     r_max = min(r_lossless, r_cap)
     s_r = np.float32(r_max / RECIP_QMAX)
     if not s_r > 0:
-        raise _problem("Div: the reciprocal of the divisor is out of range of an int16 scale")
+        raise Problem("Div: the reciprocal of the divisor is out of range of an int16 scale")
     rq = QParams("int16", np.array(s_r, np.float32), np.array(0, np.int64))
     p = {"recip_scale": float(s_r), "min_divisor": 1.0 / (RECIP_QMAX * float(s_r))}
     p["_recip"] = table_params(lambda x: 1.0 / x, b.q, rq, -RECIP_QMAX, RECIP_QMAX, lowering.arith.lut_entries_16)

@@ -14,28 +14,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.conv2d import (_sub_zp, bind_direct, bind_direct_requantized, bind_gemm_requantized, combine_hilo,
-                            conv2d_gemm_blocks, HILO_MIN_K, hilo_ok, split_hilo)
+from kernels.conv2d_common import sub_zero_point
+from kernels.conv2d_direct import bind_direct, bind_direct_requantized
+from kernels.conv2d_gemm import bind_gemm_requantized, conv2d_gemm_blocks
+from kernels.conv2d_hilo import combine_hilo, HILO_MIN_K, hilo_ok, split_hilo
 from kernels.gemm import abs_max, float_dtype, plan
 from kernels import conv_int16, pointwise_small
 from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tiles, tiled, untile
 from kernels.gemm import int_matmul
 
-from ..ir import Node, Tensor
-from .common import (attrs, bound_closure, check_per_tensor, layout_memo, mac_bound, output_params, prepare_requant,
-                     requantize_acc)
+from npu_sim.ir import Node, Tensor
+from npu_sim.lowering.problem import Problem
+from npu_sim.ops.common import (attrs, bound_closure, check_per_tensor, layout_memo, mac_bound, output_params,
+                                prepare_requant, requantize_acc)
 
-
-def _problem(msg):
-    from ..lowering import Problem
-    return Problem(msg)
 
 
 def _weights(w, axis_expected: int, what: str):
     if not (isinstance(w, Tensor) and w.is_const):
-        raise _problem(f"{what} must be a quantized constant (DequantizeLinear of an integer initializer)")
+        raise Problem(f"{what} must be a quantized constant (DequantizeLinear of an integer initializer)")
     if not w.q.per_tensor and w.q.axis != axis_expected:
-        raise _problem(f"{what} is quantized along axis {w.q.axis}; expected per-tensor or axis {axis_expected}")
+        raise Problem(f"{what} is quantized along axis {w.q.axis}; expected per-tensor or axis {axis_expected}")
     s, z = w.q.broadcast(w.data.ndim)
     return (w.data.astype(np.int64) - z).astype(np.int32), w.q
 
@@ -49,13 +48,14 @@ def _bias(lowering, b, sx, sw, n: int, what: str):
         data = b.data.astype(np.int64).reshape(-1)
         if data.size == 1:
             data = np.broadcast_to(data, (n,))
-        if b.q.symmetric and np.allclose(np.broadcast_to(b.q.scale, (n,)), acc_scale.astype(np.float32), rtol=1e-6, atol=0):
+        if b.q.symmetric and np.allclose(np.broadcast_to(b.q.scale, (n,)), acc_scale.astype(np.float32), rtol=1e-6,
+                                         atol=0):
             return data.copy()
         real = (data - np.broadcast_to(b.q.zero_point, (n,))).astype(np.float64) * np.broadcast_to(b.q.scale, (n,))
     elif isinstance(b, np.ndarray):
         real = np.broadcast_to(b.astype(np.float64).reshape(-1), (n,))
     else:
-        raise _problem(f"{what} bias must be a constant")
+        raise Problem(f"{what} bias must be a constant")
     return np.rint(real / acc_scale).astype(np.int64)
 
 
@@ -81,7 +81,7 @@ def _spatial_2d(x: Tensor, what: str):
     """Conv1d runs as Conv2d with H=1; only 1-D and 2-D spatial convolutions are supported."""
     rank = len(x.shape)
     if rank not in (3, 4):
-        raise _problem(f"{what} with {rank - 2} spatial dims is not supported (1-D and 2-D are)")
+        raise Problem(f"{what} with {rank - 2} spatial dims is not supported (1-D and 2-D are)")
     return rank == 3
 
 
@@ -268,7 +268,7 @@ def _run_pointwise(node, ctx, x, pw):
         if split:
             split_hilo(x[n].reshape(cin, hw), pw["center"], xf[:, :hw], xf[:, hw:])
         else:
-            _sub_zp(x[n].reshape(cin, hw), pw["center"], xf)
+            sub_zero_point(x[n].reshape(cin, hw), pw["center"], xf)
         for r0 in range(0, cout, rows):
             r1 = min(cout, r0 + rows)
             acc = pw["w"][r0:r1] @ xf
@@ -283,7 +283,7 @@ def lower_conv_transpose(lowering, onode, args, out: Tensor, act) -> Node:
     x, w, b = (args + [None, None])[:3]
     check_per_tensor(x, "ConvTranspose input")
     if len(x.shape) != 4:
-        raise _problem("ConvTranspose is supported for 2-D spatial inputs only")
+        raise Problem("ConvTranspose is supported for 2-D spatial inputs only")
     wi, wq = _weights(w, 1, f"ConvTranspose weight {onode.input[1]!r}")
     a = attrs(onode)
     groups = int(a.get("group", 1))
@@ -345,7 +345,7 @@ def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
     trans_a, trans_b = int(at.get("transA", 0)), int(at.get("transB", 0))
     alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
     if not (isinstance(b_t, Tensor) and b_t.is_const):
-        raise _problem("Gemm with a non-constant B is not supported; use MatMul for two activations")
+        raise Problem("Gemm with a non-constant B is not supported; use MatMul for two activations")
     wi, wq = _weights(b_t, 0 if trans_b else 1, f"Gemm weight {onode.input[1]!r}")
     if trans_b:
         wi = wi.T
@@ -355,7 +355,7 @@ def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
     bias = None
     if c_t is not None:
         if isinstance(c_t, Tensor) and not c_t.is_const:
-            raise _problem("Gemm with a non-constant C is not supported")
+            raise Problem("Gemm with a non-constant C is not supported")
         if beta != 1.0:
             c_t = (c_t.q.dequantize(c_t.data) if isinstance(c_t, Tensor) else c_t).astype(np.float64) * beta
         # Y = alpha*sx*sw*acc + beta*C: the bias joins the accumulator in units of alpha*sx*sw
@@ -384,7 +384,7 @@ def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
     a_t, b_t = args[:2]
     for t, which in ((a_t, "A"), (b_t, "B")):
         if not isinstance(t, Tensor):
-            raise _problem(f"MatMul input {which} must be quantized (DequantizeLinear)")
+            raise Problem(f"MatMul input {which} must be quantized (DequantizeLinear)")
     sx, sy = float(a_t.q.scale), float(out.q.scale)
     params = {"a_zp": int(a_t.q.zero_point) if a_t.q.per_tensor else 0,
               "b_zp": int(b_t.q.zero_point) if b_t.q.per_tensor else 0, "_per_col": False, "_a": None, "_w": None}
@@ -398,7 +398,7 @@ def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
         for t, which in ((a_t, "A"), (b_t, "B")):
             check_per_tensor(t, f"MatMul input {which}")
         if a_t.is_const and b_t.is_const:
-            raise _problem("MatMul of two constants should be folded before quantization")
+            raise Problem("MatMul of two constants should be folded before quantization")
         if a_t.is_const:  # constant first operand (W @ x)
             params["_a"] = a_t.data.astype(np.int32) - params["a_zp"]
         prepare_requant(lowering, params, sx, b_t.q.scale, sy, 1, (a_t.q.bits, b_t.q.bits))

@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Node, QParams, Tensor
-from .common import attrs, int_const
-
-MOVEMENT_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice",
-                "Split", "Pad", "Gather")
+from npu_sim.ir import Node, QParams, Tensor
+from npu_sim.lowering.problem import Problem
+from npu_sim.ops.common import attrs, int_const
 
 
-def _problem(msg):
-    from ..lowering import Problem
-    return Problem(msg)
 
 
 def lower_movement(lowering, onode, args, _out, _act) -> list[str]:
     x = args[0]
     if not isinstance(x, Tensor):
         if isinstance(x, np.ndarray):
-            raise _problem("data movement on a float constant that is not quantized")
-        raise _problem(f"input {onode.input[0]!r} is not a dequantized integer tensor")
+            raise Problem("data movement on a float constant that is not quantized")
+        raise Problem(f"input {onode.input[0]!r} is not a dequantized integer tensor")
     op = onode.op_type
     outs = [o for o in onode.output if o]
     if op == "Dropout":
@@ -35,7 +30,7 @@ def lower_movement(lowering, onode, args, _out, _act) -> list[str]:
     out_shapes = [lowering.shape(o, onode) for o in outs]
     fn, params, out_axis = _prepare(lowering, onode, args, x, out_shapes)
     if not x.q.per_tensor and out_axis is None:
-        raise _problem(f"{op} of per-axis quantized tensor {x.float_name!r} is not supported")
+        raise Problem(f"{op} of per-axis quantized tensor {x.float_name!r} is not supported")
     q = x.q if x.q.per_tensor else QParams(x.q.dtype, x.q.scale, x.q.zero_point, out_axis)
     names = []
     if x.is_const:  # fold
@@ -62,7 +57,8 @@ def _prepare(lowering, onode, args, x: Tensor, out_shapes):
     axis = x.q.axis
     if op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"):
         shape = out_shapes[0]
-        return (lambda v, p: [v.reshape(p["shape"])]), {"shape": shape}, (axis if op in ("Identity", "Dropout") else None)
+        return ((lambda v, p: [v.reshape(p["shape"])]), {"shape": shape},
+                (axis if op in ("Identity", "Dropout") else None))
     if op == "Transpose":
         perm = tuple(a.get("perm", range(len(x.shape) - 1, -1, -1)))
         new_axis = perm.index(axis) if axis is not None else None
@@ -72,8 +68,10 @@ def _prepare(lowering, onode, args, x: Tensor, out_shapes):
         if len(args) > 1:
             starts = int_const(lowering, args[1], "Slice starts")
             ends = int_const(lowering, args[2], "Slice ends")
-            axes = int_const(lowering, args[3], "Slice axes") if len(args) > 3 and args[3] is not None else np.arange(len(starts))
-            steps = int_const(lowering, args[4], "Slice steps") if len(args) > 4 and args[4] is not None else np.ones(len(starts), np.int64)
+            axes = (int_const(lowering, args[3], "Slice axes") if len(args) > 3 and args[3] is not None
+                    else np.arange(len(starts)))
+            steps = (int_const(lowering, args[4], "Slice steps") if len(args) > 4 and args[4] is not None
+                     else np.ones(len(starts), np.int64))
         else:
             starts, ends = np.array(a["starts"]), np.array(a["ends"])
             axes = np.array(a.get("axes", range(len(starts))))
@@ -97,17 +95,18 @@ def _prepare(lowering, onode, args, x: Tensor, out_shapes):
         if len(args) > 1:
             pads = int_const(lowering, args[1], "Pad pads")
             value = args[2] if len(args) > 2 else None
-            axes = int_const(lowering, args[3], "Pad axes") if len(args) > 3 and args[3] is not None else np.arange(rank)
+            axes = (int_const(lowering, args[3], "Pad axes") if len(args) > 3 and args[3] is not None
+                    else np.arange(rank))
         else:
             pads, value, axes = np.array(a["pads"]), np.array(a.get("value", 0.0), np.float32), np.arange(rank)
         if np.any(pads < 0):
-            raise _problem("Pad with negative pads (cropping) is not supported")
+            raise Problem("Pad with negative pads (cropping) is not supported")
         width = [(0, 0)] * rank
         n = len(axes)
         for i, ax in enumerate(axes):
             width[int(ax) % rank] = (int(pads[i]), int(pads[i + n]))
         if mode not in ("constant", "reflect", "edge"):
-            raise _problem(f"Pad mode {mode!r} is not supported")
+            raise Problem(f"Pad mode {mode!r} is not supported")
         fill = int(x.q.zero_point) if x.q.per_tensor else 0
         if mode == "constant" and value is not None:
             if isinstance(value, Tensor):
@@ -115,7 +114,7 @@ def _prepare(lowering, onode, args, x: Tensor, out_shapes):
             else:
                 real = np.asarray(value, np.float32)
             if not x.q.per_tensor:
-                raise _problem("constant Pad of a per-axis quantized tensor is not supported")
+                raise Problem("constant Pad of a per-axis quantized tensor is not supported")
             fill = int(x.q.quantize(np.asarray(real, np.float32).reshape(())))
         if mode == "constant":
             fn = lambda v, p: [np.pad(v, p["width"], mode="constant", constant_values=p["fill"])]
@@ -128,4 +127,4 @@ def _prepare(lowering, onode, args, x: Tensor, out_shapes):
         idx = np.where(idx < 0, idx + x.shape[ax], idx)
         return (lambda v, p: [np.ascontiguousarray(np.take(v, p["_idx"], axis=p["axis"]))]), \
             {"axis": ax, "_idx": idx}, (axis if axis is not None and axis < ax else None)
-    raise _problem(f"{op} is not a data-movement op")
+    raise Problem(f"{op} is not a data-movement op")

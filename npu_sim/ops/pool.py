@@ -29,23 +29,20 @@ from kernels.pool2d import avgpool2d, maxpool2d
 from kernels.row_sum import bind_requantized as bind_row_sums_requantized
 from kernels.row_sum import row_sums
 
-from ..ir import Node, Tensor
-from .common import (attrs, bound_closure, check_per_tensor, clamp_bounds, fixed_multipliers, int_const,
+from npu_sim.ir import Node, Tensor
+from npu_sim.lowering.problem import Problem
+from npu_sim.ops.common import (attrs, bound_closure, check_per_tensor, clamp_bounds, fixed_multipliers, int_const,
                      layout_memo, output_params, prepare_requant, requantize_acc)
-from .elementwise import ort_fuses_qdq_group
-from .float_ref import lower_float_reference
+from npu_sim.ops.elementwise import ort_fuses_qdq_group
+from npu_sim.ops.onnx_arith import lower_float_reference
 
 
-def _problem(msg):
-    from ..lowering import Problem
-    return Problem(msg)
 
-
-def _window(onode, x: Tensor, out: Tensor):
+def pool_window(onode, x: Tensor, out: Tensor):
     a = attrs(onode)
     rank = len(x.shape)
     if rank not in (3, 4):
-        raise _problem(f"{onode.op_type} with {rank - 2} spatial dims is not supported (1-D and 2-D are)")
+        raise Problem(f"{onode.op_type} with {rank - 2} spatial dims is not supported (1-D and 2-D are)")
     k = list(a["kernel_shape"])
     s = list(a.get("strides", [1] * len(k)))
     d = list(a.get("dilations", [1] * len(k)))
@@ -76,16 +73,16 @@ def lower_maxpool(lowering, onode, args, _out, _act) -> list[str]:
     QuantizeLinear with other parameters after it becomes a Requantize; a Relu/Clip after it is its own op."""
     x = args[0]
     if not isinstance(x, Tensor) or x.is_const:
-        raise _problem(f"input {onode.input[0]!r} of {onode.op_type} is not a dequantized integer tensor")
+        raise Problem(f"input {onode.input[0]!r} of {onode.op_type} is not a dequantized integer tensor")
     check_per_tensor(x, f"{onode.op_type} input")
     if len(onode.output) > 1 and onode.output[1]:
-        raise _problem("MaxPool with an Indices output is not supported")
+        raise Problem("MaxPool with an Indices output is not supported")
     name = onode.output[0]
     out = lowering.add_tensor(Tensor(name, name, lowering.shape(name, onode), x.q))
     if onode.op_type == "GlobalMaxPool":
         p = {"global": True}
     else:
-        k, s, pads, d, is1d = _window(onode, x, out)
+        k, s, pads, d, is1d = pool_window(onode, x, out)
         p = {"global": False, "kernel": k, "stride": s, "pads": pads, "dilation": d, "_is1d": is1d}
     lowering.nodes.append(Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_maxpool, p))
     return [out.name]
@@ -111,7 +108,7 @@ def lower_avgpool(lowering, onode, args, out: Tensor, act) -> Node:
     if not lowering.arith.fixedpoint:
         if (len(x.shape) == 4 and ort_fuses_qdq_group(lowering, onode, args, out) and act is None
                 and tuple(attrs(onode).get("dilations", (1, 1))) == (1, 1)):
-            k, s, pads, d, _ = _window(onode, x, out)
+            k, s, pads, d, _ = pool_window(onode, x, out)
             qmin, qmax = clamp_bounds(out.q, act)
             p = {"kernel": k, "stride": s, "pads": pads, "count_include_pad": int(attrs(onode).get(
                  "count_include_pad", 0)), "_sx": np.float32(x.q.scale), "x_zp": int(x.q.zero_point),
@@ -121,7 +118,7 @@ def lower_avgpool(lowering, onode, args, out: Tensor, act) -> Node:
                         {"arithmetic": "onnxruntime QLinearAveragePool"})
         return lower_float_reference(lowering, onode, args, [out], act)
     check_per_tensor(x, "AveragePool input")
-    k, s, pads, d, is1d = _window(onode, x, out)
+    k, s, pads, d, is1d = pool_window(onode, x, out)
     include = int(attrs(onode).get("count_include_pad", 0))
     counts = np.arange(k[0] * k[1] + 1, dtype=np.float64)
     real = np.zeros_like(counts)
@@ -131,7 +128,7 @@ def lower_avgpool(lowering, onode, args, out: Tensor, act) -> Node:
          "count_include_pad": include, "_mult": mult, "_shift": shift, "_is1d": is1d}
     p.update(output_params(lowering, out, act))
     if d != (1, 1):
-        raise _problem("AveragePool with dilations is not supported")
+        raise Problem("AveragePool with dilations is not supported")
     return Node(lowering.node_name(onode), "AveragePool", [x.name], [out.name], _run_avgpool, p,
                 {"kernel": k, "stride": s, "pads": pads})
 
@@ -166,7 +163,7 @@ def mean_axes(lowering, onode, args, rank: int) -> tuple[int, ...]:
     else:
         axes = tuple(a.get("axes", range(rank)))
     if not axes and a.get("noop_with_empty_axes", 0):
-        raise _problem("ReduceMean with noop_with_empty_axes is not supported")
+        raise Problem("ReduceMean with noop_with_empty_axes is not supported")
     return tuple(sorted(ax % rank for ax in axes)) or tuple(range(rank))
 
 

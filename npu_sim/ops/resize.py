@@ -18,15 +18,12 @@ import numpy as np
 from kernels.resize import resize_linear_acc
 from kernels.resize_nearest import X_DTYPES, resize_nearest
 
-from ..ir import Node, Tensor
-from .common import attrs, check_per_tensor, fixed_multipliers, output_params, requantize_acc, rescale_params
-from .elementwise import scalar_rescale
-from .float_ref import lower_float_reference
+from npu_sim.ir import Node, Tensor
+from npu_sim.lowering.problem import Problem
+from npu_sim.ops.common import attrs, check_per_tensor, fixed_multipliers, output_params, requantize_acc, rescale_params
+from npu_sim.ops.elementwise import scalar_rescale
+from npu_sim.ops.onnx_arith import lower_float_reference
 
-
-def _problem(msg):
-    from ..lowering import Problem
-    return Problem(msg)
 
 
 def _str(v, default):
@@ -57,7 +54,7 @@ def _source_coords(mode: str, out_len: int, in_len: int, scale: float) -> np.nda
         adj = out_len32 / (scale * in_len32)
         offset = in_len32 * (1 - adj) / 2
         return offset + (o + half) / scale - half
-    raise _problem(f"Resize coordinate_transformation_mode {mode!r} is not supported")
+    raise Problem(f"Resize coordinate_transformation_mode {mode!r} is not supported")
 
 
 def _nearest(coords: np.ndarray, mode: str, in_len: int) -> np.ndarray:
@@ -70,7 +67,7 @@ def _nearest(coords: np.ndarray, mode: str, in_len: int) -> np.ndarray:
     elif mode == "ceil":
         idx = np.ceil(coords)
     else:
-        raise _problem(f"Resize nearest_mode {mode!r} is not supported")
+        raise Problem(f"Resize nearest_mode {mode!r} is not supported")
     return np.clip(idx, 0, in_len - 1).astype(np.int64)
 
 
@@ -82,11 +79,11 @@ def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
     cmode = _str(a.get("coordinate_transformation_mode"), "half_pixel")
     nmode = _str(a.get("nearest_mode"), "round_prefer_floor")
     if a.get("antialias", 0):
-        raise _problem("Resize with antialias is not supported")
+        raise Problem("Resize with antialias is not supported")
     if "axes" in a:
-        raise _problem("Resize with the axes attribute is not supported")
+        raise Problem("Resize with the axes attribute is not supported")
     if mode not in ("nearest", "linear"):
-        raise _problem(f"Resize mode {mode!r} is not supported (nearest and linear are)")
+        raise Problem(f"Resize mode {mode!r} is not supported (nearest and linear are)")
     exact_gather = mode == "nearest" and x.q.same_as(out.q) and act is None  # pure data movement
     if not lowering.arith.fixedpoint and not exact_gather:
         return lower_float_reference(lowering, onode, args, [out], act)
@@ -110,7 +107,7 @@ def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
         return Node(lowering.node_name(onode), "Resize", [x.name], [out.name], _run_nearest, p,
                     {"mode": mode, "coordinate_transformation_mode": cmode, "nearest_mode": nmode})
     if rank != 4 or coords[0] is not None or coords[1] is not None:
-        raise _problem("linear Resize is supported on the two spatial axes of NCHW tensors")
+        raise Problem("linear Resize is supported on the two spatial axes of NCHW tensors")
     F = lowering.arith.resize_fraction_bits
     tables = []
     for ax in (2, 3):

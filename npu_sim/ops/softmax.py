@@ -49,18 +49,15 @@ from kernels.softmax import softmax_lut8, softmax_lut16
 from kernels.ort_qlsoftmax import defined as ort_softmax_defined
 from kernels.ort_qlsoftmax import qlinear_softmax
 
-from .elementwise import ort_fuses_qdq_group
-from ..ir import Node, Tensor
-from .common import attrs, check_per_tensor, output_params
-from .float_ref import lower_float_reference
+from npu_sim.ops.elementwise import ort_fuses_qdq_group
+from npu_sim.ir import Node, Tensor
+from npu_sim.lowering.problem import Problem
+from npu_sim.ops.common import attrs, check_per_tensor, output_params
+from npu_sim.ops.onnx_arith import lower_float_reference
 
 Q30 = 1 << 30
 EXP_GUARD_BITS = 15  # interpolation bits below the table index of the 16-bit exponential
 
-
-def _problem(msg):
-    from ..lowering import Problem
-    return Problem(msg)
 
 
 # ---- tables (built once at lowering, from the board description and the input scale) -----------------------
@@ -134,7 +131,7 @@ def softmax_axes(lowering, onode, rank: int) -> tuple[int, ...]:
     opset = lowering.g.opset
     axis = int(a.get("axis", -1 if opset >= 13 else 1))
     if not -rank <= axis < rank:
-        raise _problem(f"Softmax axis {axis} is out of range for rank {rank}")
+        raise Problem(f"Softmax axis {axis} is out of range for rank {rank}")
     axis %= rank
     return (axis,) if opset >= 13 else tuple(range(axis, rank))
 
@@ -157,7 +154,7 @@ def lower_softmax(lowering, onode, args, out: Tensor, act) -> Node:
     try:
         out_mult, out_shift = quantize_multiplier(2.0 ** -31 / s_out)
     except ValueError:
-        raise _problem(f"Softmax output scale {s_out:g} is too small for the fixed-point output stage") from None
+        raise Problem(f"Softmax output scale {s_out:g} is too small for the fixed-point output stage") from None
     p = {"axes": axes, "out_mult": out_mult, "out_shift": out_shift, "_recip_lut": recip_table(k)}
     if x.q.bits <= 8:
         p["variant"] = "lut8"
@@ -167,7 +164,7 @@ def lower_softmax(lowering, onode, args, out: Tensor, act) -> Node:
         try:
             p["pos_mult"], p["pos_shift"], p["frac_bits"] = exp_position(s_in, k)
         except ValueError as exc:
-            raise _problem(str(exc)) from None
+            raise Problem(str(exc)) from None
         p["_exp_lut"] = exp2_table(k)
     p.update(output_params(lowering, out, act))
     return Node(lowering.node_name(onode), "Softmax", [x.name], [out.name], _run_softmax, p,

@@ -1,0 +1,1 @@
+"""What is measured on an integer program: check, cost, accuracy, advisor, compare."""

@@ -1,0 +1,128 @@
+"""Everything the advisor adds to a finished accuracy report (``annotate``): check findings and the latency
+breakdown next to its layers, the sensitivity ranking, the int16 advice, the fix (written as JSON), and with
+calibration data the re-quantized model, simulated and scored."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from npu_sim.analysis.advisor.advise import advise, bias_remedy, make_fix, weight_candidates
+from npu_sim.analysis.advisor.evaluator import Evaluator, estimated_cycles
+from npu_sim.analysis.advisor.sensitivity import layers_of, sensitivity, shortlist
+from npu_sim.analysis.check import check_program
+from npu_sim.analysis.cost import estimate_program
+from npu_sim.analysis.metrics import json_number
+from npu_sim.errors import BoardError
+from npu_sim.qdq import recalibrate as requant
+from npu_sim.qdq.float_model import output_aliases
+
+
+def checks_section(check_result, report) -> dict:
+    by_node: dict[str, list] = {}
+    for node, f in check_result.findings:
+        by_node.setdefault(node, []).append({"rule": f.rule, "severity": f.severity, "message": f.message,
+                                             "fix": f.fix, "values": f.values})
+    tensors: dict[str, list[str]] = {}
+    for lay in report.layers:
+        tensors.setdefault(lay.node, []).append(lay.tensor)
+    layers = [{"node": node, "tensors": tensors.get(node, []), "findings": fl}
+              for node, fl in by_node.items() if node != "<model>"]
+    return {"board": check_result.board, "deployable": check_result.deployable,
+            "errors": check_result.count("error"), "warnings": check_result.count("warning"),
+            "infos": check_result.count("info"), "model_findings": by_node.get("<model>", []), "layers": layers}
+
+
+def latency_section(est) -> dict:
+    s = est.summary
+    return {"board": est.board, "clock_hz": est.clock_hz, "total_cycles": s["total_cycles"],
+            "latency_ms": s["latency_ms"], "fps": json_number(s["fps"]), "cycles_by_class": s["cycles_by_class"],
+            "layers": [{"node": r.node, "op": r.op, "op_class": r.op_class, "precision": r.precision,
+                        "target": r.target, "cycles": r.cycles, "share_pct": r.share, "bound": r.bound}
+                       for r in est.layers]}
+
+
+@dataclass
+class AdviceOptions:
+    samples: int = 8                 # samples the sensitivity/advisor measure on (the report's first ones)
+    sensitivity: bool = True
+    max_slowdown: float | None = 1.2
+    budget_ms: float | None = None
+    max_points: int = 10
+    candidates: int | None = None    # measure the sensitivity of only this many layers (``shortlist``)
+    overrides: str | None = None     # write the fix JSON here
+    calibration: list | None = None  # feeds for --requantize
+    calibration_source: str = ""
+    fixed_model: str | None = None   # where the re-quantized model goes
+    eval_samples: list | None = None  # samples to measure before/after the fix on (default: the report's)
+
+
+def annotate(report, samples: list[dict], board, float_model=None, input_shapes=None,
+             options: AdviceOptions | None = None, progress=None) -> None:
+    """Fill ``report.checks``, ``.latency``, ``.sensitivity`` and ``.advisor`` (see the module docstring)."""
+    opt = options or AdviceOptions()
+    ev = Evaluator(report.model, float_model, board, samples[:max(1, opt.samples)], input_shapes)
+    try:
+        chk = check_program(ev.base.program)
+        report.checks = checks_section(chk, report)
+        try:
+            est = estimate_program(ev.base.program, ev.base.board)
+            report.latency = latency_section(est)
+            base_cycles, clock = float(est.summary["total_cycles"]), est.clock_hz
+        except BoardError as exc:
+            report.latency = None
+            base_cycles, clock = None, None
+            report.latency_note = str(exc)
+        settings = requant.quantization_settings(ev.proto)
+        remedy = bias_remedy(chk, settings, ev.base)
+        if opt.sensitivity:
+            layers = layers_of(ev.base, ev.proto)
+            measured, skipped = shortlist(layers, report, opt.candidates)
+            sens = sensitivity(ev, measured, base_cycles, progress)
+            report.sensitivity = {"samples": len(ev.samples), "baseline": ev.base_score.to_dict(),
+                                  "metric": "output cosine / SQNR vs the float reference (lowest over outputs)",
+                                  "layers": sens, "candidates": opt.candidates,
+                                  "not_measured": [lay.tensor for lay in skipped]}
+            adv = advise(ev, layers, sens, base_cycles, opt.max_slowdown, opt.budget_ms, clock, opt.max_points)
+            adv["weight_int16"] = weight_candidates(ev.base, sens)
+        else:
+            adv = {"skipped": "sensitivity not measured (--no-sensitivity): no int16 advice", "chosen": [],
+                   "curve": []}
+        adv["bias_remedy"] = remedy
+        adv["settings"] = settings.to_dict()
+        fix = make_fix(adv["chosen"], remedy, output_aliases(ev.proto),
+                       [w["weight"] for w in adv.get("weight_int16") or []])
+        adv["fix"] = fix
+        if opt.overrides:
+            Path(opt.overrides).write_text(json.dumps(fix, indent=1) + "\n")
+            adv["overrides_file"] = opt.overrides
+        if opt.calibration is not None:
+            adv["requantized"] = _requantize_and_measure(ev, report, float_model, settings, fix, opt, base_cycles)
+        report.advisor = adv
+    finally:
+        ev.close()
+
+
+def _requantize_and_measure(ev, report, float_model, settings, fix, opt, base_cycles) -> dict:
+    if not float_model:
+        return {"error": "re-quantization needs the float model (--float)"}
+    out = opt.fixed_model or Path(report.model).name.replace(".qdq.onnx", ".onnx").replace(".onnx", ".fixed.qdq.onnx")
+    t0 = time.perf_counter()
+    used = requant.requantize(float_model, out, opt.calibration, settings, fix)
+    sim = ev.load(out, "fixed")
+    samples = opt.eval_samples or ev.samples
+    if samples is ev.samples:
+        refs = ev.refs
+    else:
+        refs = [{k: v for k, v in ev.ref.run(s).items() if k in ev.outputs} for s in samples]
+    before = ev.score_sim(ev.base, samples, refs)
+    after = ev.score_sim(sim, samples, refs)
+    c = estimated_cycles(sim)
+    chk = check_program(sim.program)
+    return {"model": out, "calibration": opt.calibration_source, "calibration_samples": len(opt.calibration),
+            "extra_options": used, "fix_empty": not fix, "samples": len(samples),
+            "before": before.to_dict(), "after": after.to_dict(),
+            "cycles_before": base_cycles, "cycles_after": c,
+            "bias_saturated_after": sum(1 for _, f in chk.findings if f.rule == "bias.saturated"),
+            "seconds": round(time.perf_counter() - t0, 2)}

@@ -1,0 +1,265 @@
+"""Board rules: what the NPU accepts, as data in the board's ``[rules]`` section (``npu_sim.boards.rules``).
+
+Which ops run on the NPU (others fall back to the CPU), dtypes, zero points, per-channel weights,
+kernel/stride/dilation/pad/channel limits, resize factors, the int16 convolution rule (``in_ch/groups * kh * kw``
+within the board's ``int16_max_reduction``) and the legal requantization shift range.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from npu_sim.analysis.check.findings import rule
+from npu_sim.analysis.check.measures import (bias_tensor, channel_list, fmt_dtypes, geometry, max_output_lsb,
+                                             precision, reduction, weight_abs_row_sums)
+from npu_sim.opset import kind_of
+
+
+@rule("npu.op", "warning", "board")
+def _npu_op(ctx, node):
+    """{op} is not an NPU op on this board: it runs on the CPU, with a transfer each way between NPU and CPU
+    memory.
+
+    Replace it with ops the NPU runs (see docs/SUPPORTED_OPS.md), or accept the CPU round trip; `npu-sim estimate`
+    costs it."""
+    if ctx.limits[node.name] is None and ctx.rules.constrained:
+        return {"op": node.op, "severity": "warning" if ctx.rules.cpu_fallback else "error"}
+    return None
+
+
+@rule("dtype.activation", "error", "board")
+def _dtype_activation(ctx, node):
+    """{op} has {dtype} activation tensor(s) ({tensors}); the NPU's {op} takes {allowed}.
+
+    Quantize the model's activations as {allowed} (quantize_static activation_type=QuantType.QInt8, or QInt16 for
+    layers that need it)."""
+    lim = ctx.limits[node.name]
+    if lim is None or not ctx.rules.constrained:
+        return None
+    allowed = lim.activation_dtypes or ctx.rules.activation_dtypes
+    tensors = ctx.owned(node)
+    if lim.dynamic_dtypes is not None and kind_of(node.op) == "mac" and ctx.weight(node) is None:
+        allowed = lim.dynamic_dtypes  # both operands are activations: the inputs are what the limit is about
+        tensors = [ctx.t(n) for n in node.inputs if ctx.t(n).q is not None]
+    bad = [t for t in tensors if t.q.dtype not in allowed]
+    if bad:
+        return {"op": node.op, "dtype": "/".join(sorted({t.q.dtype for t in bad})),
+                "tensors": ", ".join(t.float_name for t in bad[:3]), "allowed": fmt_dtypes(allowed)}
+    return None
+
+
+@rule("dtype.weight", "error", "board")
+def _dtype_weight(ctx, node):
+    """{op} has {dtype} weights; the NPU's {op} takes {allowed}.
+
+    Quantize the weights as {allowed} (quantize_static weight_type=QuantType.QInt8)."""
+    lim = ctx.limits[node.name]
+    w = ctx.weight(node)
+    if lim is None or w is None or not ctx.rules.constrained:
+        return None
+    allowed = lim.weight_dtypes or ctx.rules.weight_dtypes
+    if w.q.dtype not in allowed:
+        return {"op": node.op, "dtype": w.q.dtype, "allowed": fmt_dtypes(allowed)}
+    return None
+
+
+@rule("zero_point.activation", "error", "board")
+def _zp_activation(ctx, node):
+    """{tensor} has zero point {zp}; the NPU takes {dtype} activations only symmetric (zero point 0).
+
+    Quantize activations symmetrically: quantize_static(..., activation_type=QuantType.QInt8,
+    extra_options={{"ActivationSymmetric": True}})."""
+    allowed = ctx.rules.activation_zero_points
+    if ctx.limits[node.name] is None or allowed is True:
+        return None
+    for t in ctx.owned(node):
+        if not t.q.symmetric and (allowed is False or t.q.dtype not in allowed):
+            zp = t.q.zero_point.reshape(-1)
+            return {"tensor": t.float_name, "zp": int(zp[np.argmax(zp != 0)]), "dtype": t.q.dtype}
+    return None
+
+
+@rule("zero_point.weight", "error", "board")
+def _zp_weight(ctx, node):
+    """The weights of {op} have non-zero zero points; the NPU takes symmetric weights only.
+
+    Quantize weights symmetrically (quantize_static extra_options={{"WeightSymmetric": True}}, the default for
+    int8 weights)."""
+    w = ctx.weight(node)
+    if ctx.limits[node.name] is None or w is None or ctx.rules.weight_zero_points or w.q.symmetric:
+        return None
+    return {"op": node.op}
+
+
+@rule("weights.per_channel", "error", "board")
+def _per_channel(ctx, node):
+    """{op} has per-channel weight scales; this NPU takes one weight scale per layer.
+
+    Quantize with per_channel=False."""
+    w = ctx.weight(node)
+    if ctx.limits[node.name] is None or w is None or ctx.rules.per_channel_weights or w.q.per_tensor:
+        return None
+    return {"op": node.op}
+
+
+def _limit_rule(rule_id, what, key, measure, noun, hint=""):
+    """A board limit: ``{op} has {what} {value}`` (``what`` reads before the value), fixed by bringing the
+    layer's ``noun`` down to the limit; ``hint`` says how, where there is a usual way."""
+    def func(ctx, node):
+        lim = ctx.limits[node.name]
+        limit = getattr(lim, key) if lim is not None else None
+        if limit is None:
+            return None
+        value = measure(ctx, node)
+        if value is not None and value > limit:
+            return {"op": node.op, "value": value, "limit": limit}
+        return None
+    func.__doc__ = (f"{{op}} has {what} {{value}}; the NPU allows at most {{limit}}.\n\n"
+                    f"Change the layer so that its {noun} is at most {{limit}}{f' ({hint})' if hint else ''}.")
+    rule(rule_id, "error", "board")(func)
+
+
+def _max_of(key):
+    def measure(ctx, node):
+        v = geometry(node)[key]
+        return None if v is None or isinstance(v, str) else int(max(v))
+    return measure
+
+
+def _channels_of(ctx, node):
+    xs = [ctx.t(n) for n in node.inputs if not ctx.t(n).is_const] + [ctx.t(n) for n in node.outputs]
+    cs = [t.shape[1] for t in xs if len(t.shape) >= 3]
+    return max(cs) if cs else None
+
+
+def _padded(node) -> bool:
+    pads = geometry(node)["pads"]
+    return pads is not None and not isinstance(pads, str) and any(int(v) for v in pads)
+
+
+def _stride_unless_valid(ctx, node):
+    """The stride, when the op pads or dilates (stride_max_valid covers the unpadded, undilated case)."""
+    stride = _max_of("stride")(ctx, node)
+    dil = _max_of("dilation")(ctx, node)
+    return stride if _padded(node) or (dil or 1) > 1 else None
+
+
+def _stride_valid(ctx, node):
+    return None if _stride_unless_valid(ctx, node) is not None else _max_of("stride")(ctx, node)
+
+
+def _depthwise_stride(ctx, node):
+    w = ctx.weight(node)
+    if node.op != "Conv" or w is None or w.shape[1] != 1 or node.attrs.get("group", 1) <= 1:
+        return None
+    return _max_of("stride")(ctx, node)
+
+
+def _kernel_area(ctx, node):
+    k = geometry(node)["kernel"]
+    return None if k is None or isinstance(k, str) else int(np.prod(k))
+
+
+def _kernel_padded(ctx, node):
+    return _max_of("kernel")(ctx, node) if _padded(node) else None
+
+
+def _weight_abs_sum(ctx, node):
+    w = ctx.weight(node)
+    if w is None:
+        return None
+    return int(weight_abs_row_sums(node, w).max())
+
+
+def _bias_abs(ctx, node):
+    b = bias_tensor(ctx, node)
+    return int(np.abs(b.data.astype(np.int64)).max()) if b is not None and b.data.size else None
+
+
+_SMALLER_KERNELS = "e.g. a stack of smaller kernels"
+_limit_rule("limit.kernel", "a kernel size of", "kernel_max", _max_of("kernel"), "kernel size", _SMALLER_KERNELS)
+_limit_rule("limit.kernel_area", "a kernel area (kh x kw) of", "kernel_area_max", _kernel_area, "kernel area",
+            _SMALLER_KERNELS)
+_limit_rule("limit.kernel_padded", "padding with a kernel size of", "kernel_max_padded", _kernel_padded,
+            "kernel size", "or drop its padding")
+_limit_rule("limit.stride_valid", "no padding or dilation and a stride of", "stride_max_valid", _stride_valid,
+            "stride")
+_limit_rule("limit.depthwise_stride", "a depthwise stride of", "depthwise_stride_max", _depthwise_stride,
+            "stride", "e.g. stride 1 followed by a strided pooling or subsampling layer")
+_limit_rule("limit.weight_sum", "a sum of absolute weights (one output channel) of", "weight_abs_sum_max",
+            _weight_abs_sum, "sum of absolute weights per output channel",
+            "e.g. split its input channels across layers and add their results")
+_limit_rule("limit.bias", "a bias magnitude of", "bias_max", _bias_abs, "largest bias",
+            "the bias is in units of input scale x weight scale: larger scales make it smaller")
+_limit_rule("limit.stride", "a stride of", "stride_max", lambda ctx, node: (
+    _stride_unless_valid(ctx, node) if ctx.limits[node.name].stride_max_valid is not None
+    else _max_of("stride")(ctx, node)), "stride")
+_limit_rule("limit.dilation", "a dilation of", "dilation_max", _max_of("dilation"), "dilation")
+_limit_rule("limit.pad", "a padding of", "pad_max", _max_of("pads"), "padding", "e.g. an explicit Pad before it")
+_limit_rule("limit.channels", "a channel count of", "channels_max", _channels_of, "channel count",
+            "e.g. split it into layers over fewer channels and concatenate them")
+
+
+@rule("limit.resize_scale", "error", "board")
+def _resize_scale(ctx, node):
+    """Resize scales {shape_in} to {shape_out} (factor {factor}); the NPU resizes only by {allowed}.
+
+    Resize by a supported factor (in several steps if needed), or resize on the CPU."""
+    lim = ctx.limits[node.name]
+    if lim is None or lim.resize_scales is None or node.op != "Resize":
+        return None
+    x, y = ctx.t(node.inputs[0]), ctx.t(node.outputs[0])
+    hin, win, hout, wout = x.shape[-2], x.shape[-1], y.shape[-2], y.shape[-1]
+    if (hin, win) == (hout, wout) or (hin == 1 and win == 1):
+        return None
+    factors = {hout / hin, wout / win}
+    if all(f in lim.resize_scales for f in factors) and len(factors) == 1:
+        return None
+    return {"shape_in": f"{hin}x{win}", "shape_out": f"{hout}x{wout}",
+            "factor": "/".join(f"{f:g}" for f in sorted(factors)), "allowed": ", ".join(f"{f}x" for f in lim.resize_scales)}
+
+
+@rule("int16.reduction", "error", "board")
+def _int16_reduction(ctx, node):
+    """{op} runs at {precision} but one output sums in_ch/groups x kh x kw = {value} products; the NPU allows
+    16-bit MACs only up to {limit}.
+
+    Keep this layer at 8 bits (onnxruntime TensorQuantOverrides for its input/output tensors), or split it so each
+    part sums at most {limit} products (fewer input channels per group, smaller kernel)."""
+    lim = ctx.limits[node.name]
+    if lim is None or lim.int16_max_reduction is None:
+        return None
+    prec = precision(ctx, node)
+    if "16" not in prec:
+        return None
+    k = reduction(ctx, node)
+    if k is not None and k > lim.int16_max_reduction:
+        return {"op": node.op, "precision": prec, "value": k, "limit": lim.int16_max_reduction}
+    return None
+
+
+@rule("requant.range", "error", "board")
+def _requant_range(ctx, node):
+    """The requantization factor of {op} (input scale x weight scale / output scale) needs a right shift of
+    {shift} on channel(s) {channels}, outside the board's range [{shift_min}, {shift_max}]{underflow}.
+
+    The factor is far too small: the output scale is huge compared with input x weight scales (often a channel
+    with tiny weights and a bias). Re-calibrate (check the output range), prune dead channels, or quantize the
+    weights per tensor."""
+    p = node.params
+    if "mult" not in p or "shift" not in p or ctx.limits[node.name] is None:
+        return None
+    mult, shift = np.asarray(p["mult"]).reshape(-1), np.asarray(p["shift"]).reshape(-1)
+    lo, hi = ctx.rules.shift_min, ctx.rules.shift_max
+    bad = (mult == 0) | (shift < lo) | (shift > hi)
+    if bad.any():
+        effect = max_output_lsb(ctx, node)  # a channel that can never move its output by half an LSB is moot
+        if effect is not None and effect.size == bad.size:
+            bad &= effect >= 0.5
+    bad = np.flatnonzero(bad)
+    if bad.size == 0:
+        return None
+    flushed = bool(np.any(mult[bad] == 0))
+    s = shift[bad][mult[bad] != 0]
+    return {"op": node.op, "shift": (f"{int(s.min())}..{int(s.max())}" if s.size else f"> {hi}"),
+            "channels": channel_list(bad), "shift_min": lo, "shift_max": hi,
+            "underflow": " (the factor underflows to a zero multiplier)" if flushed else ""}

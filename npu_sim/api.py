@@ -1,0 +1,74 @@
+"""The Python API: one way from "a model path, or a loaded Simulator" to an integer program, and every job on it.
+
+    load(path, board)                    -> Simulator (run, trace)
+    check(model, board, feeds=None)      -> CheckResult      (npu_sim.analysis.check)
+    estimate(model, board)               -> Estimate         (npu_sim.analysis.cost)
+    accuracy_report(model, data, ...)    -> AccuracyReport   (npu_sim.analysis.accuracy; annotate() adds the advisor)
+    compare_dump(dump_dir, model, board) -> Comparison       (npu_sim.analysis.compare)
+
+``model`` is a QDQ ONNX path or a ``Simulator``; ``board`` a preset name, a TOML path or a ``Board``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from npu_sim.analysis.accuracy import AccuracyReport, default_workers, load_data
+from npu_sim.analysis.accuracy import report as accuracy_report
+from npu_sim.analysis.advisor import AdviceOptions, annotate
+from npu_sim.analysis.check import CheckResult, check_program
+from npu_sim.analysis.compare import Comparison, compare_dump
+from npu_sim.analysis.cost import Estimate, estimate_program
+from npu_sim.boards import Board, load_board, presets
+from npu_sim.errors import BoardError
+from npu_sim.ir import Program
+from npu_sim.lowering.walk import lower_for_analysis
+from npu_sim.runtime.simulator import Simulator, load
+
+__all__ = ["load", "check", "estimate", "accuracy_report", "annotate", "compare_dump", "program_for", "Simulator",
+           "Board", "load_board", "presets", "CheckResult", "Estimate", "AccuracyReport", "AdviceOptions",
+           "Comparison", "default_workers", "load_data"]
+
+
+def program_for(model, board=None, input_shapes: dict | None = None, feed_shapes: dict | None = None) -> Program:
+    """The integer program that check and estimate read: a Simulator's own program when ``board`` is None or its
+    board, else the model lowered tolerantly (``lower_for_analysis``) for ``board`` (default ``default``); a
+    Simulator keeps its input shapes on another board."""
+    if isinstance(model, Simulator):
+        program = model.program
+        if board is None or load_board(board) == program.board:
+            return program
+        shapes = {n: program.tensors[t].shape for n, t in program.inputs.items()}
+        return lower_for_analysis(program.model_path, load_board(board), shapes)
+    return lower_for_analysis(str(model), load_board(board or "default"), input_shapes or {}, feed_shapes)
+
+
+def check(model, board=None, input_shapes: dict | None = None, feeds: dict | None = None) -> CheckResult:
+    """Check a QDQ model (a path, or a loaded ``Simulator``) against a board's rules.
+
+    ``board``: preset name, TOML path or Board (default: the simulator's board, else ``default``).
+    ``feeds``: run the model on these inputs (or ``"random"`` for seeded random ones) and report observed
+    accumulator overflow. Nodes npu-sim cannot lower are reported (placement CPU), not raised.
+    """
+    feed_shapes = {n: np.shape(v) for n, v in feeds.items()} if isinstance(feeds, dict) else None
+    program = program_for(model, board, input_shapes, feed_shapes)
+    overflows = None
+    if feeds is not None:
+        if program.problems or program.arith_gaps:
+            raise BoardError("cannot run the model for --run: npu-sim cannot lower "
+                             f"{len(program.problems)} node(s) (see the check without --run)")
+        sim = Simulator(program)
+        overflows = sim.execute(sim.random_inputs() if isinstance(feeds, str) else feeds).overflows
+    return check_program(program, overflows)
+
+
+def estimate(model, board=None, input_shapes=None) -> Estimate:
+    """Latency estimate of a QDQ model (path, or a ``Simulator``) on a board (preset name, .toml path, Board).
+
+    ``board`` defaults to the simulator's board (for a path: ``default``). Returns an ``Estimate``: per-layer
+    ``layers`` rows and a ``summary``; ``.to_json()`` / ``.to_csv()`` serialize it."""
+    brd = load_board(board) if board is not None else (model.board if isinstance(model, Simulator)
+                                                          else load_board("default"))
+    if brd.cost is None and not isinstance(model, Simulator):  # refuse before the (slower) load
+        raise BoardError(f"board {brd.name!r} ({brd.source}) has no [cost] section, so it has no latency model: "
+                         f"use --board ethos-u55-128 or default, or add a [cost] section")
+    return estimate_program(program_for(model, brd, input_shapes), brd)

@@ -1,0 +1,99 @@
+"""The `npu-sim` entry point: the parser, dispatch to one command module, and the exit codes.
+
+Only the chosen command's module is imported (by name, with importlib): `npu-sim --help` and `--version` load
+neither numba nor onnx."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from npu_sim import __version__
+from npu_sim.boards import load_board, presets
+from npu_sim.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, add_model_arguments, parse_shape
+from npu_sim.errors import NpuSimError
+
+# command -> (module, its main function, its add_arguments function, help); the module is imported when chosen
+COMMANDS = {
+    "run": ("npu_sim.cli.run", "main", "add_arguments", "run the model as the board computes it; write outputs as .npy"),
+    "lower": ("npu_sim.cli.run", "lower_main", None, "print the integer program, one line per op"),
+    "check": ("npu_sim.cli.check", "main", "add_arguments",
+              "will the model deploy on the board? rules, numeric hazards, lint"),
+    "estimate": ("npu_sim.cli.estimate", "main", "add_arguments", "cycles per layer and in total on the board"),
+    "report": ("npu_sim.cli.report", "main", "add_arguments", "accuracy report: where the integer model loses accuracy"),
+    "compare": ("npu_sim.cli.compare", "main", "add_arguments",
+                "compare a tensor dump (board or run --dump-all), bit for bit"),
+}
+
+
+def _chosen(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser; the arguments of the command named in ``argv`` (only) are filled in from its module."""
+    p = argparse.ArgumentParser(prog="npu-sim", description="Bit-exact integer simulation of QDQ ONNX models on "
+                                "int8/int16 NPUs.")
+    p.add_argument("--version", action="version", version=f"npu-sim {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    chosen = _chosen(argv)
+    boards = presets()
+    for name, (module_name, _, add, text) in COMMANDS.items():
+        if name != chosen:
+            sub.add_parser(name, help=text)
+            continue
+        module = importlib.import_module(module_name)
+        sp = sub.add_parser(name, help=text, description=getattr(module, "DESCRIPTION", None) or text,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        if getattr(module, "POSITIONALS_FIRST", False):  # e.g. compare DUMP_DIR MODEL
+            getattr(module, add)(sp)
+            add_model_arguments(sp, boards)
+        else:
+            add_model_arguments(sp, boards)
+            if add:
+                getattr(module, add)(sp)
+    sub.add_parser("boards", help="list the board presets")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
+    try:
+        code = _dispatch(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except NpuSimError as exc:
+        print(f"npu-sim: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # the reader of our output went away (`npu-sim check ... | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return 128 + 13  # as if killed by SIGPIPE, like other command-line tools
+    except OSError as exc:  # the file system refused a read or a write: the path is the user's to fix
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"npu-sim: error: {where}{exc.strerror or exc}; check the path and its permissions", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # never a traceback for users; NPU_SIM_DEBUG=1 shows it
+        if os.environ.get("NPU_SIM_DEBUG"):
+            raise
+        print(f"npu-sim: internal error: {type(exc).__name__}: {exc}\n"
+              f"(this is a bug in npu-sim; rerun with NPU_SIM_DEBUG=1 for the traceback and report it)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _dispatch(args) -> int:
+    if args.command == "boards":
+        for name in presets():
+            print(f"{name:12s} {load_board(name).description}")
+        return EXIT_OK
+    shapes = dict(parse_shape(s) for s in args.input_shape)
+    module_name, func, _, _ = COMMANDS[args.command]
+    return getattr(importlib.import_module(module_name), func)(args, shapes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""`npu-sim run` and `npu-sim lower`: the board's integers for one input; the integer program as text."""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from npu_sim.api import load
+from npu_sim.cli.common import EXIT_OK, parse_feed, read_npy
+from npu_sim.errors import InputError
+from npu_sim.frontend.dataset import read_image
+
+
+
+def add_arguments(run) -> None:
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
+                     help="feed: .npy file, or an image (.png/.jpg; needs Pillow) resized to the input, scaled to "
+                          "[0,1] then (x-mean)/std. Without --input: seeded random values in the calibrated range")
+    run.add_argument("--mean", default="0", help="image normalization mean, per channel, comma separated")
+    run.add_argument("--std", default="1", help="image normalization std, per channel, comma separated")
+    run.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    run.add_argument("--out", default="npu_sim_out", help="output folder (default ./npu_sim_out)")
+    run.add_argument("--dump-all", action="store_true",
+                     help="also write every intermediate integer tensor and index.json")
+
+
+def lower_main(args, shapes) -> int:
+    sim = load(args.model, board=args.board, input_shapes=shapes)
+    print(sim.program.format())
+    return EXIT_OK
+
+
+def main(args, shapes) -> int:
+    raw_feeds = [parse_feed(spec) for spec in args.input]
+    arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() == ".npy"}
+    sim = load(args.model, board=args.board, input_shapes=shapes,
+               feed_shapes={name: a.shape for name, a in arrays.items()})
+    for name, path in raw_feeds:
+        if name not in arrays:
+            arrays[name] = _read_image(path, name, sim, args.mean, args.std)
+    feeds = arrays if arrays else sim.random_inputs(args.seed)
+    if not arrays:
+        print(f"no --input given: using seeded random input (seed {args.seed}) in the calibrated range")
+    result = sim.execute(feeds, keep_all=args.dump_all)
+    out_dir = Path(args.out)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"--out {args.out!r} is a file; give a folder (it is created if missing)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    prog = sim.program
+    for name, tname in prog.outputs.items():
+        _write_output(name, prog.tensors[tname], result.values[tname], out_dir)
+    for node, count in result.overflows.items():
+        print(f"warning: node {node!r}: {count} accumulator value(s) overflowed the board's accumulator "
+              f"(see `npu-sim lower` for its width)", file=sys.stderr)
+    if args.dump_all:
+        _dump_all(prog, result, out_dir)
+    return EXIT_OK
+
+
+def _write_output(name: str, t, q: np.ndarray, out_dir: Path) -> None:
+    deq = t.q.dequantize(q)
+    np.save(out_dir / f"{_safe(name)}.int.npy", q)
+    np.save(out_dir / f"{_safe(name)}.npy", deq)
+    print(f"output {name}: {t.q.dtype}{list(q.shape)} scale={float(t.q.scale):.6g} zp={int(t.q.zero_point)} "
+          f"int range [{int(q.min())}, {int(q.max())}] -> {out_dir / (_safe(name) + '.int.npy')}, "
+          f"dequantized -> {out_dir / (_safe(name) + '.npy')}")
+    if deq.ndim == 2 and deq.shape[1] > 1 and deq.shape[0] <= 8:
+        for row, scores in enumerate(deq):
+            top = np.argsort(-scores, kind="stable")[:5]
+            print(f"  [{row}] top-5: " + ", ".join(f"{int(c)} ({scores[c]:.3f})" for c in top))
+
+
+def _read_image(path: Path, name: str, sim, mean: str, std: str) -> np.ndarray:
+    if name not in sim.inputs:
+        raise InputError(f"--input {name}: the model has no input {name!r}; its inputs are {sorted(sim.inputs)}")
+    shape, dtype = sim.inputs[name]
+    if dtype != "float32":
+        raise InputError(f"--input {name}: the input is already quantized ({dtype}); pass a .npy of that type")
+    return np.broadcast_to(read_image(path, shape, mean, std, label=f"--input {name}"), shape).astype(np.float32)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:150] or "tensor"
+
+
+def _dump_all(prog, result, out_dir: Path) -> None:
+    tdir = out_dir / "tensors"
+    tdir.mkdir(exist_ok=True)
+    producer = {o: n.name for n in prog.nodes for o in n.outputs}
+    index, used = {}, set()
+    for tname, arr in result.values.items():
+        t = prog.tensors[tname]
+        if t.q is None or t.is_const or t.float_name in index:
+            continue
+        fname = _safe(t.float_name)
+        while fname in used:
+            fname += "_"
+        used.add(fname)
+        np.save(tdir / f"{fname}.npy", arr)
+        index[t.float_name] = {"file": f"tensors/{fname}.npy", "tensor": tname, "dtype": t.q.dtype,
+                               "shape": list(arr.shape), "scale": float(t.q.scale),
+                               "zero_point": int(t.q.zero_point), "producer": producer.get(tname, "input")}
+    (out_dir / "index.json").write_text(json.dumps(index, indent=1))
+    print(f"dumped {len(index)} integer tensors -> {out_dir / 'index.json'}")

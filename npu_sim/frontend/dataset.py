@@ -1,0 +1,237 @@
+"""Datasets for the accuracy report: folders of images, .npy and .npz files, split into one feed per sample.
+
+A *sample* is one feed dict at the model's (fixed) input shapes. A batch dimension in the data is split into
+samples when the model's input has batch 1 (or a dynamic batch, which the report fixes to 1).
+
+* image (.png/.jpg/.jpeg/.bmp): single-input NCHW models with 1 or 3 channels; resized to the input, scaled to
+  [0, 1], then ``(x - mean) / std`` per channel — the same preprocessing as ``npu-sim run --input``.
+* .npy: one array for the single input; ``[N, ...]`` with the input's rank is split into N samples, an array
+  without the batch dimension is one sample.
+* .npz: arrays named like the model inputs (several inputs), else the array ``x``, else every array in turn;
+  an array ``y`` (or ``labels``) next to ``x`` holds integer class labels, one per sample.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from npu_sim.errors import InputError, ModelLoadError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+ARRAY_SUFFIXES = (".npy", ".npz")
+
+
+@dataclass
+class Dataset:
+    samples: list[dict[str, np.ndarray]]          # one feed per sample, at the model's input shapes
+    labels: np.ndarray | None = None              # int64 [len(samples) * batch], when the data had them
+    description: str = ""
+    sources: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+
+def model_inputs(path) -> dict[str, tuple[list[int | None], str]]:
+    """ONNX graph inputs (initializers excluded): name -> (dims with None for dynamic ones, element type)."""
+    import onnx
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:
+        raise ModelLoadError(f"{path}: cannot read the ONNX model ({exc})") from None
+    inits = {i.name for i in model.graph.initializer}
+    out = {}
+    for inp in model.graph.input:
+        if inp.name in inits:
+            continue
+        tt = inp.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim]
+        out[inp.name] = (dims, onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "float32")
+    return out
+
+
+def resolve_shapes(inputs: dict, given: dict | None, first_arrays: dict | None = None) -> dict[str, tuple[int, ...]]:
+    """Fixed input shapes: --input-shape wins; a dynamic batch becomes 1; other dynamic dims come from the
+    first data array of that input (its trailing dims), else an error asking for --input-shape."""
+    given = dict(given or {})
+    shapes = {}
+    for name, (dims, _) in inputs.items():
+        if name in given:
+            shapes[name] = tuple(given[name])
+            continue
+        dims = list(dims)
+        if dims and dims[0] is None:
+            dims[0] = 1
+        if any(d is None for d in dims):
+            arr = (first_arrays or {}).get(name)
+            if arr is not None and arr.ndim in (len(dims), len(dims) - 1):
+                tail = arr.shape[-(len(dims) - 1):] if len(dims) > 1 else ()
+                dims = [dims[0]] + [t if d is None else d for d, t in zip(dims[1:], tail)]
+        if any(d is None for d in dims):
+            shown = "x".join("?" if d is None else str(d) for d in dims)
+            raise InputError(f"input {name!r} has dynamic dimensions ({shown}) the data does not fix; give them "
+                             f"with --input-shape {name}=" + "x".join(str(d or 1) for d in dims))
+        shapes[name] = tuple(dims)
+    return shapes
+
+
+def _read_array_file(path: Path) -> dict[str, np.ndarray]:
+    try:
+        if path.suffix.lower() == ".npy":
+            return {"": np.load(path, allow_pickle=False)}
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except Exception as exc:
+        raise InputError(f"--data: cannot read {str(path)!r} as a numpy array file ({exc})") from None
+
+
+def _files(paths) -> list[Path]:
+    files = []
+    for spec in paths:
+        p = Path(spec)
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES + ARRAY_SUFFIXES)
+            if not found:
+                raise InputError(f"--data: folder {str(p)!r} holds no .png/.jpg/.bmp/.npy/.npz file")
+            files.extend(found)
+        elif p.is_file():
+            if p.suffix.lower() not in IMAGE_SUFFIXES + ARRAY_SUFFIXES:
+                raise InputError(f"--data: {str(p)!r} is not an image (.png/.jpg/.bmp) or a .npy/.npz file")
+            files.append(p)
+        else:
+            raise InputError(f"--data: {str(p)!r} does not exist; give a folder of images or .npy/.npz files")
+    return files
+
+
+def peek_arrays(paths, input_names) -> dict[str, np.ndarray]:
+    """The first array of each input in the data (to fix dynamic dimensions before loading the model)."""
+    out = {}
+    for f in _files(paths):
+        if f.suffix.lower() in ARRAY_SUFFIXES:
+            for name, arr in _assign(_read_array_file(f), input_names, f).items():
+                out.setdefault(name, arr)
+        if len(out) == len(input_names):
+            break
+    return out
+
+
+def _assign(arrays: dict[str, np.ndarray], input_names, path: Path) -> dict[str, np.ndarray]:
+    names = list(input_names)
+    if set(names) <= set(arrays) and names:
+        return {n: arrays[n] for n in names}
+    if len(names) != 1:
+        raise InputError(f"--data {str(path)!r}: the model has inputs {names}; a .npz must hold one array per "
+                         f"input, named like them")
+    if "x" in arrays:
+        return {names[0]: arrays["x"]}
+    if "" in arrays:
+        return {names[0]: arrays[""]}
+    return {}
+
+
+def _split(arr: np.ndarray, shape: tuple[int, ...], dtype: str, path: Path, name: str) -> list[np.ndarray]:
+    if arr.ndim == len(shape) - 1:
+        arr = arr[None]
+    if arr.ndim != len(shape) or tuple(arr.shape[1:]) != tuple(shape[1:]):
+        raise InputError(f"--data {str(path)!r}: array of shape {list(arr.shape)} does not fit input {name!r} of "
+                         f"shape {list(shape)} (give [N, {', '.join(map(str, shape[1:]))}] or one sample)")
+    batch = shape[0]
+    if arr.shape[0] % batch:
+        raise InputError(f"--data {str(path)!r}: {arr.shape[0]} rows do not split into batches of {batch} for "
+                         f"input {name!r}")
+    if dtype.startswith("float"):
+        if arr.dtype.kind not in "fiu":
+            raise InputError(f"--data {str(path)!r}: input {name!r} needs numbers, got {arr.dtype}")
+        arr = arr.astype(np.float32)
+        if not np.all(np.isfinite(arr)):
+            raise InputError(f"--data {str(path)!r}: contains NaN or infinity")
+    elif arr.dtype != np.dtype(dtype):
+        raise InputError(f"--data {str(path)!r}: input {name!r} is already quantized ({dtype}); give {dtype} "
+                         f"arrays, got {arr.dtype}")
+    return [np.ascontiguousarray(arr[i:i + batch]) for i in range(0, arr.shape[0], batch)]
+
+
+def read_image(path: Path, shape: tuple[int, ...], mean: str = "0", std: str = "1", label: str = "--data"
+               ) -> np.ndarray:
+    """One image as a float32 [1, C, H, W] feed: resized, scaled to [0, 1], then (x - mean) / std.
+    ``label`` names the option in error messages (``--data``, ``--input x``)."""
+    if len(shape) != 4 or shape[1] not in (1, 3):
+        raise InputError(f"{label} {str(path)!r}: an image can feed an NCHW input with 1 or 3 channels; the input "
+                         f"has shape {list(shape)}. Convert the data to .npy yourself")
+    try:
+        from PIL import Image
+    except ImportError:
+        raise InputError("reading images needs Pillow: pip install pillow (or give .npy files)") from None
+    try:
+        img = Image.open(path).convert("RGB" if shape[1] == 3 else "L").resize((shape[3], shape[2]))
+    except Exception as exc:
+        raise InputError(f"{label}: cannot read image {str(path)!r} ({exc})") from None
+    x = np.asarray(img, dtype=np.float32) / 255.0
+    x = x[None, None] if x.ndim == 2 else x.transpose(2, 0, 1)[None]
+    try:
+        m = np.array([float(v) for v in str(mean).split(",")], np.float32).reshape(-1, 1, 1)
+        s = np.array([float(v) for v in str(std).split(",")], np.float32).reshape(-1, 1, 1)
+    except ValueError:
+        raise InputError(f"--mean/--std must be comma-separated numbers, got {mean!r} / {std!r}") from None
+    if np.any(s == 0):
+        raise InputError("--std must not contain zero")
+    if m.shape[0] not in (1, shape[1]) or s.shape[0] not in (1, shape[1]):
+        raise InputError(f"--mean/--std need 1 or {shape[1]} values")
+    return np.ascontiguousarray(np.broadcast_to((x - m) / s, (1,) + tuple(shape[1:])).astype(np.float32))
+
+
+def load_dataset(paths, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str], mean: str = "0",
+                 std: str = "1", limit: int | None = None) -> Dataset:
+    """Read every file of ``paths`` (folders are listed in name order) into samples at ``shapes``."""
+    names = list(shapes)
+    samples: list[dict[str, np.ndarray]] = []
+    labels: list[np.ndarray] = []
+    have_labels = True
+    files = _files(paths)
+    for f in files:
+        if limit is not None and len(samples) >= limit:
+            break
+        if f.suffix.lower() in IMAGE_SUFFIXES:
+            if len(names) != 1:
+                raise InputError(f"--data {str(f)!r}: images can only feed a single-input model; the model has "
+                                 f"inputs {names} (give a .npz with one array per input)")
+            if shapes[names[0]][0] != 1:
+                raise InputError(f"--data {str(f)!r}: images feed inputs of batch 1; give --input-shape with batch 1")
+            if not dtypes[names[0]].startswith("float"):
+                raise InputError(f"--data {str(f)!r}: input {names[0]!r} is already quantized; give .npy arrays")
+            samples.append({names[0]: read_image(f, shapes[names[0]], mean, std)})
+            have_labels = False
+            continue
+        arrays = _read_array_file(f)
+        assigned = _assign(arrays, names, f)
+        per_input = {}
+        if assigned:
+            per_input = {n: _split(a, shapes[n], dtypes[n], f, n) for n, a in assigned.items()}
+            counts = {len(v) for v in per_input.values()}
+            if len(counts) != 1:
+                raise InputError(f"--data {str(f)!r}: the inputs' arrays hold different numbers of samples")
+            n = counts.pop()
+            new = [{k: v[i] for k, v in per_input.items()} for i in range(n)]
+            lab = arrays.get("y", arrays.get("labels"))
+            if lab is not None and lab.ndim == 1 and lab.dtype.kind in "iu" and len(lab) == n * shapes[names[0]][0]:
+                labels.append(lab.astype(np.int64))
+            else:
+                have_labels = False
+            samples.extend(new)
+        else:  # an .npz without x or input names: every array is a sample batch of the single input
+            for key, a in arrays.items():
+                new = _split(a, shapes[names[0]], dtypes[names[0]], f, names[0])
+                samples.extend({names[0]: s} for s in new)
+            have_labels = False
+    if not samples:
+        raise InputError("--data: no samples found")
+    if limit is not None and len(samples) > limit:
+        samples = samples[:limit]
+    lab = None
+    if have_labels and labels:
+        lab = np.concatenate(labels)[: len(samples) * shapes[names[0]][0]]
+    desc = f"{len(samples)} sample(s) from {len(files)} file(s)" if len(files) != 1 else \
+        f"{len(samples)} sample(s) from {files[0]}"
+    return Dataset(samples, lab, desc, [str(f) for f in files])

@@ -1,0 +1,12 @@
+"""Why a node cannot be lowered: the two exceptions op families raise while they prepare a node.
+
+The walk (``npu_sim.lowering.walk``) collects them all and reports them at once, by node."""
+from __future__ import annotations
+
+
+class Problem(Exception):
+    """A node that cannot be lowered (a gap of npu-sim or of the model); collected and reported with the others."""
+
+
+class Refusal(Problem):
+    """A node the board's own toolchain refuses (not a gap of npu-sim): the check reports it as an error."""

@@ -1,0 +1,101 @@
+"""Shared helpers of the ``tflite`` arithmetic: TFLite's multipliers and activation range, the output
+parameters of a node, operands, and the QUANTIZE-style rescale (``rescale_params``, ``apply_rescale``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernels.tflite_fixedpoint import tfl_quantize_multiplier
+from kernels.tflite_rescale import tfl_rescale
+
+from npu_sim.ir import QParams, Tensor
+from npu_sim.lowering.problem import Problem, Refusal
+
+
+def multipliers(real) -> tuple[np.ndarray, np.ndarray]:
+    """Per-element TFLite (M, s) of an array of real factors (float64)."""
+    flat = np.asarray(real, np.float64).reshape(-1)
+    pairs = [tfl_quantize_multiplier(float(v)) for v in flat]
+    return (np.array([p[0] for p in pairs], np.int64).reshape(np.shape(real)),
+            np.array([p[1] for p in pairs], np.int64).reshape(np.shape(real)))
+
+
+def float32_of(v) -> float:
+    """``v`` rounded to float32 (TFLite computes its scale ratios in float32), as a Python float."""
+    return float(np.float32(v))
+
+
+def activation_range(q: QParams, act, node_name: str = "") -> tuple[int, int]:
+    """TFLite's CalculateActivationRangeQuantized: ``zp + round_half_away(float32(bound) / scale)`` (float32),
+    intersected with the dtype range. LiteRT refuses the model at prepare time
+    (``no_integer_overflow_from_quantization``) when a rounded bound leaves the int32 range."""
+    lo, hi = q.qmin, q.qmax
+    if act is None:
+        return lo, hi
+    s, z = np.float32(q.scale), int(q.zero_point)
+    out = []
+    for bound in act:
+        if not math.isfinite(bound):
+            out.append(None)
+            continue
+        t = float(np.float32(np.float32(bound) / s))
+        t = math.floor(abs(t) + 0.5) * (1 if t >= 0 else -1)
+        if not -2.0 ** 31 <= t <= 2.0 ** 31:  # TFLite compares the rounded float with float(INT32_MIN/MAX) = -+2**31
+            where = f"node {node_name!r}: " if node_name else ""
+            raise Refusal(f"{where}LiteRT refuses this model at prepare time (no_integer_overflow_from_quantization): "
+                          f"the activation bound {bound:g} / output scale {float(q.scale):.6g} = {t:.6g} does not "
+                          f"fit int32; the output scale is too small for the fused activation (re-calibrate: the "
+                          f"output range is almost empty)")
+        out.append(z + int(t))
+    if out[0] is not None:
+        lo = max(lo, out[0])
+    if out[1] is not None:
+        hi = min(hi, out[1])
+    return lo, hi
+
+
+def out_params(lowering, out: Tensor, act, node_name: str = "") -> dict:
+    """Output zero point, clamp bounds (``activation_range``) and dtype of a node's params."""
+    lo, hi = activation_range(out.q, act, node_name)
+    return {"out_zp": int(out.q.zero_point), "qmin": lo, "qmax": hi, "_out_dtype": out.q.np_dtype}
+
+
+def act_tensor(arg, what: str) -> Tensor:
+    """``arg`` as a per-tensor quantized tensor (else a Problem naming ``what``)."""
+    if not isinstance(arg, Tensor) or not arg.q.per_tensor:
+        raise Problem(f"{what} must be a per-tensor quantized tensor (DequantizeLinear)")
+    return arg
+
+
+def input_value(t: Tensor, inputs, i):
+    """(value of operand ``t``, index of the next run-time input): a constant's data, else ``inputs[i]``."""
+    if t.is_const:
+        return t.data, i
+    return inputs[i], i + 1
+
+
+def activation_names(ts):
+    """Names of the non-constant operands: a node's run-time inputs."""
+    return [t.name for t in ts if not t.is_const]
+
+
+def rescale_params(src: QParams, out: Tensor, act, float32_ratio: bool) -> dict:
+    """Params of TFLite's rescale from ``src`` to ``out`` (QUANTIZE; ``float32_ratio``: ReluX's float32 ratio)."""
+    ratio = (float(np.float32(np.float32(src.scale) / np.float32(out.q.scale))) if float32_ratio
+             else float32_of(src.scale) / float32_of(out.q.scale))
+    m, s = tfl_quantize_multiplier(ratio)
+    lo, hi = activation_range(out.q, act)
+    return {"x_zp": int(src.zero_point), "tfl_mult": m, "tfl_shift": s, "out_zp": int(out.q.zero_point),
+            "qmin": lo, "qmax": hi, "_out_dtype": out.q.np_dtype}
+
+
+def apply_rescale(x, p):
+    """``kernels.tflite_rescale`` with ``rescale_params``."""
+    return tfl_rescale(x, p["x_zp"], p["tfl_mult"], p["tfl_shift"], p["out_zp"], p["qmin"], p["qmax"], p["_out_dtype"])
+
+
+def run_rescale(node, inputs, ctx):
+    """Run a node whose params are ``rescale_params``."""
+    return [apply_rescale(inputs[0], node.params)]

@@ -1,0 +1,93 @@
+"""The ``tflite`` arithmetic's elementwise ops: Add/Sub (``kernels/tflite_add.py``), Mul
+(``kernels/tflite_mul.py``), a Relu/Clip TFLite did not fuse (a rescale) and Concat.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.tflite_add import tfl_add
+from kernels.tflite_fixedpoint import tfl_quantize_multiplier
+from kernels.tflite_mul import tfl_mul
+
+from npu_sim.ir import Node
+from npu_sim.lowering.problem import Problem
+from npu_sim.ops.common import activation_bounds, attrs
+from npu_sim.ops.tflite.common import (activation_names, act_tensor, apply_rescale, float32_of, input_value,
+                                       out_params, rescale_params, run_rescale)
+
+
+def lower_add(lowering, onode, args, out, act):
+    a = act_tensor(args[0], "Add/Sub input A")
+    b = act_tensor(args[1], "Add/Sub input B")
+    bits = max(a.q.bits, b.q.bits, out.q.bits)
+    if bits > 16:
+        raise Problem("TFLite Add/Sub exists for int8 and int16 only")
+    ls = lowering.arith.add_left_shift(bits)
+    twice_max = 2.0 * max(float32_of(a.q.scale), float32_of(b.q.scale))
+    m1, s1 = tfl_quantize_multiplier(float32_of(a.q.scale) / twice_max)
+    m2, s2 = tfl_quantize_multiplier(float32_of(b.q.scale) / twice_max)
+    mo, so = tfl_quantize_multiplier(twice_max / float32_of(np.float32(2.0 ** ls) * np.float32(out.q.scale)))
+    p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "tfl_mult": (m1, m2, mo), "tfl_shift": (s1, s2, so),
+         "left_shift": ls, "subtract": onode.op_type == "Sub", "_ts": (a, b)}
+    p.update(out_params(lowering, out, act))
+    return Node(lowering.node_name(onode), onode.op_type, activation_names([a, b]), [out.name], _run_add, p)
+
+
+def _run_add(node, inputs, ctx):
+    p = node.params
+    x, i = input_value(p["_ts"][0], inputs, 0)
+    y, _ = input_value(p["_ts"][1], inputs, i)
+    (m1, m2, mo), (s1, s2, so) = p["tfl_mult"], p["tfl_shift"]
+    return [tfl_add(x, y, *p["zp"], m1, s1, m2, s2, mo, so, p["left_shift"], p["subtract"], p["out_zp"], p["qmin"],
+                    p["qmax"], p["_out_dtype"])]
+
+
+def lower_mul(lowering, onode, args, out, act):
+    a = act_tensor(args[0], "Mul input A")
+    b = act_tensor(args[1], "Mul input B")
+    real = np.float32(np.float32(a.q.scale) * np.float32(b.q.scale)) / np.float32(out.q.scale)  # float32 in TFLite
+    m, s = tfl_quantize_multiplier(float(np.float32(real)))
+    p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "tfl_mult": m, "tfl_shift": s, "_ts": (a, b)}
+    p.update(out_params(lowering, out, act))
+    return Node(lowering.node_name(onode), "Mul", activation_names([a, b]), [out.name], _run_mul, p)
+
+
+def _run_mul(node, inputs, ctx):
+    p = node.params
+    x, i = input_value(p["_ts"][0], inputs, 0)
+    y, _ = input_value(p["_ts"][1], inputs, i)
+    return [tfl_mul(x, y, *p["zp"], p["tfl_mult"], p["tfl_shift"], p["out_zp"], p["qmin"], p["qmax"],
+                    p["_out_dtype"])]
+
+
+def lower_clamp(lowering, onode, args, out, act):
+    """A Relu/Clip that TFLite did not fuse: RELU/RELU6 rescale their input (ReluX, float32 scale ratio)."""
+    x = act_tensor(args[0], f"{onode.op_type} input")
+    bounds = activation_bounds(lowering, onode)
+    if act is not None:
+        bounds = (max(bounds[0], act[0]), min(bounds[1], act[1]))
+    p = rescale_params(x.q, out, bounds, float32_ratio=True)
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], run_rescale, p)
+
+
+def lower_concat(lowering, onode, args, out, act):
+    """TFLite CONCATENATION copies integers (its quantizer gives every input the output's quantization); an
+    input quantized differently is rescaled as TFLite's QUANTIZE would."""
+    axis = int(attrs(onode).get("axis", 0)) % len(out.shape)
+    parts = []
+    for i, arg in enumerate(args):
+        t = act_tensor(arg, f"Concat input {i}")
+        same = t.q.same_as(out.q) and act is None
+        parts.append((t, None if same else rescale_params(t.q, out, act, float32_ratio=False)))
+    p = {"axis": axis, "_parts": parts, "_out_dtype": out.q.np_dtype}
+    return Node(lowering.node_name(onode), "Concat", activation_names([t for t, _ in parts]), [out.name], _run_concat,
+                p, {"axis": axis})
+
+
+def _run_concat(node, inputs, ctx):
+    p = node.params
+    pieces, i = [], 0
+    for t, rq in p["_parts"]:
+        v, i = input_value(t, inputs, i)
+        pieces.append((v if rq is None else apply_rescale(v, rq)).astype(p["_out_dtype"], copy=False))
+    return [np.concatenate(pieces, axis=p["axis"])]

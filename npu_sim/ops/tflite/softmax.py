@@ -1,0 +1,55 @@
+"""The ``tflite`` arithmetic's SOFTMAX (``kernels/tflite_softmax.py``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.tflite_softmax import (softmax8_params, softmax16_params, softmax16_tables, tfl_softmax8,
+                                    tfl_softmax16)
+
+from npu_sim.ir import Node
+from npu_sim.lowering.problem import Problem
+from npu_sim.ops.common import attrs
+from npu_sim.ops.tflite.common import act_tensor
+
+
+def lower_softmax(lowering, onode, args, out, act):
+    """TFLite SOFTMAX (beta 1) over the last axis: int8 -> int8 (gemmlowp fixed point) or int16 -> int16 (exp and
+    reciprocal tables), ``kernels/tflite_softmax.py``. LiteRT's prepare fixes the output quantization."""
+    x = act_tensor(args[0], "Softmax input")
+    rank = len(x.shape)
+    if int(attrs(onode).get("axis", -1)) % rank != rank - 1:
+        raise Problem("TFLite's SOFTMAX normalizes the last axis only")
+    if act is not None:
+        raise Problem("TFLite's SOFTMAX has no fused activation")
+    f32 = np.float32
+    if x.q.dtype == "int8" and out.q.dtype == "int8":
+        if int(out.q.zero_point) != -128 or f32(out.q.scale) != f32(1 / 256):
+            raise Problem("TFLite's int8 SOFTMAX needs output scale 1/256 and zero point -128 (LiteRT refuses "
+                           "others at prepare time)")
+        if not float(f32(x.q.scale)) * 2.0 ** 26 > 1.0:
+            raise Problem("input scale too small for TFLite's int8 SOFTMAX (beta * scale * 2**26 must exceed 1)")
+        m, ls, diff_min = softmax8_params(float(x.q.scale))
+        p = {"wide": False, "m": m, "ls": ls, "diff_min": diff_min}
+    elif x.q.dtype == "int16" and out.q.dtype == "int16":
+        if int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0 or abs(float(out.q.scale) * 32768 - 1) > 1e-3:
+            raise Problem("TFLite's int16 SOFTMAX needs zero points 0 and output scale 1/32768 (LiteRT refuses "
+                           "others at prepare time)")
+        m, sh = softmax16_params(float(x.q.scale))
+        exp_lut, recip_lut = softmax16_tables()
+        p = {"wide": True, "m": m, "s": sh, "_exp": exp_lut, "_recip": recip_lut}
+    else:
+        raise Problem(f"TFLite computes SOFTMAX int8 -> int8 or int16 -> int16 here, not {x.q.dtype} -> "
+                       f"{out.q.dtype}")
+    return Node(lowering.node_name(onode), "Softmax", [x.name], [out.name], _run_softmax, p, {"axis": rank - 1})
+
+
+def _run_softmax(node, inputs, ctx):
+    p = node.params
+    x = inputs[0]
+    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    if p["wide"]:
+        y = tfl_softmax16(rows, p["m"], p["s"], p["_exp"], p["_recip"])
+    else:
+        y = tfl_softmax8(rows, p["m"], p["ls"], p["diff_min"])
+    return [y.reshape(x.shape)]

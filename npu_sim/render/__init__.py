@@ -1,0 +1,1 @@
+"""Output for people: text, JSON and HTML/SVG."""

@@ -1,0 +1,50 @@
+"""The latency estimate as a table: per-layer rows, totals and the hotspots."""
+from __future__ import annotations
+
+from npu_sim.analysis.cost import Estimate
+
+
+def _fmt_int(v: float) -> str:
+    v = float(v)
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= 10 * div:
+            return f"{v / div:.1f}{unit}" if abs(v) < 100 * div else f"{v / div:.0f}{unit}"
+    return f"{v:.0f}"
+
+
+def format_table(est: Estimate, top: int = 5) -> str:
+    mems = est.memories()
+    head = (f"{'node':32s} {'op':10s} {'prec':6s} {'MACs':>7s} " + " ".join(f"{('B ' + m)[:8]:>8s}" for m in mems)
+            + f" {'compute':>8s} {'memory':>8s} {'cycles':>8s} {'bound':8s} {'util%':>5s} {'%tot':>5s}")
+    lines = [f"# {est.model} on board '{est.board}' ({est.macs_per_cycle} MACs/cycle at "
+             f"{est.clock_hz / 1e6:g} MHz)", head, "-" * len(head)]
+    for r in est.layers:
+        name = r.node if len(r.node) <= 32 else "…" + r.node[-31:]
+        bound = r.bound + ("*" if r.spill else "")
+        lines.append(f"{name:32s} {r.op[:10]:10s} {r.precision[:6]:6s} {_fmt_int(r.macs):>7s} "
+                     + " ".join(f"{_fmt_int(r.bytes.get(m, 0)):>8s}" for m in mems)
+                     + f" {_fmt_int(r.compute_cycles):>8s} {_fmt_int(r.memory_cycles):>8s} {_fmt_int(r.cycles):>8s}"
+                     f" {bound[:8]:8s} {r.utilization:5.1f} {r.share:5.1f}")
+    s = est.summary
+    lines.append("-" * len(head))
+    lines.append(f"total: {s['total_cycles']:,.0f} cycles = {s['latency_ms']:.3f} ms at {est.clock_hz / 1e6:g} MHz "
+                 f"({s['fps']:.1f} FPS); {s['total_macs']:,} MACs, MAC utilization {s['utilization_pct']:.1f}%")
+    lines.append(f"NPU {s['npu_share_pct']:.1f}% ({s['npu_nodes']} nodes), CPU fallback {s['cpu_share_pct']:.1f}% "
+                 f"({s['cpu_nodes']} nodes)" + (f"; feature maps too large for on-chip memory (bound marked *): "
+                                                f"{', '.join(s['spilled_nodes'][:3])}"
+                                                f"{' ...' if len(s['spilled_nodes']) > 3 else ''}"
+                                                if s["spilled_nodes"] else ""))
+    lines.append("by class: " + ", ".join(f"{k} {100 * v / s['total_cycles']:.1f}%"
+                                          for k, v in s["cycles_by_class"].items() if v) if s["total_cycles"] else
+                 "by class: -")
+    hot = sorted(est.layers, key=lambda r: -r.cycles)[:max(top, 0)]
+    if hot:
+        lines.append("hotspots:")
+        lines += [f"  {r.share:5.1f}%  {r.cycles:>12,.0f} cycles  {r.node[:80]} ({r.op}, {r.bound})"
+                  for r in hot if r.cycles]
+    missing = est.summary.get("uncosted_nodes") or []
+    if missing:
+        lines.append(f"not costed ({len(missing)} node(s) npu-sim cannot lower; see `npu-sim check`): "
+                     + ", ".join(f"{m['node']} ({m['op']})" for m in missing[:8])
+                     + (" ..." if len(missing) > 8 else ""))
+    return "\n".join(lines)

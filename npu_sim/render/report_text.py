@@ -1,0 +1,264 @@
+"""`npu-sim report` on the terminal: the accuracy summary and the advice that follows it (check findings,
+latency, sensitivity ranking, int16 advisor, fix and re-quantization).
+
+The measurements come from ``npu_sim.analysis.accuracy.report``; this module only formats them. The small value
+formatters (``fmt_value``, ``fmt_pct``, ``point_label``, ``layer_findings``) are shared with the HTML page
+(``npu_sim.render.report_html``) and its charts (``npu_sim.render.svg``).
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from npu_sim.analysis.accuracy import AccuracyReport, LayerResult
+
+
+def fmt_value(v, fmt="{:.5f}") -> str:
+    """``v`` formatted with ``fmt``; ``-`` for None, ``inf``/``-inf`` for infinities."""
+    if v is None:
+        return "-"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return fmt.format(v)
+
+
+def fmt_pct(v) -> str:
+    """A share (0..1) as a percentage with two decimals; ``-`` for None."""
+    return "-" if v is None else f"{100 * v:.2f}%"
+
+
+def point_label(p: dict) -> str:
+    """The label of an advisor curve point: its own label, else the last tensor promoted."""
+    if p.get("label"):
+        return p["label"]
+    return p["tensors"][-1] if p["tensors"] else "-"
+
+
+def layer_findings(r: AccuracyReport, node: str) -> list[dict]:
+    """The check findings of one node (empty without checks)."""
+    if not r.checks:
+        return []
+    return next((l["findings"] for l in r.checks["layers"] if l["node"] == node), [])
+
+
+def _rule_groups(checks: dict) -> list[tuple[str, str, list[tuple[str, list[str], dict]]]]:
+    """(severity, rule, [(node, tensors, finding)]) for the check findings, errors first."""
+    groups: dict[tuple[str, str], list] = {}
+    for lay in checks["layers"]:
+        for f in lay["findings"]:
+            groups.setdefault((f["severity"], f["rule"]), []).append((lay["node"], lay["tensors"], f))
+    order = {"error": 0, "warning": 1, "info": 2}
+    return [(sev, rule, items) for (sev, rule), items in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 3),
+                                                                                                   kv[0][1]))]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Summary
+
+
+def _outputs(r: AccuracyReport) -> list[str]:
+    lines = []
+    for o in r.outputs:
+        m = o.metrics
+        line = (f"  {o.name} [{'x'.join(map(str, o.shape))}]  cosine {fmt_value(m.cosine)} (worst sample "
+                f"{fmt_value(o.cosine_min_sample)})  SQNR {fmt_value(m.sqnr_db, '{:.1f}')} dB  MAE {m.mae:.4g}  "
+                f"max|err| {m.max_abs:.4g}")
+        if o.top1_agreement is not None:
+            line += f"\n    top-1 agreement {fmt_pct(o.top1_agreement)}"
+            if o.top5_agreement is not None:
+                line += f", top-5 agreement {fmt_pct(o.top5_agreement)}"
+        if o.accuracy_float is not None:
+            line += f"; label accuracy float {fmt_pct(o.accuracy_float)}, integer {fmt_pct(o.accuracy_int)}"
+        lines.append(line)
+    return lines
+
+
+def _worst_tables(r: AccuracyReport, top: int) -> list[str]:
+    head = (f"  {'#':>3} {'tensor':32s} {'op':18s} {'cosine':>8s} {'SQNR dB':>8s} {'mean LSB':>8s} {'max LSB':>8s} "
+            f"{'clip %':>7s}")
+
+    def row(l: LayerResult, m) -> str:
+        return (f"  {l.index:>3} {l.tensor[:32]:32s} {l.op[:18]:18s} {fmt_value(m.cosine)} "
+                f"{fmt_value(m.sqnr_db, '{:8.1f}')} {m.mean_lsb:8.3f} {m.max_lsb:8.2f} {100 * l.stats.clip_rate:7.3f}")
+
+    lines = ["", f"worst {top} tensors, accumulated error (full integer run vs float reference)", head]
+    lines += [row(l, l.accumulated) for l in r.worst("accumulated", top)]
+    lines += ["", f"worst {top} tensors, isolated error (the op alone, fed the float reference inputs)", head]
+    lines += [row(l, l.isolated) for l in r.worst("isolated", top)]
+    return lines
+
+
+def _collapse(r: AccuracyReport) -> list[str]:
+    lines = []
+    if r.collapse:
+        c = r.collapse
+        why = ("its own error (isolated cosine {:.5f})".format(c.isolated_cosine) if c.cause == "own error" else
+               "inherited: its inputs were at cosine {:.5f} and it amplifies that".format(c.input_cosine))
+        lines.append(f"collapse: {c.tensor} ({c.op} {c.node}, #{c.index}) is the first tensor below cosine "
+                     f"{c.threshold}: accumulated {c.accumulated_cosine:.5f}; cause: {why}")
+    else:
+        lines.append(f"collapse: none (every tensor keeps accumulated cosine >= {r.collapse_cosine})")
+    if r.largest_drop:
+        d = r.largest_drop
+        lines.append(f"largest drop: {d.tensor} ({d.op} {d.node}, #{d.index}): inputs {d.input_cosine:.5f} -> "
+                     f"{d.accumulated_cosine:.5f} (isolated {d.isolated_cosine:.5f})")
+    return lines
+
+
+def format_summary(r: AccuracyReport, top: int = 5) -> str:
+    """The terminal summary of an accuracy report: outputs, worst tensors, collapse, then ``format_advice``."""
+    lines = [f"npu-sim report: {r.model} on board {r.board}, {r.samples} sample(s) ({r.data})",
+             f"float reference: {r.reference} ({r.reference_source})", "", "outputs (integer vs float reference)"]
+    lines += _outputs(r)
+    lines += _worst_tables(r, top)
+    lines.append("")
+    lines += _collapse(r)
+    if r.unmatched:
+        lines.append(f"not compared (no float reference tensor): {len(r.unmatched)}: "
+                     + ", ".join(r.unmatched[:5]) + (" ..." if len(r.unmatched) > 5 else ""))
+    for node, count in r.overflows.items():
+        lines.append(f"warning: node {node!r}: {count} accumulator value(s) overflowed the board's accumulator")
+    lines.append(f"({len(r.layers)} tensors compared in {r.seconds:.1f} s)")
+    lines += format_advice(r, top)
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Advice
+
+
+def _checks(r: AccuracyReport) -> list[str]:
+    c = r.checks
+    lines = ["", f"check findings on board {c['board']}: {c['errors']} error(s), {c['warnings']} warning(s), "
+                 f"{c['infos']} info -> {'deployable' if c['deployable'] else 'NOT DEPLOYABLE'}"]
+    for f in c["model_findings"]:
+        lines.append(f"  {f['severity']:7s} {f['rule']} (model)")
+    for sev, rule, items in _rule_groups(c):
+        shown = []
+        for node, tensors, f in items[:4]:
+            ch = f["values"].get("channels")
+            shown.append(f"{node}" + (f" ({tensors[0]})" if tensors else "") + (f" ch {ch}" if ch else ""))
+        lines.append(f"  {sev:7s} {rule} on {len(items)} node(s): " + "; ".join(shown)
+                     + (" ..." if len(items) > 4 else ""))
+    if r.collapse:
+        hits = layer_findings(r, r.collapse.node)
+        hits = [f for f in hits if f["severity"] in ("error", "warning") and not f["rule"].startswith(("dtype.",
+                                                                                                   "zero_point."))]
+        if hits:
+            lines.append(f"  at the collapse ({r.collapse.tensor}, {r.collapse.node}): "
+                         + "; ".join(f"{f['rule']}: {f['message']}" for f in hits[:2]))
+    return lines
+
+
+def _latency(r: AccuracyReport) -> list[str]:
+    L = r.latency
+    hot = sorted(L["layers"], key=lambda x: -x["cycles"])[:3]
+    return ["", f"latency (npu_sim.estimate, board {L['board']}): {L['total_cycles']:,.0f} cycles = "
+                f"{L['latency_ms']:.3f} ms; hottest: "
+                + ", ".join(f"{h['node']} {h['share_pct']:.1f}%" for h in hot)]
+
+
+def _sensitivity(r: AccuracyReport, top: int) -> list[str]:
+    S = r.sensitivity
+    b = S["baseline"]
+    lines = ["", f"sensitivity: output similarity with only that layer at higher precision ({S['samples']} "
+                 f"sample(s); baseline cosine {b['cosine']:.5f}, SQNR {fmt_value(b['sqnr_db'], '{:.1f}')} dB)"
+                 + (f"; {len(S['layers'])} layer(s) measured, {len(S['not_measured'])} left out by "
+                    f"--candidates {S['candidates']} (lowest isolated SQNR first)" if S.get("not_measured") else ""),
+             f"  {'rank':>4} {'layer':24s} {'tensor':28s} {'as':6s} {'cosine':>8s} {'gain dB':>8s} "
+             f"{'+cycles':>9s}  findings"]
+    for row in S["layers"][:top]:
+        fl = ",".join(sorted({f["rule"] for f in layer_findings(r, row["layer"])
+                              if f["severity"] == "error" and not f["rule"].startswith(("dtype.", "zero_point."))}))
+        mode = "int16" if row["mode"] == "int16" else ("float" if row["mode"] == "float" else "float*")
+        cyc = "-" if row["delta_cycles"] is None else f"{row['delta_cycles']:+,.0f}"
+        lines.append(f"  {row['rank']:>4} {row['layer'][:24]:24s} {row['tensor'][:28]:28s} {mode:6s} "
+                     f"{row['cosine']:.5f} {fmt_value(row['gain_sqnr_db'], '{:+8.2f}')} {cyc:>9s}  {fl}")
+    if any(row["mode"] != "int16" and row["mode"] != "float" for row in S["layers"]):
+        lines.append("  (float*: its inputs have no float-reference tensor, so the float reference replaced its "
+                     "output: an upper bound, ranked last)")
+    return lines
+
+
+def _advisor_curve(A: dict) -> list[str]:
+    bud = A["budget"]
+    what = (f"{bud['max_slowdown']}x the estimated cycles" if bud.get("max_slowdown") else
+            f"{bud['budget_ms']} ms")
+    nseg = sum(1 for pnt in A["curve"] if pnt.get("kind") == "segment")
+    lines = [f"int16 advisor: budget {what} = {bud['cycles']:,.0f} cycles; {len(A['order'])} candidate(s) "
+             f"(int16 allowed, positive gain), greedy by gain per added cycle"
+             + (f", and {nseg} contiguous segment(s) of all int16-allowed layers" if nseg else "")
+             + "; every point measured",
+             f"  {'k':>3} {'cycles':>12s} {'slowdown':>8s} {'cosine':>8s} {'SQNR dB':>8s}  "
+             f"last promoted / segment"]
+    hidden = 0
+    for pnt in A["curve"]:
+        if pnt.get("kind") == "segment" and not pnt.get("chosen") and not pnt["pareto"]:
+            hidden += 1
+            continue
+        mark = "*" if pnt.get("chosen") else ("p" if pnt["pareto"] else " ")
+        over = "" if pnt["within_budget"] else "  over budget"
+        lines.append(f"  {pnt['k']:>3} {pnt['cycles']:>12,.0f} {pnt['slowdown']:8.3f} {pnt['cosine']:.5f} "
+                     f"{fmt_value(pnt['sqnr_db'], '{:8.2f}')} {mark} {point_label(pnt)}"
+                     f"{over}")
+    lines.append("  (* chosen, p Pareto-optimal"
+                 + (f"; {hidden} dominated segment point(s) not shown: JSON, HTML" if hidden else "") + ")")
+    ch = A["chosen"]
+    shown = ", ".join(ch[:12]) + (f", ... ({len(ch) - 12} more)" if len(ch) > 12 else "")
+    seg = A.get("chosen_point") or {}
+    lines.append(f"  chosen: {len(ch)} tensor(s) to int16"
+                 + (f" ({seg['label']})" if seg.get("kind") == "segment" else "") + (": " + shown if ch else ""))
+    return lines
+
+
+def _requantized(rq: dict) -> list[str]:
+    if rq.get("error"):
+        return [f"re-quantized: {rq['error']}"]
+    b, a = rq["before"], rq["after"]
+    return [f"re-quantized with the fix ({rq['calibration']}) -> {rq['model']}"
+            + ("\n  (the fix is empty: the model re-quantized with its own settings, a check that "
+               "re-quantization reproduces it)" if rq.get("fix_empty") else ""),
+            f"  measured on {rq['samples']} sample(s): cosine {b['cosine']:.5f} -> {a['cosine']:.5f} "
+            f"(worst sample {b['cosine_min_sample']:.5f} -> {a['cosine_min_sample']:.5f}), SQNR "
+            f"{fmt_value(b['sqnr_db'], '{:.1f}')} -> {fmt_value(a['sqnr_db'], '{:.1f}')} dB; cycles "
+            f"{fmt_value(rq['cycles_before'], '{:,.0f}')} -> {fmt_value(rq['cycles_after'], '{:,.0f}')}; "
+            f"bias.saturated findings after: {rq['bias_saturated_after']}"]
+
+
+def _advisor(A: dict) -> list[str]:
+    lines = [""]
+    if A.get("skipped"):
+        lines.append(f"int16 advisor: {A['skipped']}")
+    elif A.get("curve"):
+        lines += _advisor_curve(A)
+    wc = A.get("weight_int16")
+    if wc:
+        lines.append(f"int16 weights: {len(wc)} layer(s) whose activations are already 16-bit and whose float "
+                     f"sensitivity gains >= 1 dB (their 8-bit weights are the error): "
+                     + ", ".join(f"{w['layer']} ({w['weight']}, {w['gain_sqnr_db']:+.2f} dB)" for w in wc)
+                     + " -> weights at int16 in the fix (measured only re-quantized)")
+    rem = A.get("bias_remedy")
+    if rem:
+        lines.append("bias remedy (not a precision problem: int16 cannot fix a clipped bias): "
+                     + ", ".join(f"{l['node']} ({l['tensor']}) ch {l['channels'][:6]}" for l in rem["layers"]))
+        lines.append(f"  fix: {rem['remedy']}")
+    if A.get("fix"):
+        lines.append(f"  fix as quantize_static extra_options: {json.dumps(A['fix'])[:300]}")
+    rq = A.get("requantized")
+    if rq:
+        lines += _requantized(rq)
+    return lines
+
+
+def format_advice(r: AccuracyReport, top: int = 5) -> list[str]:
+    """The advice lines of the summary: checks, latency, sensitivity and the int16 advisor (those measured)."""
+    lines: list[str] = []
+    if r.checks is not None:
+        lines += _checks(r)
+    if r.latency is not None:
+        lines += _latency(r)
+    if r.sensitivity is not None:
+        lines += _sensitivity(r, top)
+    if r.advisor is not None:
+        lines += _advisor(r.advisor)
+    return lines

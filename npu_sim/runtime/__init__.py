@@ -1,0 +1,1 @@
+"""Running an integer program: the executor loop with hooks, the Simulator (load/run/trace)."""
