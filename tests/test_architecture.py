@@ -1,0 +1,240 @@
+"""The house in layers: imports point one way, rooms a newcomer can read in one sitting.
+
+Every module of ``npu_sim/`` and ``kernels/`` is parsed (no import is executed) and every import statement is
+read, those inside functions too. A module's layer is the entry of ``LAYERS`` that is the longest prefix of its
+name; an import may go to the same or a lower layer only. Within a layer, modules may import each other as long
+as no circle forms (Tarjan's strongly connected components over the whole graph).
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Lowest first. ``npu_sim.lowering.problem`` sits below the op families (they raise its exceptions); the walk and
+# the registry above them (they call the families).
+LAYERS = [
+    ("kernels",),
+    ("npu_sim.errors", "npu_sim.ir", "npu_sim.opset"),
+    ("npu_sim.boards",),
+    ("npu_sim.frontend", "npu_sim.qdq"),
+    ("npu_sim.lowering.problem",),
+    ("npu_sim.ops",),
+    ("npu_sim.lowering",),
+    ("npu_sim.runtime",),
+    ("npu_sim.analysis",),
+    ("npu_sim.api",),
+    ("npu_sim.render",),
+    ("npu_sim.cli",),
+]
+# The package itself: its lazy __getattr__ names modules by string only; ``__version__`` is read by the CLI.
+TOP = "npu_sim"
+MAX_FILE_LINES = 500
+MAX_FUNCTION_LINES = 80
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for path in sorted(ROOT.glob("npu_sim/**/*.py")) + sorted(ROOT.glob("kernels/**/*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _layer(module: str) -> int:
+    best, layer = -1, None
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > best:
+                best, layer = len(name), i
+    if layer is None:
+        raise AssertionError(f"module {module} is in no layer: add it to LAYERS in tests/test_architecture.py")
+    return layer
+
+
+class _Import:
+    def __init__(self, source: str, target: str, names: list[str], line: int, in_function: bool):
+        self.source, self.target, self.names, self.line, self.in_function = source, target, names, line, in_function
+
+    def __repr__(self) -> str:
+        return f"{MODULES[self.source].relative_to(ROOT)}:{self.line} imports {self.target}"
+
+
+def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
+    if level == 0:
+        return name or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+def _imports() -> list[_Import]:
+    found = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        is_package = path.name == "__init__.py"
+
+        def visit(node, in_function: bool) -> None:
+            for child in ast.iter_child_nodes(node):
+                inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                if isinstance(child, ast.Import):
+                    for alias in child.names:
+                        found.append(_Import(module, alias.name, [], child.lineno, inner))
+                elif isinstance(child, ast.ImportFrom):
+                    target = _resolve(module, is_package, child.level, child.module)
+                    found.append(_Import(module, target, [a.name for a in child.names], child.lineno, inner))
+                visit(child, inner)
+        visit(tree, False)
+    return found
+
+
+IMPORTS = _imports()
+
+
+def _internal(target: str) -> str | None:
+    """The project module an import names (``from npu_sim.ops import mac`` names ``npu_sim.ops.mac``)."""
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def _edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    for imp in IMPORTS:
+        for target in [f"{imp.target}.{n}" for n in imp.names] or [imp.target]:
+            t = _internal(target) or _internal(imp.target)
+            if t and t != imp.source:
+                edges[imp.source].add(t)
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, on_stack, stack, comps, counter = {}, {}, set(), [], [], [0]
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    comps.append(sorted(comp))
+    return comps
+
+
+def test_imports_point_down():
+    upward = []
+    for source, targets in _edges().items():
+        if source == TOP:
+            continue
+        for target in targets:
+            if target != TOP and _layer(target) > _layer(source):
+                upward.append(f"{source} (layer {_layer(source)}) imports {target} (layer {_layer(target)})")
+    assert not upward, "imports that point up:\n" + "\n".join(sorted(upward))
+
+
+def test_no_import_circles():
+    assert _cycles(_edges()) == []
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_kernels_import_nothing_from_npu_sim():
+    bad = [imp for imp in IMPORTS if imp.source.startswith("kernels") and imp.target.startswith("npu_sim")]
+    assert not bad, bad
+
+
+def test_no_project_import_inside_a_function():
+    bad = [imp for imp in IMPORTS if imp.in_function and _internal(imp.target)]
+    assert not bad, "import at the top of the module (a cycle is a layering bug, not a reason):\n" + \
+        "\n".join(map(repr, bad))
+
+
+def test_no_private_name_imported_from_another_module():
+    bad = [f"{imp!r}: {n}" for imp in IMPORTS if _internal(imp.target) for n in imp.names
+           if n.startswith("_") and not n.startswith("__")]
+    bad += [f"{imp!r}" for imp in IMPORTS if _internal(imp.target) and
+            any(part.startswith("_") and not part.startswith("__") and part != "_jit"
+                for part in imp.target.split(".")[1:])]
+    assert not bad, "promote the name or move the code:\n" + "\n".join(bad)
+
+
+def test_argparse_only_in_the_cli():
+    bad = [imp for imp in IMPORTS if imp.target == "argparse" and not imp.source.startswith("npu_sim.cli")]
+    assert not bad, bad
+
+
+def test_files_and_functions_a_newcomer_can_read():
+    long_files, long_functions = [], []
+    for module, path in MODULES.items():
+        text = path.read_text(encoding="utf-8")
+        lines = text.count("\n")
+        if lines > MAX_FILE_LINES:
+            long_files.append(f"{path.relative_to(ROOT)}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n} lines")
+    assert not long_files and not long_functions, "\n".join(long_files + long_functions)
+
+
+@pytest.mark.parametrize("code", [
+    "import kernels, sys; assert not any(m.startswith('npu_sim') for m in sys.modules)",
+    "import npu_sim, sys; assert 'numba' not in sys.modules and 'onnxruntime' not in sys.modules "
+    "and 'onnx' not in sys.modules",
+    "import sys; from npu_sim.cli.main import build_parser; build_parser(['--help']); "
+    "assert 'numba' not in sys.modules and 'onnx' not in sys.modules",
+])
+def test_light_imports(code):
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_help_and_version_are_fast_to_load():
+    for argv in (["--help"], ["--version"]):
+        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "npu_sim.cli", *argv], cwd=ROOT,
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        loaded = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+        assert not {"numba", "onnx", "onnxruntime"} & loaded, argv
