@@ -1,1 +1,2 @@
-"""What is measured on an integer program: check, cost, accuracy, advisor, compare."""
+"""What is measured on an integer program: metrics, the float reference (onnxruntime), check, cost, accuracy,
+advisor, compare."""
