@@ -23,6 +23,7 @@ from onnx import helper
 
 from npu_sim.boards import Arithmetic
 from npu_sim.ir import QParams, Tensor
+from npu_sim.lowering.registry import lowering_of
 from npu_sim.ops import lut
 
 DOC = Path(__file__).resolve().parent / "LUT_ERRORS.md"
@@ -111,7 +112,7 @@ def onnx_board_codes(cfg: Config, in_q: QParams, out_q: QParams) -> np.ndarray:
     """The ``onnx`` board on every input code: ONNX's definition (float32 op via onnx.reference, quantize)."""
     x = Tensor("x", "x", (256,), in_q)
     y = Tensor("y", "y", (256,), out_q)
-    node = lut.lower_lut(_stub("onnx"), _onode(cfg), _args(cfg, x), y, None)
+    node = lowering_of("onnx", cfg.op).lower(_stub("onnx"), _onode(cfg), _args(cfg, x), y, None)
     ctx = SimpleNamespace(tensor=lambda name: x)
     with np.errstate(all="ignore"):  # log(0) and friends: ONNX's own -inf / NaN
         return node.run(node, [lut.all_codes(in_q)], ctx)[0]

@@ -112,6 +112,14 @@ class Node:
     params: dict[str, Any] = field(default_factory=dict)  # prepared integer parameters
     attrs: dict[str, Any] = field(default_factory=dict)   # ONNX attributes that matter, for printing/checks
     sources: list[str] = field(default_factory=list)      # ONNX nodes folded into this op (Q, DQ, Relu, ...)
+    # the run function's caches, filled on first run (bound kernels, validated set-ups); never part of what a
+    # node computes: not compared, not printed, not pickled (a memo may hold Numba closures)
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["memo"] = {}
+        return state
 
     def describe_params(self) -> str:
         parts = []

@@ -37,7 +37,9 @@ class Arithmetic:
         return self.add_left_shift_8 if max(operand_bits) <= 8 else self.add_left_shift_16
 
     @property
-    def fixedpoint(self) -> bool:
+    def own_recipe(self) -> bool:
+        """Our board's fixed-point recipe (``requantize = "fixedpoint"``): not onnxruntime's float32 one
+        (``onnx``), not TFLite's (``tflite``)."""
         return self.requantize == "fixedpoint"
 
 

@@ -1,8 +1,11 @@
 """Which function lowers an op, per board arithmetic: the one table the walk reads.
 
-``fixedpoint`` (our board) and ``onnx`` (onnxruntime's own arithmetic, for cross-checking) share the family
-functions of ``npu_sim.ops``; ``tflite`` (LiteRT's integer recipes) has its own table, and an op missing from it
-is refused with the node's name (a tflite board never falls back to another arithmetic).
+``fixedpoint`` (our board's own recipe) maps each op to its family function in ``npu_sim.ops``; ``onnx``
+(onnxruntime's own arithmetic, for cross-checking) is that table with the ops onnxruntime computes differently
+remapped to their ``*_onnx`` twins (next to the family function: onnxruntime's fused QLinear* kernel where it
+fuses the group, else ONNX's definition) or straight to ``onnx_arith.lower_reference_op`` (ONNX's definition);
+``tflite`` (LiteRT's integer recipes) has its own table, and an op missing from it is refused with the node's
+name (a tflite board never falls back to another arithmetic).
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import Callable
 from npu_sim.lowering.problem import Problem
 from npu_sim.opset import LUT_OPS, MOVEMENT_OPS, OPS, OpFacts
 from npu_sim.ops import affine, convert, elementwise, layernorm, lut, mac, movement, pool, resize, softmax
+from npu_sim.ops.onnx_arith import lower_reference_op
 from npu_sim.ops.tflite import convert as tfl_convert
 from npu_sim.ops.tflite import elementwise as tfl_elementwise
 from npu_sim.ops.tflite import lut as tfl_lut
@@ -56,6 +60,30 @@ _FAMILIES: dict[str, Callable] = {
     **{op: movement.lower_movement for op in MOVEMENT_OPS},
 }
 
+# ``onnx``: MAC ops, MaxPool and movement keep the family functions (the MAC ones read the arithmetic at
+# preparation, ``common.prepare_requant``); everything else runs onnxruntime's arithmetic
+_ONNX: dict[str, Callable] = {
+    **_FAMILIES,
+    "Add": elementwise.lower_add_onnx,
+    "Sub": elementwise.lower_add_onnx,
+    "Mul": elementwise.lower_mul_onnx,
+    "Div": elementwise.lower_div_onnx,
+    "Concat": lower_reference_op,
+    "Relu": elementwise.lower_clamp_onnx,
+    "Clip": elementwise.lower_clamp_onnx,
+    "LeakyRelu": lower_reference_op,
+    "PRelu": lower_reference_op,
+    "BatchNormalization": affine.lower_batchnorm_onnx,
+    "AveragePool": pool.lower_avgpool_onnx,
+    "GlobalAveragePool": pool.lower_mean_onnx,
+    "ReduceMean": pool.lower_mean_onnx,
+    "Resize": resize.lower_resize_onnx,
+    "Softmax": softmax.lower_softmax_onnx,
+    "LayerNormalization": layernorm.lower_layernorm_onnx,
+    "Requantize": convert.lower_requantize_onnx,
+    **{op: lower_reference_op for op in LUT_OPS},
+}
+
 _TFLITE: dict[str, Callable] = {
     "Conv": tfl_mac.lower_conv,
     "Gemm": tfl_mac.lower_gemm,
@@ -81,7 +109,7 @@ _TFLITE: dict[str, Callable] = {
     **{op: movement.lower_movement for op in MOVEMENT_OPS},
 }
 
-TABLES: dict[str, dict[str, Callable]] = {"fixedpoint": _FAMILIES, "onnx": _FAMILIES, "tflite": _TFLITE}
+TABLES: dict[str, dict[str, Callable]] = {"fixedpoint": _FAMILIES, "onnx": _ONNX, "tflite": _TFLITE}
 
 
 def lowering_of(arithmetic: str, op: str) -> Entry | None:

@@ -34,8 +34,6 @@ def affine_closure(x3, shape, out_dtype, x_zp, w, b, f_bits, p):
 def lower_batchnorm(lowering, onode, args, out: Tensor, act) -> Node:
     x = args[0]
     check_per_tensor(x, "BatchNormalization input")
-    if not lowering.arith.fixedpoint:
-        return _lower_batchnorm_float(lowering, onode, args, out, act)
     gamma, beta, mean, var = (const_value(lowering, a, f"BatchNormalization {n}").astype(np.float64).reshape(-1)
                               for a, n in zip(args[1:5], ("scale", "B", "mean", "var")))
     eps = float(attrs(onode).get("epsilon", 1e-5))
@@ -51,11 +49,12 @@ def lower_batchnorm(lowering, onode, args, out: Tensor, act) -> Node:
     return Node(lowering.node_name(onode), "BatchNormalization", [x.name], [out.name], _run_affine, p)
 
 
-def _lower_batchnorm_float(lowering, onode, args, out: Tensor, act) -> Node:
+def lower_batchnorm_onnx(lowering, onode, args, out: Tensor, act) -> Node:
     """The ``onnx`` arithmetic: ONNX's inference formula ``(x - mean) / sqrt(var + eps) * scale + B`` in float32
     on the dequantized input, then QuantizeLinear (what onnxruntime computes; onnx.reference's
     BatchNormalization-9 takes a set ``momentum`` for training mode and normalizes with batch statistics, as
-    PaddlePaddle's opset-13 exports trigger, so it is not used here)."""
+    PaddlePaddle's opset-13 exports trigger, so it is not used here). The input is per tensor, as on the board."""
+    check_per_tensor(args[0], "BatchNormalization input")
     if len(onode.output) > 1 and any(onode.output[1:]):
         raise Problem("BatchNormalization in training mode (running statistics outputs) is not supported")
     shape = (1, -1) + (1,) * (len(out.shape) - 2)
@@ -139,4 +138,4 @@ def _run_affine(node, inputs, ctx):
     def make():
         x3 = np.ascontiguousarray(x).reshape(x.shape[0] if x.ndim > 1 else 1, p["w"].size, -1)
         return affine_closure(x3, x.shape, p["_out_dtype"], p["x_zp"], p["w"], p["b"], p["f_bits"], p)
-    return [layout_memo(p, "_fast", (x.shape, x.dtype), make)(x)]
+    return [layout_memo(node.memo, "fast", (x.shape, x.dtype), make)(x)]

@@ -82,7 +82,7 @@ def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand
     # per channel: whether acc + bias can pass the board's width (then the run checks and counts it)
     params["_acc_check"] = np.array([acc_bound is None or acc_bound + abs(int(b)) >= 2 ** (params["acc_bits"] - 1)
                                      for b in params["bias"]], bool)
-    if arith.fixedpoint:
+    if arith.own_recipe:
         real = np.float64(sx) * sw.astype(np.float64) * alpha / np.float64(sy)
         params["mult"], params["shift"] = fixed_multipliers(real, arith.multiplier_bits)
     else:
@@ -99,20 +99,25 @@ ACC_DTYPES = tuple(np.dtype(d) for d in (np.int64, np.int32, np.int16, np.uint16
 
 def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, inner: int,
                    params: dict | None = None, out: np.ndarray | None = None, channel_slice=slice(None),
-                   offset: np.ndarray | None = None) -> np.ndarray:
+                   offset: np.ndarray | None = None, memo: dict | None = None) -> np.ndarray:
     """Requantize an accumulator laid out as (outer, channels, inner) with prepared params (the node's).
 
     ``channel_slice`` selects the params' channels (a group of a convolution); ``offset`` (int64 per channel)
-    is added to the bias; ``out`` (possibly a strided view) receives the result.
+    is added to the bias; ``out`` (possibly a strided view) receives the result. The validated kernel set-ups
+    are kept in ``memo``: the node's ``memo`` for its own params, else the one passed with ``params`` (none
+    passed: nothing kept).
     """
-    p = node.params if params is None else params
+    if params is None:
+        p, m = node.params, node.memo
+    else:
+        p, m = params, ({} if memo is None else memo)
     acc3 = acc.reshape(outer, channels, inner)
     if acc3.dtype not in ACC_DTYPES or not acc3.flags.c_contiguous:
         acc3 = np.ascontiguousarray(acc3, dtype=np.int64)
     if out is None:
         out = np.empty(acc3.shape, dtype=p["_out_dtype"])
     if "mult" in p:
-        prep = p.get("_rq_prep", {}).get((channel_slice.start, channel_slice.stop, channel_slice.step))
+        prep = m.get("rq_prep", {}).get((channel_slice.start, channel_slice.stop, channel_slice.step))
         if (prep is not None and out.dtype == prep[0] and out.shape == acc3.shape
                 and (offset is None or np.abs(offset).max(initial=0) < _OFFSET_LIMIT)):
             # validated on this slice's first call (below): run the kernel directly
@@ -125,7 +130,7 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
             else:
                 n = int(requantize_loop(acc3, bias, mult_c, shift_c, bound_c, *args, out))
         else:
-            n = _requantize_validated(p, acc3, channel_slice, offset, out)
+            n = _requantize_validated(p, m, acc3, channel_slice, offset, out)
     elif p["acc_bits"] <= 32:
         bias = p["bias"][channel_slice] if offset is None else p["bias"][channel_slice] + offset
         n = requantize_float(acc3, bias, p["scale"][channel_slice], p["out_zp"], p["qmin"], p["qmax"], out)
@@ -144,26 +149,26 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
 _OFFSET_LIMIT = 1 << 61  # prepared biases are below 2**61 too, so bias + offset stays inside the kernel's 2**62
 
 
-def _requantize_validated(p: dict, acc3, channel_slice, offset, out) -> int:
+def _requantize_validated(p: dict, m: dict, acc3, channel_slice, offset, out) -> int:
     """``kernels.requantize.requantize`` with every check; records what a later call on the same channel slice
-    may pass to the kernel directly (contiguous per-channel arrays and the scalar arguments)."""
+    may pass to the kernel directly (contiguous per-channel arrays and the scalar arguments) in the memo ``m``."""
     check = p["_acc_check"][channel_slice] if "_acc_check" in p else np.ones(acc3.shape[1], bool)
     acc_bits = p["acc_bits"] if check.any() else 64  # 64: proven unable to overflow
-    if "_bound" not in p:  # saturation bounds depend on the multipliers only: compute them once
-        p["_bound"] = saturation_bounds(p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"])
+    if "bound" not in m:  # saturation bounds depend on the multipliers only: compute them once
+        m["bound"] = saturation_bounds(p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"])
     bias_c = p["bias"][channel_slice]
     bias = bias_c if offset is None else bias_c + offset
     n = requantize(acc3, bias, p["mult"][channel_slice], p["shift"][channel_slice], p["out_zp"], p["qmin"],
-                   p["qmax"], acc_bits, p["_saturate"], out, bound=p["_bound"][channel_slice])
+                   p["qmax"], acc_bits, p["_saturate"], out, bound=m["bound"][channel_slice])
     if bias_c.size == 0 or int(np.abs(bias_c).max()) < _OFFSET_LIMIT:
         limit = acc_bits < 64
         args = (int(p["out_zp"]), int(p["qmin"]), int(p["qmax"]), check & limit,
                 -(1 << (acc_bits - 1)) if limit else 0, (1 << (acc_bits - 1)) - 1 if limit else 0, 64 - acc_bits,
                 bool(p["_saturate"]))
         c = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
-        p.setdefault("_rq_prep", {})[(channel_slice.start, channel_slice.stop, channel_slice.step)] = (
+        m.setdefault("rq_prep", {})[(channel_slice.start, channel_slice.stop, channel_slice.step)] = (
             out.dtype, c(bias_c), c(p["mult"][channel_slice]), c(p["shift"][channel_slice]),
-            c(p["_bound"][channel_slice]), args, bool(args[3].any()))
+            c(m["bound"][channel_slice]), args, bool(args[3].any()))
     return n
 
 
@@ -183,18 +188,19 @@ def rescale_params(lowering, src: QParams, out: Tensor, act=None) -> dict:
     return p
 
 
-def rescale(node: Node, ctx, q: np.ndarray, params: dict) -> np.ndarray:
-    """Apply ``rescale_params`` to an integer array (its zero point goes into the bias: no widened copy)."""
+def rescale(node: Node, ctx, q: np.ndarray, params: dict, memo: dict) -> np.ndarray:
+    """Apply ``rescale_params`` to an integer array (its zero point goes into the bias: no widened copy);
+    ``memo``: the run-time memo kept for these params (``requantize_acc``)."""
     q = np.ascontiguousarray(q)
     return requantize_acc(node, ctx, q, 1, 1, q.size, params,
-                          offset=np.array([-params["x_zp"]], np.int64)).reshape(q.shape)
+                          offset=np.array([-params["x_zp"]], np.int64), memo=memo).reshape(q.shape)
 
 
-def layout_memo(p: dict, slot: str, key, make):
+def layout_memo(memo: dict, slot: str, key, make):
     """``make()`` -- a node's run closure for inputs of one layout, or None where its fast path does not apply --
-    kept in the node's params under ``slot`` while ``key`` (those inputs' shapes and dtypes) repeats: the kernels'
-    ``cached_bind`` with a memo per node and path."""
-    return cached_bind(p.setdefault(slot, {}), key, make)
+    kept in the run-time ``memo`` (the node's, ``Node.memo``) under ``slot`` while ``key`` (those inputs' shapes
+    and dtypes) repeats: the kernels' ``cached_bind`` with a memo per node and path."""
+    return cached_bind(memo.setdefault(slot, {}), key, make)
 
 
 def bound_closure(run, in_shape, buf_shape, out_shape, dtype):

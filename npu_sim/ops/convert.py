@@ -33,12 +33,18 @@ def _run_quantize(node, inputs, ctx):
 
 
 def lower_requantize(lowering, onode, src: Tensor, out: Tensor) -> Node:
-    p = rescale_params(lowering, src.q, out) if lowering.arith.fixedpoint else {"_src": src.q, "_dst": out.q}
-    return Node(lowering.node_name(onode), "Requantize", [src.name], [out.name], _run_requantize, p)
+    return Node(lowering.node_name(onode), "Requantize", [src.name], [out.name], _run_requantize,
+                rescale_params(lowering, src.q, out))
+
+
+def lower_requantize_onnx(lowering, onode, src: Tensor, out: Tensor) -> Node:
+    """The ``onnx`` arithmetic: ``QuantizeLinear(DequantizeLinear(q))`` in float32."""
+    return Node(lowering.node_name(onode), "Requantize", [src.name], [out.name], _run_requantize,
+                {"_src": src.q, "_dst": out.q})
 
 
 def _run_requantize(node, inputs, ctx):
     p = node.params
     if "_src" in p:
         return [p["_dst"].quantize(p["_src"].dequantize(inputs[0]))]
-    return [scalar_rescale(node, ctx, inputs[0], p)]
+    return [scalar_rescale(node, ctx, inputs[0], p, node.memo)]

@@ -2,7 +2,7 @@
 (BatchNormalization and Add/Sub of a constant are per-channel affines: ``ops/affine.py``).
 
 Board integer semantics (``fixedpoint`` arithmetic; the ``onnx`` arithmetic runs the QDQ definition instead,
-see ``float_ref``):
+see ``onnx_arith``):
 
 * Add/Sub of an activation and a constant (per tensor or per channel): one affine with a single rounding,
   ``y = floor(((x-zx) W + B_c + 2^(F-1)) / 2^F) + zy``, ``W = round(+-2^F sx/sy)``, the constant in output LSBs
@@ -39,7 +39,7 @@ DequantizeLinear outputs, the op's only consumer is one QuantizeLinear (or one R
 Relu with ``zy == qmin``; Clip whose bounds cover the quantized range within FLT_EPSILON, or whose quantized
 bounds cover the type), no output of the group is a graph output, and A, B and Y share one 8-bit type; npu-sim
 also requires per-tensor quantization (onnxruntime's kernels refuse anything else). Every other group keeps the
-ONNX definition (``float_ref``), as onnxruntime then runs it unfused in float. The fused kernels model the
+ONNX definition (``onnx_arith``), as onnxruntime then runs it unfused in float. The fused kernels model the
 session option ``session.qdqisint8allowed=1``; without it, onnxruntime on x86 first turns int8 Q->DQ pairs into
 uint8 (+128), which can move a QLinearAdd result by one on rare near-ties.
 """
@@ -101,11 +101,15 @@ def _flat(arr, shape):
     return np.ascontiguousarray(np.broadcast_to(arr, shape)).reshape(-1)
 
 
+def lower_add_onnx(lowering, onode, args, out: Tensor, act) -> Node:
+    """The ``onnx`` arithmetic: onnxruntime's QLinearAdd where it fuses the group (never Sub), else ONNX's
+    definition of the QDQ group."""
+    if onode.op_type == "Add" and ort_fuses_qdq_group(lowering, onode, args, out):
+        return _lower_ort_binary(lowering, onode, args, out, "QLinearAdd")
+    return lower_float_reference(lowering, onode, args, [out], act)
+
+
 def lower_add(lowering, onode, args, out: Tensor, act) -> Node:
-    if not lowering.arith.fixedpoint:
-        if onode.op_type == "Add" and ort_fuses_qdq_group(lowering, onode, args, out):
-            return _lower_ort_binary(lowering, onode, args, out, "QLinearAdd")
-        return lower_float_reference(lowering, onode, args, [out], act)
     node = lower_add_constant(lowering, onode, args, out, act)
     if node is not None:
         return node
@@ -135,7 +139,7 @@ def _run_binary(node, inputs, ctx, bind):
     p = node.params
     a, i = _value(p["_a"], inputs, 0)
     b, _ = _value(p["_b"], inputs, i)
-    fast = layout_memo(p, "_fast", (a.shape, a.dtype, b.shape, b.dtype),
+    fast = layout_memo(node.memo, "fast", (a.shape, a.dtype, b.shape, b.dtype),
                        lambda: _binary_closure(p, a, b, ctx.shape_of(node.outputs[0]), bind))
     return [fast(a, b)]
 
@@ -173,11 +177,14 @@ def _bind_add(p, a3, b3, out):
                     p["sign_b"], p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], out)
 
 
+def lower_mul_onnx(lowering, onode, args, out: Tensor, act) -> Node:
+    """The ``onnx`` arithmetic: onnxruntime's QLinearMul where it fuses the group, else ONNX's definition."""
+    if ort_fuses_qdq_group(lowering, onode, args, out):
+        return _lower_ort_binary(lowering, onode, args, out, "QLinearMul")
+    return lower_float_reference(lowering, onode, args, [out], act)
+
+
 def lower_mul(lowering, onode, args, out: Tensor, act) -> Node:
-    if not lowering.arith.fixedpoint:
-        if ort_fuses_qdq_group(lowering, onode, args, out):
-            return _lower_ort_binary(lowering, onode, args, out, "QLinearMul")
-        return lower_float_reference(lowering, onode, args, [out], act)
     a = operand(lowering, args[0], "Mul input A")
     b = operand(lowering, args[1], "Mul input B")
     p = {"a_zp": int(a.q.zero_point), "b_zp": int(b.q.zero_point)}
@@ -302,15 +309,29 @@ def _run_ort_binary(node, inputs, ctx):
     return [out.reshape(shape)]
 
 
-def lower_div(lowering, onode, args, out: Tensor, act) -> Node:
-    a, b = args[:2]
+def _constant_divisor(lowering, onode, args) -> np.ndarray | None:
+    """A Div's constant divisor (float64), ``None`` when the divisor is an activation; one containing zero is
+    refused (on every arithmetic)."""
+    b = args[1]
     if not (isinstance(b, np.ndarray) or (isinstance(b, Tensor) and b.is_const)):
-        return lower_div_by_activation(lowering, onode, args, out, act)  # reciprocal table + integer Mul
+        return None
     c = const_value(lowering, b, "Div divisor").astype(np.float64)
     if np.any(c == 0):
         raise QuantizationError(f"Div node {onode.name!r}: the constant divisor {onode.input[1]!r} contains zero")
-    if not lowering.arith.fixedpoint:
-        return lower_float_reference(lowering, onode, args, [out], act)
+    return c
+
+
+def lower_div_onnx(lowering, onode, args, out: Tensor, act) -> Node:
+    """The ``onnx`` arithmetic: ONNX's definition of the QDQ group (after the shared divisor check)."""
+    _constant_divisor(lowering, onode, args)
+    return lower_float_reference(lowering, onode, args, [out], act)
+
+
+def lower_div(lowering, onode, args, out: Tensor, act) -> Node:
+    a = args[0]
+    c = _constant_divisor(lowering, onode, args)
+    if c is None:
+        return lower_div_by_activation(lowering, onode, args, out, act)  # reciprocal table + integer Mul
     check_per_tensor(a, "Div input")
     real = float(a.q.scale) / (c * float(out.q.scale))
     real_full = np.broadcast_to(real, out.shape) if real.size > 1 else real.reshape(1)
@@ -326,28 +347,27 @@ def _run_div(node, inputs, ctx):
     c = p["mult"].size
     x = inputs[0]
     if c == 1:  # the quantized input is the accumulator, its zero point goes into the bias
-        return [scalar_rescale(node, ctx, x if x.shape == shape else np.broadcast_to(x, shape), p)]
+        return [scalar_rescale(node, ctx, x if x.shape == shape else np.broadcast_to(x, shape), p, node.memo)]
     acc = np.broadcast_to(x.astype(np.int64) - p["x_zp"], shape)
     return [requantize_acc(node, ctx, acc, acc.size // c, c, 1).reshape(shape)]
 
 
-def scalar_rescale(node, ctx, x, p: dict) -> np.ndarray:
+def scalar_rescale(node, ctx, x, p: dict, memo: dict) -> np.ndarray:
     """``clamp(R(x - x_zp, mult, shift) + out_zp)`` with one multiplier (``p`` from ``rescale_params``, or a Div by
     a scalar): for 8/16-bit ``x`` and ``shift >= 1`` it is ``((x - x_zp) * mult + 2^(shift-1)) >> shift``, the
     affine kernel with one channel (the same integers as the requantization, |x - x_zp| < 2^31), bound once per
-    input shape and dtype (kept in ``p``); else ``common.rescale``."""
+    input shape and dtype (kept in ``memo``: the node's ``memo`` for its own params, else one kept in it for
+    ``p``); else ``common.rescale``."""
     def make():
         if p["shift"][0] >= 1 and x.dtype in AFFINE_DTYPES and abs(p["x_zp"]) <= 1 << 16:
             return affine_closure(np.ascontiguousarray(x).reshape(1, 1, -1), x.shape, p["_out_dtype"], p["x_zp"],
                                   p["mult"], p["bias"], int(p["shift"][0]), p)
         return None
-    fast = layout_memo(p, "_fast_rescale", (x.shape, x.dtype), make)
-    return rescale(node, ctx, x, p) if fast is None else fast(x)
+    fast = layout_memo(memo, "fast_rescale", (x.shape, x.dtype), make)
+    return rescale(node, ctx, x, p, memo) if fast is None else fast(x)
 
 
 def lower_concat(lowering, onode, args, out: Tensor, act) -> Node:
-    if not lowering.arith.fixedpoint:
-        return lower_float_reference(lowering, onode, args, [out], act)
     axis = int(attrs(onode).get("axis", 0))
     if axis < 0:
         axis += len(out.shape)
@@ -365,19 +385,27 @@ def lower_concat(lowering, onode, args, out: Tensor, act) -> Node:
 def _run_concat(node, inputs, ctx):
     p = node.params
     pieces, i = [], 0
-    for t, rq in p["_parts"]:
+    for j, (t, rq) in enumerate(p["_parts"]):
         v, i = _value(t, inputs, i)
         if rq is not None:
-            v = scalar_rescale(node, ctx, v, rq)
+            v = scalar_rescale(node, ctx, v, rq, node.memo.setdefault(j, {}))  # a memo per rescaled input
         pieces.append(v.astype(p["_out_dtype"], copy=False))
     return [np.concatenate(pieces, axis=p["axis"])]
 
 
-def lower_clamp(lowering, onode, args, out: Tensor, act) -> Node:
+def _clamp_bounds(lowering, onode, act):
+    """A Relu/Clip's own bounds merged with those of a Relu/Clip folded after it (``act``)."""
     own = activation_bounds(lowering, onode)
-    act = own if act is None else (max(own[0], act[0]), min(own[1], act[1]))
-    if not lowering.arith.fixedpoint:
-        return lower_float_reference(lowering, onode, args, [out], act)
+    return own if act is None else (max(own[0], act[0]), min(own[1], act[1]))
+
+
+def lower_clamp_onnx(lowering, onode, args, out: Tensor, act) -> Node:
+    """The ``onnx`` arithmetic: ONNX's definition of the QDQ group, clipped to the merged bounds."""
+    return lower_float_reference(lowering, onode, args, [out], _clamp_bounds(lowering, onode, act))
+
+
+def lower_clamp(lowering, onode, args, out: Tensor, act) -> Node:
+    act = _clamp_bounds(lowering, onode, act)
     x = args[0]
     check_per_tensor(x, f"{onode.op_type} input")
     return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_rescale,
@@ -385,12 +413,10 @@ def lower_clamp(lowering, onode, args, out: Tensor, act) -> Node:
 
 
 def _run_rescale(node, inputs, ctx):
-    return [scalar_rescale(node, ctx, inputs[0], node.params)]
+    return [scalar_rescale(node, ctx, inputs[0], node.params, node.memo)]
 
 
 def lower_leaky_relu(lowering, onode, args, out: Tensor, act) -> Node:
-    if not lowering.arith.fixedpoint:
-        return lower_float_reference(lowering, onode, args, [out], act)
     x = args[0]
     check_per_tensor(x, f"{onode.op_type} input")
     sx, sy = float(x.q.scale), float(out.q.scale)

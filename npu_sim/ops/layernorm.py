@@ -132,25 +132,35 @@ def _gamma(lowering, arg, x_shape, axes):
     return _per_row(g, x_shape, axes, "scale"), _per_row(sg, x_shape, axes, "scale").astype(np.float64)
 
 
-def lower_layernorm(lowering, onode, args, out: Tensor, act) -> Node:
+def _layernorm_extent(lowering, onode, x: Tensor):
+    """A LayerNormalization's checked ``(chain, axes, eps)``: ``chain`` the decomposed chain this node stands for
+    (or None), ``axes`` the normalized axes; the Mean / InvStdDev outputs must be unused."""
     chain = getattr(lowering, "layernorm_chains", {}).get(onode.output[0])
     for extra in list(onode.output[1:]):
         if extra and (lowering.consumers.get(extra) or extra in lowering.g.outputs):
             raise Problem("LayerNormalization outputs Mean / InvStdDev are not supported")
-    x = args[0]
     rank = len(x.shape)
     if chain is not None:
-        axes, eps = tuple(chain["axes"]), float(chain["eps"])
-    else:
-        a = attrs(onode)
-        axis = int(a.get("axis", -1))
-        if not -rank <= axis < rank:
-            raise Problem(f"LayerNormalization axis {axis} is out of range for rank {rank}")
-        axes, eps = tuple(range(axis % rank, rank)), float(a.get("epsilon", 1e-5))
-    if not lowering.arith.fixedpoint:
-        if chain is not None:
-            return _lower_chain_reference(lowering, onode, chain, x, out, act)
-        return lower_float_reference(lowering, onode, args, [out], act)
+        return chain, tuple(chain["axes"]), float(chain["eps"])
+    a = attrs(onode)
+    axis = int(a.get("axis", -1))
+    if not -rank <= axis < rank:
+        raise Problem(f"LayerNormalization axis {axis} is out of range for rank {rank}")
+    return None, tuple(range(axis % rank, rank)), float(a.get("epsilon", 1e-5))
+
+
+def lower_layernorm_onnx(lowering, onode, args, out: Tensor, act) -> Node:
+    """The ``onnx`` arithmetic: the decomposed chain as written (``_lower_chain_reference``), or ONNX's
+    definition of a LayerNormalization QDQ group."""
+    chain, _, _ = _layernorm_extent(lowering, onode, args[0])
+    if chain is not None:
+        return _lower_chain_reference(lowering, onode, chain, args[0], out, act)
+    return lower_float_reference(lowering, onode, args, [out], act)
+
+
+def lower_layernorm(lowering, onode, args, out: Tensor, act) -> Node:
+    x = args[0]
+    chain, axes, eps = _layernorm_extent(lowering, onode, x)
     check_per_tensor(x, "LayerNormalization input")
     n = int(np.prod([x.shape[a] for a in axes]))
     gamma_arg = args[1] if len(args) > 1 else None
@@ -202,11 +212,11 @@ def _lower_chain_reference(lowering, onode, chain, x: Tensor, out: Tensor, act) 
                 inits.append(numpy_helper.from_array(np.asarray(g.consts[name]), name))
     src = chain["input"]
     graph_nodes = []
-    local = src
-    if chain["perm"] is not None:  # the rewritten op reads the transposed input: undo it for the chain
-        local = "layernorm_chain_input"
-        graph_nodes.append(helper.make_node("Transpose", [local], [src],
-                                            perm=[int(v) for v in np.argsort(chain["perm"])]))
+    # The rewritten op reads the transposed input: the run undoes it into a contiguous array, so that the chain's
+    # reductions add in the order onnxruntime adds them in the chain's own layout (a transposed view would make
+    # numpy sum pairwise along the then contiguous axis: 1-ulp different means, a rounding tie away from 1 LSB).
+    inverse = None if chain["perm"] is None else tuple(int(v) for v in np.argsort(chain["perm"]))
+    shape = list(x.shape) if inverse is None else [x.shape[i] for i in inverse]
     # onnx.reference implements QuantizeLinear/DequantizeLinear from opset 19 on: run the chain at opset >= 21
     # (native 16-bit Q/DQ too), with ReduceMean's axes moved from the attribute (opset < 18) to an input.
     for i, nd in enumerate(nodes):
@@ -228,13 +238,21 @@ def _lower_chain_reference(lowering, onode, chain, x: Tensor, out: Tensor, act) 
         graph_nodes.append(helper.make_node("Clip", [final, "act_lo", "act_hi"], ["clipped"]))
         final = "clipped"
     graph = helper.make_graph(graph_nodes, "layernorm_chain",
-                              [helper.make_tensor_value_info(local, TensorProto.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info(src, TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info(final, TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", max(g.opset, 21))])
     try:
         evaluator = ReferenceEvaluator(model)
     except Exception as exc:  # noqa: BLE001  (any reason the reference cannot run the chain)
         raise Problem(f"the LayerNorm chain cannot be evaluated by onnx.reference: {exc}") from None
-    params = {"_eval": evaluator, "_feeds": [(local, x.name)], "_outs": [out.q]}
-    return Node(lowering.node_name(onode), "LayerNormalization", [x.name], [out.name], run_float_reference, params,
+    params = {"_eval": evaluator, "_feeds": [(src, x.name)], "_outs": [out.q], "_inverse_perm": inverse}
+    return Node(lowering.node_name(onode), "LayerNormalization", [x.name], [out.name], _run_chain_reference, params,
                 {"arithmetic": "onnx float reference (decomposed chain)", "fused": [nd.name for nd in chain["nodes"]]})
+
+
+def _run_chain_reference(node, inputs, ctx):
+    """``run_float_reference`` on the chain's own layout: the transposed input made contiguous first."""
+    inverse = node.params["_inverse_perm"]
+    if inverse is not None:
+        inputs = [np.ascontiguousarray(np.transpose(inputs[0], inverse))]
+    return run_float_reference(node, inputs, ctx)

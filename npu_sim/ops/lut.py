@@ -2,7 +2,7 @@
 Softplus, Elu, Pow (constant scalar exponent), and Div by an activation (a reciprocal table, then an integer Mul).
 
 Board integer semantics (``fixedpoint`` arithmetic; the ``onnx`` arithmetic keeps the ONNX definition of the QDQ
-group -- dequantize, the op in float32, quantize -- see ``float_ref``):
+group -- dequantize, the op in float32, quantize -- see ``onnx_arith``):
 
 **The table** is built once, at lowering, from the op's real function ``f`` between the input quantization
 ``(sx, zx)`` and the output quantization ``(sy, zy)`` (a Relu/Clip folded into the group clips ``f`` first):
@@ -86,7 +86,6 @@ from kernels.mul import mul
 from npu_sim.ir import Node, QParams, Tensor
 from npu_sim.lowering.problem import Problem
 from npu_sim.ops.common import attrs, check_per_tensor, clamp_bounds, const_value, operand
-from npu_sim.ops.onnx_arith import lower_float_reference
 
 CORRECTIONS = ("midpoint", "none")
 DEFAULT_CORRECTION = "midpoint"
@@ -259,11 +258,11 @@ def table_params(f: Function, in_q: QParams, out_q: QParams, lo: int, hi: int, e
     return p
 
 
-def apply_table(p: dict, q: np.ndarray, out_dtype) -> np.ndarray:
-    """Run the table kernel on an integer array of any shape (the kernels' validated arguments kept in ``p``)."""
+def apply_table(p: dict, q: np.ndarray, out_dtype, cache: dict | None = None) -> np.ndarray:
+    """Run the table kernel on an integer array of any shape (the kernels' validated arguments kept in ``cache``,
+    a run-time memo owned by the caller for this table; None: validated on every call)."""
     flat = np.ascontiguousarray(q).reshape(-1)
     out = np.empty(flat.size, out_dtype)
-    cache = p.setdefault("_k_cache", {})
     if p["_in_q"].bits <= 8:
         if out.dtype != p["table"].dtype:
             tmp = np.empty(flat.size, p["table"].dtype)
@@ -329,23 +328,20 @@ def _lut_node(lowering, onode, x: Tensor, out: Tensor, act, f: Function, shown: 
 
 
 def lower_lut(lowering, onode, args, out: Tensor, act) -> Node:
-    if not lowering.arith.fixedpoint:
-        return lower_float_reference(lowering, onode, args, [out], act)
     f, shown = node_function(lowering, onode, args)
     return _lut_node(lowering, onode, args[0], out, act, f, shown, onode.op_type)
 
 
 def _run_lut(node, inputs, ctx):
     p = node.params
-    return [apply_table(p, p["_const"] if p["_const"] is not None else inputs[0], p["_out_dtype"])]
+    return [apply_table(p, p["_const"] if p["_const"] is not None else inputs[0], p["_out_dtype"],
+                        node.memo.setdefault("k_cache", {}))]
 
 
 # ---- Div by an activation ----------------------------------------------------------------------------------
 def lower_div_by_activation(lowering, onode, args, out: Tensor, act) -> Node:
     """``a / b`` with ``b`` an activation (module docstring)."""
     a, b = args[:2]
-    if not lowering.arith.fixedpoint:
-        return lower_float_reference(lowering, onode, args, [out], act)
     if not isinstance(b, Tensor) or b.is_const:
         raise Problem("Div divisor is not an activation")
     check_per_tensor(b, "Div divisor")
@@ -397,7 +393,7 @@ def _run_div_by_activation(node, inputs, ctx):
     else:
         a, i = inputs[0], 1
     b = inputs[i]
-    r = apply_table(p["_recip"], b, np.int16)
+    r = apply_table(p["_recip"], b, np.int16, node.memo.setdefault("recip_k_cache", {}))
     shape = ctx.shape_of(node.outputs[0])
     a_flat = np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
     r_flat = np.ascontiguousarray(np.broadcast_to(r, shape)).reshape(-1)

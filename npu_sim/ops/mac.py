@@ -113,7 +113,7 @@ def lower_conv(lowering, onode, args, out: Tensor, act) -> Node:
     cout = wi.shape[0]
     sx, sy = float(x.q.scale), float(out.q.scale)
     params = {"x_zp": int(x.q.zero_point), "stride": s, "pads": pads, "dilation": d, "groups": int(a.get("group", 1)),
-              "_w": np.ascontiguousarray(wi), "_is1d": is1d, "_w_cache": {}}
+              "_w": np.ascontiguousarray(wi), "_is1d": is1d}
     bias = _bias(lowering, b, sx, wq.scale, cout, "Conv")
     prepare_requant(lowering, params, sx, wq.scale, sy, cout, (x.q.bits, wq.bits), bias,
                     acc_bound=mac_bound(x.q, wi))
@@ -124,9 +124,9 @@ def lower_conv(lowering, onode, args, out: Tensor, act) -> Node:
 
 
 def _run_conv(node, inputs, ctx):
-    p = node.params
+    p, m = node.params, node.memo
     x = np.ascontiguousarray(inputs[0])
-    fused = layout_memo(p, "_fused", (x.shape, x.dtype), lambda: _bind_fused(p, x, ctx.shape_of(node.outputs[0])))
+    fused = layout_memo(m, "fused", (x.shape, x.dtype), lambda: _bind_fused(p, m, x, ctx.shape_of(node.outputs[0])))
     if fused is not None:
         return [fused(x)]
     if p["_is1d"]:
@@ -135,10 +135,10 @@ def _run_conv(node, inputs, ctx):
     out_shape = ctx.shape_of(node.outputs[0])
     n_img, cout = x.shape[0], w.shape[0]
     if w.shape[1] == 1:  # depthwise: direct loop, int32 accumulator (set up once per input layout)
-        acc = layout_memo(p, "_direct", (x.shape, x.dtype), lambda: bind_direct(
+        acc = layout_memo(m, "direct", (x.shape, x.dtype), lambda: bind_direct(
             x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], compact=True))(x)
         return [requantize_acc(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
-    pw = p.get("_pw")
+    pw = m.get("pw")
     if pw and pw["key"] == (x.dtype, x.shape[1:]):
         return [_run_pointwise(node, ctx, x, pw).reshape(out_shape)]
     y = np.empty((n_img, cout, 1 if p["_is1d"] else out_shape[2], out_shape[-1]), p["_out_dtype"])
@@ -146,7 +146,8 @@ def _run_conv(node, inputs, ctx):
     # GEMM path: requantize each block of columns while it is still in cache
     y = y.reshape(n_img, cout, -1)
     for n, g, c0, c1, acc, off in conv2d_gemm_blocks(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"],
-                                                     p["groups"], block_cols=_block_cols(cg), w_cache=p["_w_cache"]):
+                                                     p["groups"], block_cols=_block_cols(cg),
+                                                     w_cache=m.setdefault("w_cache", {})):
         rows = slice(g * cg, (g + 1) * cg)
         requantize_acc(node, ctx, acc, 1, cg, c1 - c0, out=y[n:n + 1, rows, c0:c1], channel_slice=rows, offset=off)
     return [y.reshape(out_shape)]
@@ -158,11 +159,11 @@ def _block_cols(cout_g: int) -> int:
     return max(8192, POINTWISE_BLOCK // max(1, cout_g))
 
 
-def _bind_fused(p, x, out_shape):
+def _bind_fused(p, m, x, out_shape):
     """The node's convolution with its requantization fused into one kernel, set up once for inputs shaped and
     typed like ``x``: ``conv(x) -> y`` (shaped ``out_shape``), or None where no fused kernel is proven exact
     (then ``_run_conv`` accumulates and requantizes separately; for 1x1 convolutions that take the float GEMM,
-    ``p["_pw"]`` is set here)."""
+    the node's memo ``m["pw"]`` is set here)."""
     if "mult" not in p:
         return None
     w = p["_w"]
@@ -177,33 +178,34 @@ def _bind_fused(p, x, out_shape):
     if w.shape[1] == 1:  # depthwise (or one input channel): the direct loop, int32 accumulator
         run = bind_direct_requantized(x4, *args, np.empty(shape4, dt))
     elif _is_pointwise(p) and hw <= pointwise_small.MAX_PIXELS:
-        small = _small_prep(p, x.dtype, w.reshape(cout, -1))
+        small = _small_prep(p, m, x.dtype, w.reshape(cout, -1))
         run = None
         if small is not None:
             run3 = pointwise_small.bind(x4.reshape(n_img, -1, hw), small, np.empty((n_img, cout, hw), dt))
             run = lambda x4, y: run3(x4.reshape(n_img, -1, hw), y.reshape(n_img, cout, hw))  # noqa: E731
     else:
-        if _is_pointwise(p) and "_pw" not in p:
-            p["_pw"] = _prepare_pointwise(p, x4) or {}  # {}: not this path (decided once: dtype and weights)
-        if _is_pointwise(p) and p["_pw"]:
+        if _is_pointwise(p) and "pw" not in m:
+            m["pw"] = _prepare_pointwise(p, x4) or {}  # {}: not this path (decided once: dtype and weights)
+        if _is_pointwise(p) and m["pw"]:
             return None  # the exact float GEMM, requantized separately
         run = bind_gemm_requantized(x4, *args, np.empty(shape4, dt), max(1, PAIR_BLOCK // (cout // p["groups"])))
     return None if run is None else bound_closure(run, x4.shape, shape4, out_shape, dt)
 
 
-def _small_prep(p, x_dtype, w2):
-    """``kernels.pointwise_small.prepare`` for this node and input dtype (None: not proven), kept in the params."""
-    key = "_small_" + x_dtype.str
-    if key not in p:
-        p[key] = pointwise_small.prepare(x_dtype, p["x_zp"], w2, p["bias"], p["mult"], p["shift"], p["out_zp"],
+def _small_prep(p, m, x_dtype, w2):
+    """``kernels.pointwise_small.prepare`` for this node and input dtype (None: not proven), kept in the node's
+    memo ``m``."""
+    key = "small_" + x_dtype.str
+    if key not in m:
+        m[key] = pointwise_small.prepare(x_dtype, p["x_zp"], w2, p["bias"], p["mult"], p["shift"], p["out_zp"],
                                          p["qmin"], p["qmax"], p["acc_bits"])
-    return p[key]
+    return m[key]
 
 
-def _bind_small_gemm(p, a):
+def _bind_small_gemm(p, m, a):
     """``f(a) -> y`` of a Gemm/MatMul with few rows ``a`` (M, K) on ``kernels.pointwise_small`` (M pixels of K
     channels), set up once for such inputs; None where its fused requantization is not proven exact."""
-    small = _small_prep(p, a.dtype, p["_w"].T)
+    small = _small_prep(p, m, a.dtype, p["_w"].T)
     if small is None:
         return None
     m, n = a.shape[0], p["_w"].shape[1]
@@ -245,14 +247,13 @@ def _prepare_pointwise(p, x) -> dict | None:
     params = dict(p)
     # sum((x - zx) w) = sum((x - c) w) + (c - zx) sum(w); the byte split adds 128 sum(w) (v = 256 hi + lo + 128)
     params["bias"] = p["bias"] + (center - p["x_zp"] + (128 if split else 0)) * wsum
-    params.pop("_rq_prep", None)
-    params.pop("_pw", None)
     hw = int(np.prod(x.shape[2:]))
     rows = max(1, min(cout, POINTWISE_BLOCK // max(1, hw)))
     if split:  # the GEMM result holds both halves: twice the columns per row
         rows = max(1, min(cout, POINTWISE_BLOCK // max(1, 2 * hw)))
     return {"key": (x.dtype, x.shape[1:]), "w": np.ascontiguousarray(w.reshape(cout, k).astype(dt)), "dt": dt,
-            "center": center, "params": params, "rows": rows, "split": split}
+            "center": center, "params": params, "rows": rows, "split": split,
+            "memo": {}}  # requantize_acc's memo for these params
 
 
 def _run_pointwise(node, ctx, x, pw):
@@ -275,7 +276,7 @@ def _run_pointwise(node, ctx, x, pw):
             if split:  # 256*hi + lo, exact in float64
                 acc = combine_hilo(acc[:, :hw], acc[:, hw:], np.empty((r1 - r0, hw), np.float64))
             requantize_acc(node, ctx, acc, 1, r1 - r0, hw, params=pw["params"], out=y[n:n + 1, r0:r1],
-                           channel_slice=slice(r0, r1))
+                           channel_slice=slice(r0, r1), memo=pw["memo"])
     return y
 
 
@@ -321,14 +322,14 @@ def lower_conv_transpose(lowering, onode, args, out: Tensor, act) -> Node:
 
 
 def _run_conv_transpose(node, inputs, ctx):
-    p = node.params
+    p, m = node.params, node.memo
     x = np.ascontiguousarray(inputs[0])
     w = p["_w"]
-    if p.setdefault("_tiled", tiled(x.shape, w.shape, p["stride"], p["pads"], p["dilation"], p["out_hw"])):
+    if m.setdefault("tiled", tiled(x.shape, w.shape, p["stride"], p["pads"], p["dilation"], p["out_hw"])):
         # every output pixel gets exactly one tap: the GEMM result is the accumulator, requantized in its
         # tap-major layout (per channel, element by element: the same results and overflow count) and rearranged
         acc = conv_transpose2d_tiles(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"],
-                                     p["out_hw"], w_cache=p.setdefault("_w_cache", {}))
+                                     p["out_hw"], w_cache=m.setdefault("w_cache", {}))
         n, c, cols = acc.shape
         y = requantize_acc(node, ctx, acc, n, c, cols).reshape(n, c, cols)
         return [untile(y, w.shape[2], w.shape[3], x.shape[2], x.shape[3])]
@@ -351,7 +352,7 @@ def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
         wi = wi.T
     n = wi.shape[1]
     sx, sy = float(a_t.q.scale), float(out.q.scale)
-    params = {"x_zp": int(a_t.q.zero_point), "trans_a": trans_a, "_w": np.ascontiguousarray(wi), "_w_cache": {}}
+    params = {"x_zp": int(a_t.q.zero_point), "trans_a": trans_a, "_w": np.ascontiguousarray(wi)}
     bias = None
     if c_t is not None:
         if isinstance(c_t, Tensor) and not c_t.is_const:
@@ -369,14 +370,14 @@ def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
 
 
 def _run_gemm(node, inputs, ctx):
-    p = node.params
+    p, m = node.params, node.memo
     a = inputs[0].T if p["trans_a"] else inputs[0]
     if "mult" in p and a.shape[0] <= pointwise_small.MAX_PIXELS:  # a few rows: the fused small kernel
-        small = layout_memo(p, "_small_run", (a.shape, a.dtype), lambda: _bind_small_gemm(p, a))
+        small = layout_memo(m, "small_run", (a.shape, a.dtype), lambda: _bind_small_gemm(p, m, a))
         if small is not None:
             return [small(a)]
     a = a.astype(np.int32) - p["x_zp"]
-    acc = int_matmul(np.ascontiguousarray(a), p["_w"], compact=True, b_cache=p["_w_cache"])
+    acc = int_matmul(np.ascontiguousarray(a), p["_w"], compact=True, b_cache=m.setdefault("w_cache", {}))
     return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
 
 
@@ -392,7 +393,7 @@ def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
         check_per_tensor(a_t, "MatMul input A")
         wi, wq = _weights(b_t, 1, f"MatMul weight {onode.input[1]!r}")
         n = 1 if wq.per_tensor else wi.shape[1]
-        params.update({"_w": np.ascontiguousarray(wi), "_w_cache": {}, "_per_col": not wq.per_tensor})
+        params.update({"_w": np.ascontiguousarray(wi), "_per_col": not wq.per_tensor})
         prepare_requant(lowering, params, sx, wq.scale, sy, n, (a_t.q.bits, wq.bits))
     else:
         for t, which in ((a_t, "A"), (b_t, "B")):
@@ -433,7 +434,7 @@ def _run_matmul(node, inputs, ctx):
     if p["_w"] is not None:  # activation @ constant weights
         a = inputs[0].astype(np.int32) - p["a_zp"]
         acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), p["_w"], compact=True,
-                         b_cache=p["_w_cache"])
+                         b_cache=node.memo.setdefault("w_cache", {}))
         if p["_per_col"]:
             return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(out_shape)]
         return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]

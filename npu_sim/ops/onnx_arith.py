@@ -52,6 +52,12 @@ def lower_float_reference(lowering, onode, args, outs: list[Tensor], act, op_lab
                 [o.name for o in outs], run_float_reference, params, {"arithmetic": "onnx float reference"})
 
 
+def lower_reference_op(lowering, onode, args, out: Tensor, act) -> Node:
+    """The ``onnx`` arithmetic's lowering of an op onnxruntime never fuses (registry ``_ONNX`` maps such ops
+    here): the QDQ group as ONNX defines it, ``lower_float_reference`` with one output."""
+    return lower_float_reference(lowering, onode, args, [out], act)
+
+
 def run_float_reference(node, inputs, ctx):
     """Run a node lowered by ``lower_float_reference``: dequantize, evaluate in float32, quantize."""
     p = node.params

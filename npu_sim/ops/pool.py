@@ -8,7 +8,7 @@ Board integer semantics:
   ``count_include_pad``, else the in-bounds ones), ``y = R(s, sx/(n sy)) + zy`` with one multiplier per ``n``.
 * GlobalAveragePool / ReduceMean: ``y = R(sum(q - zx), sx/(n sy)) + zy`` over the reduced cells.
 ``R`` is the board's fixed-point requantization. The ``onnx`` arithmetic runs the ONNX definition (dequantize,
-float32 op, quantize; ``float_ref``), except where onnxruntime fuses the group:
+float32 op, quantize; ``onnx_arith``), except where onnxruntime fuses the group:
 
 * GlobalAveragePool with 8-bit input and output of one type (its QDQ ``UnarySelector``: the input is a
   DequantizeLinear output, the output feeds exactly one QuantizeLinear, possibly through one Relu/Clip it makes
@@ -98,25 +98,30 @@ def _run_maxpool(node, inputs, ctx):
         x4 = x[:, :, None, :] if p["_is1d"] else x
         oh, ow = (1, out_shape[2]) if p["_is1d"] else out_shape[2:]
         y = maxpool2d(np.ascontiguousarray(x4), p["kernel"], p["stride"], p["pads"], p["dilation"], (oh, ow),
-                      cache=p.setdefault("_k_cache", {}))
+                      cache=node.memo.setdefault("k_cache", {}))
         y = y.reshape(out_shape)
     return [y]
 
 
+def lower_avgpool_onnx(lowering, onode, args, out: Tensor, act) -> Node:
+    """The ``onnx`` arithmetic: onnxruntime's QLinearAveragePool where it fuses the group, else ONNX's
+    definition."""
+    x = args[0]
+    if (len(x.shape) == 4 and ort_fuses_qdq_group(lowering, onode, args, out) and act is None
+            and tuple(attrs(onode).get("dilations", (1, 1))) == (1, 1)):
+        k, s, pads, d, _ = pool_window(onode, x, out)
+        qmin, qmax = clamp_bounds(out.q, act)
+        p = {"kernel": k, "stride": s, "pads": pads, "count_include_pad": int(attrs(onode).get(
+             "count_include_pad", 0)), "_sx": np.float32(x.q.scale), "x_zp": int(x.q.zero_point),
+             "_sy": np.float32(out.q.scale), "out_zp": int(out.q.zero_point), "qmin": qmin, "qmax": qmax,
+             "_out_dtype": out.q.np_dtype}
+        return Node(lowering.node_name(onode), "AveragePool", [x.name], [out.name], _run_ort_qlavgpool, p,
+                    {"arithmetic": "onnxruntime QLinearAveragePool"})
+    return lower_float_reference(lowering, onode, args, [out], act)
+
+
 def lower_avgpool(lowering, onode, args, out: Tensor, act) -> Node:
     x = args[0]
-    if not lowering.arith.fixedpoint:
-        if (len(x.shape) == 4 and ort_fuses_qdq_group(lowering, onode, args, out) and act is None
-                and tuple(attrs(onode).get("dilations", (1, 1))) == (1, 1)):
-            k, s, pads, d, _ = pool_window(onode, x, out)
-            qmin, qmax = clamp_bounds(out.q, act)
-            p = {"kernel": k, "stride": s, "pads": pads, "count_include_pad": int(attrs(onode).get(
-                 "count_include_pad", 0)), "_sx": np.float32(x.q.scale), "x_zp": int(x.q.zero_point),
-                 "_sy": np.float32(out.q.scale), "out_zp": int(out.q.zero_point), "qmin": qmin, "qmax": qmax,
-                 "_out_dtype": out.q.np_dtype}
-            return Node(lowering.node_name(onode), "AveragePool", [x.name], [out.name], _run_ort_qlavgpool, p,
-                        {"arithmetic": "onnxruntime QLinearAveragePool"})
-        return lower_float_reference(lowering, onode, args, [out], act)
     check_per_tensor(x, "AveragePool input")
     k, s, pads, d, is1d = pool_window(onode, x, out)
     include = int(attrs(onode).get("count_include_pad", 0))
@@ -167,23 +172,35 @@ def mean_axes(lowering, onode, args, rank: int) -> tuple[int, ...]:
     return tuple(sorted(ax % rank for ax in axes)) or tuple(range(rank))
 
 
-def lower_mean(lowering, onode, args, out: Tensor, act) -> Node:
+def _mean_extent(lowering, onode, args) -> tuple[tuple[int, ...], int]:
+    """The checked axes of a GlobalAveragePool / ReduceMean (per-tensor input) and how many values each mean
+    averages."""
     x = args[0]
     check_per_tensor(x, f"{onode.op_type} input")
-    rank = len(x.shape)
-    axes = mean_axes(lowering, onode, args, rank)
-    n = int(np.prod([x.shape[ax] for ax in axes]))
-    if not lowering.arith.fixedpoint:
-        if onode.op_type == "GlobalAveragePool" and rank >= 3 and ort_fuses_qdq_group(lowering, onode, args, out):
-            try:
-                qlgavgpool_scale(float(x.q.scale), float(out.q.scale), n)
-            except ValueError:  # onnxruntime would refuse to run it
-                return lower_float_reference(lowering, onode, args, [out], act)
-            p = {"kernel": "QLinearGlobalAveragePool", "n": n, "_out_dtype": out.q.np_dtype,
-                 "_q": (float(x.q.scale), int(x.q.zero_point), float(out.q.scale), int(out.q.zero_point))}
-            return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_ort_qlgavgpool, p,
-                        {"axes": axes, "n": n, "arithmetic": "onnxruntime QLinearGlobalAveragePool (MLAS x86-64)"})
-        return lower_float_reference(lowering, onode, args, [out], act)
+    axes = mean_axes(lowering, onode, args, len(x.shape))
+    return axes, int(np.prod([x.shape[ax] for ax in axes]))
+
+
+def lower_mean_onnx(lowering, onode, args, out: Tensor, act) -> Node:
+    """The ``onnx`` arithmetic: onnxruntime's QLinearGlobalAveragePool where it fuses a GlobalAveragePool group
+    (and would run it), else ONNX's definition."""
+    x = args[0]
+    axes, n = _mean_extent(lowering, onode, args)
+    if onode.op_type == "GlobalAveragePool" and len(x.shape) >= 3 and ort_fuses_qdq_group(lowering, onode, args, out):
+        try:
+            qlgavgpool_scale(float(x.q.scale), float(out.q.scale), n)
+        except ValueError:  # onnxruntime would refuse to run it
+            return lower_float_reference(lowering, onode, args, [out], act)
+        p = {"kernel": "QLinearGlobalAveragePool", "n": n, "_out_dtype": out.q.np_dtype,
+             "_q": (float(x.q.scale), int(x.q.zero_point), float(out.q.scale), int(out.q.zero_point))}
+        return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_ort_qlgavgpool, p,
+                    {"axes": axes, "n": n, "arithmetic": "onnxruntime QLinearGlobalAveragePool (MLAS x86-64)"})
+    return lower_float_reference(lowering, onode, args, [out], act)
+
+
+def lower_mean(lowering, onode, args, out: Tensor, act) -> Node:
+    x = args[0]
+    axes, n = _mean_extent(lowering, onode, args)
     p = {"x_zp": int(x.q.zero_point), "axes": axes, "n": n}
     # sum(x - x_zp) = sum(x) - x_zp * n: the zero point goes into the bias
     prepare_requant(lowering, p, float(x.q.scale), 1.0 / n, float(out.q.scale), 1, (x.q.bits,),
@@ -205,7 +222,8 @@ def _run_ort_qlgavgpool(node, inputs, ctx):
 def _run_mean(node, inputs, ctx):
     p = node.params
     x = inputs[0]
-    fast = layout_memo(p, "_fast", (x.shape, x.dtype), lambda: _mean_closure(p, x, ctx.shape_of(node.outputs[0])))
+    fast = layout_memo(node.memo, "fast", (x.shape, x.dtype),
+                       lambda: _mean_closure(p, x, ctx.shape_of(node.outputs[0])))
     if fast is not None:
         return [fast(x)]
     axes = p["axes"]

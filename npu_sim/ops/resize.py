@@ -71,8 +71,9 @@ def _nearest(coords: np.ndarray, mode: str, in_len: int) -> np.ndarray:
     return np.clip(idx, 0, in_len - 1).astype(np.int64)
 
 
-def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
-    x = args[0]
+def _resize_modes(onode, x: Tensor, out: Tensor, act) -> tuple[str, str, str, bool]:
+    """A Resize's checked ``(mode, coordinate_transformation_mode, nearest_mode, exact_gather)``; ``exact_gather``:
+    a nearest Resize that keeps the quantization, pure data movement (exact on every arithmetic)."""
     check_per_tensor(x, "Resize input")
     a = attrs(onode)
     mode = _str(a.get("mode"), "nearest")
@@ -84,9 +85,20 @@ def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
         raise Problem("Resize with the axes attribute is not supported")
     if mode not in ("nearest", "linear"):
         raise Problem(f"Resize mode {mode!r} is not supported (nearest and linear are)")
-    exact_gather = mode == "nearest" and x.q.same_as(out.q) and act is None  # pure data movement
-    if not lowering.arith.fixedpoint and not exact_gather:
-        return lower_float_reference(lowering, onode, args, [out], act)
+    return mode, cmode, nmode, mode == "nearest" and x.q.same_as(out.q) and act is None
+
+
+def lower_resize_onnx(lowering, onode, args, out: Tensor, act) -> Node:
+    """The ``onnx`` arithmetic: the board's exact gather where the Resize is pure data movement, else ONNX's
+    definition of the QDQ group."""
+    if _resize_modes(onode, args[0], out, act)[3]:
+        return lower_resize(lowering, onode, args, out, act)
+    return lower_float_reference(lowering, onode, args, [out], act)
+
+
+def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
+    x = args[0]
+    mode, cmode, nmode, exact_gather = _resize_modes(onode, x, out, act)
     rank = len(x.shape)
     scales = None
     if len(args) > 2 and isinstance(args[2], np.ndarray) and args[2].size:
@@ -142,7 +154,7 @@ def _run_nearest(node, inputs, ctx):
             if idx is not None:
                 y = np.take(y, idx, axis=ax)
     if p["_rescale"] is not None:
-        y = scalar_rescale(node, ctx, y, p["_rescale"])
+        y = scalar_rescale(node, ctx, y, p["_rescale"], node.memo.setdefault("rescale", {}))
     return [np.ascontiguousarray(y)]
 
 

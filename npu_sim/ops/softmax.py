@@ -32,7 +32,7 @@ cancels):
 Measured: within 0.5000001 output LSB of the float64 softmax of the same integers at 8 bits (1/255 outputs),
 0.5001 at 16 bits (1/65535), over input scales 1e-6 .. 4; against onnxruntime at most 1 LSB.
 
-``onnx`` arithmetic: the ONNX definition (dequantize, float32 Softmax, quantize), see ``float_ref``. onnxruntime
+``onnx`` arithmetic: the ONNX definition (dequantize, float32 Softmax, quantize), see ``onnx_arith``. onnxruntime
 fuses 8-bit groups into com.microsoft QLinearSoftmax (a float exponential table, its own rounding), which is not
 modelled: up to 1 LSB from it (the board ``default`` and the ONNX definition agree bit for bit on the 8-bit tests).
 """
@@ -137,17 +137,23 @@ def softmax_axes(lowering, onode, rank: int) -> tuple[int, ...]:
 
 
 # ---- lowering -------------------------------------------------------------------------------------------------
+def lower_softmax_onnx(lowering, onode, args, out: Tensor, act) -> Node:
+    """The ``onnx`` arithmetic: onnxruntime's QLinearSoftmax where it fuses the group (and defines the result),
+    else ONNX's definition of the QDQ group."""
+    x = args[0]
+    axes = softmax_axes(lowering, onode, len(x.shape))
+    if (len(axes) == 1 and act is None and ort_fuses_qdq_group(lowering, onode, args, out)
+            and ort_softmax_defined(x.q.scale, x.shape[axes[0]], out.q.scale)):
+        p = {"axis": axes[0], "_sx": np.float32(x.q.scale), "_sy": np.float32(out.q.scale),
+             "out_zp": int(out.q.zero_point)}
+        return Node(lowering.node_name(onode), "Softmax", [x.name], [out.name], _run_ort_qlsoftmax, p,
+                    {"axes": axes, "arithmetic": "onnxruntime QLinearSoftmax"})
+    return _lower_reference(lowering, onode, args, out, act, axes)
+
+
 def lower_softmax(lowering, onode, args, out: Tensor, act) -> Node:
     x = args[0]
     axes = softmax_axes(lowering, onode, len(x.shape))
-    if not lowering.arith.fixedpoint:
-        if (len(axes) == 1 and act is None and ort_fuses_qdq_group(lowering, onode, args, out)
-                and ort_softmax_defined(x.q.scale, x.shape[axes[0]], out.q.scale)):
-            p = {"axis": axes[0], "_sx": np.float32(x.q.scale), "_sy": np.float32(out.q.scale),
-                 "out_zp": int(out.q.zero_point)}
-            return Node(lowering.node_name(onode), "Softmax", [x.name], [out.name], _run_ort_qlsoftmax, p,
-                        {"axes": axes, "arithmetic": "onnxruntime QLinearSoftmax"})
-        return _lower_reference(lowering, onode, args, out, act, axes)
     check_per_tensor(x, "Softmax input")
     s_in, s_out = float(x.q.scale), float(out.q.scale)
     k = lut_bits_of(lowering)
@@ -182,7 +188,7 @@ def _run_ort_qlsoftmax(node, inputs, ctx):
 
 
 def _lower_reference(lowering, onode, args, out: Tensor, act, axes) -> Node:
-    """The ONNX definition. ``float_ref`` evaluates at opset >= 13, so an opset < 13 Softmax (rows flattened over
+    """The ONNX definition. ``onnx_arith`` evaluates at opset >= 13, so an opset < 13 Softmax (rows flattened over
     the trailing axes) runs as an opset-13 Softmax over the last axis of the (rows, n) view."""
     if lowering.g.opset >= 13:
         return lower_float_reference(lowering, onode, args, [out], act)
@@ -205,8 +211,8 @@ def _run_softmax(node, inputs, ctx):
     y = np.empty(rows.shape, p["_out_dtype"])
     out_stage = (p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], y)
     if p["variant"] == "lut8":
-        softmax_lut8(rows, p["_exp_lut"], p["_recip_lut"], *out_stage, cache=p.setdefault("_k_cache", {}))
+        softmax_lut8(rows, p["_exp_lut"], p["_recip_lut"], *out_stage, cache=node.memo.setdefault("k_cache", {}))
     else:
         softmax_lut16(rows, p["pos_mult"], p["pos_shift"], p["frac_bits"], p["_exp_lut"], p["_recip_lut"], *out_stage,
-                      cache=p.setdefault("_k_cache", {}))
+                      cache=node.memo.setdefault("k_cache", {}))
     return [back(y)]

@@ -41,22 +41,19 @@ def _same_tensor(a, b) -> bool:
 
 
 def _same_params(ran: dict, fresh: dict) -> bool:
-    """The prepared parameters of a node that has run (``ran``) equal those of a freshly lowered one (``fresh``),
-    run-time memos aside: private keys a node adds on its first run (``_bound``, ``_rq_prep``: saturation bounds
-    and requantization set-ups computed from the other parameters) and memo dicts (keys ending in ``_cache``)."""
-    extra = set(ran) - set(fresh)
-    if any(not k.startswith("_") for k in extra):
-        return False
-    return all(k in ran and (k.endswith("_cache") or _same(ran[k], fresh[k])) for k in fresh)
+    """The prepared parameters of a node that has run (``ran``) equal those of a freshly lowered one (``fresh``):
+    the same keys, each value ``_same``. Parameters are set once at lowering; what a node's run function caches
+    lives in its ``memo``, never compared."""
+    return _same(ran, fresh)
 
 
 def same_nodes(base, prog) -> set[int]:
     """Indices of the nodes of ``prog`` that provably compute what ``base`` computes: a node of ``base`` with the
-    same name and outputs, the same run function, the same prepared parameters and attributes (``_same``), the
-    same quantization and shape on every input and output (constants: the same data), and every activation input
-    made by such a node or a graph input both programs take alike (run-time memos aside, ``_same_params``). A node is a pure function of exactly these
-    (its run function reads its parameters and its tensors), so on the same feeds it gives the same integers;
-    everything downstream of a difference is left out."""
+    same name and outputs, the same run function, the same prepared parameters (``_same_params``) and attributes
+    (``_same``), the same quantization and shape on every input and output (constants: the same data), and every
+    activation input made by such a node or a graph input both programs take alike. A node is a pure function of
+    exactly these (its run function reads its parameters and its tensors; its ``memo`` only caches), so on the
+    same feeds it gives the same integers; everything downstream of a difference is left out."""
     bnodes = {(n.name, tuple(n.outputs)): n for n in base.nodes}
     bt, pt = base.tensors, prog.tensors
     clean_t = {t for name, t in prog.inputs.items() if base.inputs.get(name) == t and t in bt

@@ -30,7 +30,7 @@ def _mac_tflite(lowering, node, x_q, w_q, out, n_channels):
     p["tfl_mult"], p["tfl_shift"] = multipliers(real)
     p["tfl_wide"] = wide
     p.update(out_params(lowering, out, node_act(node), node.name))
-    for key in ("scale", "mult", "shift", "_rq_prep"):
+    for key in ("scale", "mult", "shift"):  # ops.mac's own requantization, prepared at its lowering
         p.pop(key, None)
     node.run = _RUN[node.op]
     return node
