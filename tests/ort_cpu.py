@@ -28,6 +28,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tests import helpers_oracle
+
 X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")  # onnxruntime's int8 -> uint8 rewrite
 REASON = "onnxruntime's u8s8 kernels saturate on this CPU (AVX2 without VNNI): not an exact oracle here"
 
@@ -79,20 +81,8 @@ def _kind(a_zp_dtype: str, w_zp_dtype: str) -> str:
 
 
 def session(model, int8_fusion: bool = False, optimize: bool = True, optimized_path: str | None = None):
-    """A single-threaded CPU session (all graph optimizations unless ``optimize`` is False)."""
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    if not optimize:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    if int8_fusion:
-        so.add_session_config_entry("session.qdqisint8allowed", "1")
-    if optimized_path:
-        so.optimized_model_filepath = optimized_path
-    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    """A single-threaded CPU session (all graph optimizations unless ``optimize`` is False): the oracle helpers'."""
+    return helpers_oracle.ort_session(model, int8_fusion=int8_fusion, optimize=optimize, optimized_path=optimized_path)
 
 
 def _probe_model(op: str, act: str) -> tuple[onnx.ModelProto, dict]:
@@ -122,8 +112,8 @@ def _probe_model(op: str, act: str) -> tuple[onnx.ModelProto, dict]:
     nodes += [helper.make_node(op.split("(")[0], ins, ["y"]),
               helper.make_node("QuantizeLinear", ["y", "s", "y_zp"], ["y_q"]),
               helper.make_node("DequantizeLinear", ["y_q", "s", "y_zp"], ["out"])]
-    graph = helper.make_graph(nodes, "probe", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, y_shape)],
-                              inits)
+    outputs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, y_shape)]
+    graph = helper.make_graph(nodes, "probe", inputs, outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="npu-sim-probe")
     model.ir_version = 9
     onnx.checker.check_model(model, full_check=True)

@@ -50,7 +50,7 @@ from kernels.layernorm import layernorm
 from npu_sim.ir import Node, Tensor
 from npu_sim.lowering.problem import Problem
 from npu_sim.ops.common import attrs, check_per_tensor, const_value, fixed_multipliers, output_params
-from npu_sim.ops.onnx_arith import lower_float_reference, run_float_reference
+from npu_sim.ops.onnx_arith import append_clip, lower_float_reference, run_float_reference
 from npu_sim.ops.softmax import lut_bits_of, to_rows
 
 MAX_MEAN_BITS = 14          # fraction bits of the mean, at most (the kernel's limit)
@@ -230,13 +230,7 @@ def _lower_chain_reference(lowering, onode, chain, x: Tensor, out: Tensor, act) 
         copy = helper.make_node(nd.op_type, ins, list(nd.output), name=nd.name)
         copy.attribute.extend(kept)
         graph_nodes.append(copy)
-    final = onode.output[0]
-    if act is not None:
-        lo, hi = act
-        inits += [numpy_helper.from_array(np.array(lo if lo > -math.inf else -3.4e38, np.float32), "act_lo"),
-                  numpy_helper.from_array(np.array(hi if hi < math.inf else 3.4e38, np.float32), "act_hi")]
-        graph_nodes.append(helper.make_node("Clip", [final, "act_lo", "act_hi"], ["clipped"]))
-        final = "clipped"
+    final = append_clip(onode.output[0], act, graph_nodes, inits)
     graph = helper.make_graph(graph_nodes, "layernorm_chain",
                               [helper.make_tensor_value_info(src, TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info(final, TensorProto.FLOAT, None)], inits)

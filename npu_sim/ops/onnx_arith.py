@@ -35,13 +35,7 @@ def lower_float_reference(lowering, onode, args, outs: list[Tensor], act, op_lab
     node = helper.make_node(onode.op_type, names, out_names, domain=onode.domain or "")
     node.attribute.extend(onode.attribute)
     nodes = [node]
-    final = out_names[0]
-    if act is not None:
-        lo, hi = act
-        inits += [numpy_helper.from_array(np.array(lo if lo > -math.inf else -3.4e38, np.float32), "act_lo"),
-                  numpy_helper.from_array(np.array(hi if hi < math.inf else 3.4e38, np.float32), "act_hi")]
-        nodes.append(helper.make_node("Clip", [final, "act_lo", "act_hi"], ["clipped"]))
-        final = "clipped"
+    final = append_clip(out_names[0], act, nodes, inits)
     outputs = [helper.make_tensor_value_info(final if j == 0 else n, TensorProto.FLOAT, None)
                for j, n in enumerate(out_names)]
     graph = helper.make_graph(nodes, "one_op", inputs, outputs, inits)
@@ -65,3 +59,15 @@ def run_float_reference(node, inputs, ctx):
     with np.errstate(all="ignore"):  # onnx.reference evaluates both branches of e.g. Sigmoid: one overflows, unused
         results = p["_eval"].run(None, feeds)
     return [q.quantize(np.asarray(r, dtype=np.float32)) for q, r in zip(p["_outs"], results)]
+
+
+def append_clip(final: str, act, nodes: list, inits: list) -> str:
+    """Append the folded Relu/Clip ``act`` (float bounds, or None) to a reference graph after tensor ``final``;
+    returns the name of the graph's result."""
+    if act is None:
+        return final
+    lo, hi = act
+    inits += [numpy_helper.from_array(np.array(lo if lo > -math.inf else -3.4e38, np.float32), "act_lo"),
+              numpy_helper.from_array(np.array(hi if hi < math.inf else 3.4e38, np.float32), "act_hi")]
+    nodes.append(helper.make_node("Clip", [final, "act_lo", "act_hi"], ["clipped"]))
+    return "clipped"
