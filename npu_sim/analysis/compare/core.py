@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, asdict
 
 import numpy as np
+import onnx
 
 from npu_sim.analysis.compare.dumpfile import DumpEntry, read_dump
 from npu_sim.analysis.compare.explain import explain
@@ -155,15 +156,20 @@ def _load(model, board, input_shapes, entries, inputs) -> Simulator:
     """The simulator; a dynamic input takes the shape of what the board was fed (``inputs``, else the dump's
     tensor of that input), read as NCHW or NHWC against the input's fixed dimensions."""
     feed_shapes = {}
-    for name, (dims, _) in model_inputs(model).items():
-        if None not in dims or (input_shapes and name in input_shapes):
-            continue
+    dynamic = {n: d for n, (d, _) in model_inputs(model).items() if None in d and n not in (input_shapes or {})}
+    if not dynamic:
+        return load(model, board=board, input_shapes=input_shapes)
+    graph = onnx.load(str(model), load_external_data=False).graph
+    for name, dims in dynamic.items():
+        names = [name] + [o for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == name
+                          for o in n.output]
         arr = inputs.get(name)
         if arr is None:
-            e = entries.get(name) or entries.get(sanitize(name))
+            e = next((entries[k] for n in names for k in (n, sanitize(n)) if k in entries), None)
             arr = None if e is None else e.array
         if arr is None:
-            continue
+            raise InputError(f"the dump has no tensor for input {name!r} (its shape is dynamic: "
+                             f"{['?' if d is None else d for d in dims]}); pass --input {name}=FILE.npy")
         shape = tuple(np.shape(arr))
         if len(shape) == len(dims) and len(shape) in CHANNELS_LAST:
             nchw = tuple(shape[a] for a in np.argsort(CHANNELS_LAST[len(shape)]))
