@@ -99,6 +99,17 @@ def test_onnx_board_dump_names_first_divergent_node_and_rounding(tmp_path, capsy
     assert doc["first_divergent_node"] == "conv1" and doc["tensors"][0]["causes"] == first.causes
 
 
+def test_tflite_board_dump_explained_by_double_rounding(tmp_path):
+    """LiteRT's arithmetic (board ethos-u55-128) rounds twice: 97.25 -> 97.5 -> 98 where the default board gives 97;
+    the single-rounding variations reproduce the ties only, double rounding every differing element."""
+    model = tie_model(tmp_path / "ties.onnx")
+    dump = _run_dump(model, tmp_path / "dump", model.with_suffix(".x.npy"), "ethos-u55-128")
+    c = npu_sim.compare_dump(model, dump)
+    first = c.first_divergent_tensor
+    assert c.first_divergent == "conv1" and first.differing > 0
+    assert first.causes == {"double rounding (TFLite)": first.differing}
+
+
 def test_same_board_dump_is_equal(tmp_path, capsys):
     model = tie_model(tmp_path / "ties.onnx")
     dump = _run_dump(model, tmp_path / "dump", model.with_suffix(".x.npy"), "onnx")

@@ -1,5 +1,6 @@
-"""`npu-sim compare MODEL DUMP`: a board's tensor dump against the simulation, bit for bit, in execution order;
-the first divergent node, and why its elements differ.
+"""`npu-sim compare MODEL DUMP`: a board's tensor dump against the simulation, bit for bit.
+
+Tensors are compared in execution order; the first divergent node is named, and why its elements differ.
 
 A dump is a folder (a manifest -- index.json as `npu-sim run --dump-all` writes it, manifest.json or
 manifest.csv -- or just .npy files), an .npz, or one .npy; tensors named by the ONNX float tensor name, the

@@ -260,11 +260,9 @@ def _explain_nodes(prog: Program, c: Comparison, matched: dict, values: dict) ->
     """Re-run every node with a differing output on the dump's inputs; set the first divergent node."""
     by_ir = {t.ir_tensor: t for t in c.tensors}
     nodes = {n.name: n for n in prog.nodes}
-    done = set()
     for td in c.tensors:
-        if td.status == "equal" or td.producer in done:
+        if td.status == "equal":
             continue
-        done.add(td.producer)
         node = nodes[td.producer]
         acts = [i for i in node.inputs if not prog.tensors[i].is_const]
         td.inputs_differ = [prog.tensors[i].float_name for i in acts if i in by_ir and by_ir[i].status != "equal"]

@@ -1,5 +1,7 @@
 """Why a node's output differs from the board's: each differing element tried against named variations of the
-node's arithmetic, counted under the first that reproduces the board's value.
+node's arithmetic, counted under the first that reproduces the board's value -- the variations taken in order of
+how many of the node's differing elements each reproduces (most first; ties in the order listed below), so that one
+cause explaining a whole node is not split among variations that agree with it on some elements.
 
 The node is re-run from the dump's inputs; its exact accumulator (``acc + bias``, int64) is recovered for the
 multiply-accumulate ops (Conv, ConvTranspose, Gemm, MatMul by constant weights) and the one-multiplier rescales
@@ -221,8 +223,8 @@ def variations(rq: Requant) -> list[tuple[str, object]]:
 
 def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, flat_idx: np.ndarray) -> np.ndarray:
     """The cause of each element ``flat_idx`` (at most ``MAX_TRIED``) of ``dump`` (the board's output, NCHW) that the
-    node, re-run on ``inputs``, computes differently: the first variation reproducing the board's value, else
-    ``"unexplained"`` (an object array of names)."""
+    node, re-run on ``inputs``, computes differently: the first variation reproducing the board's value (variations
+    ranked by how many elements they reproduce), else ``"unexplained"`` (an object array of names)."""
     tried = flat_idx[:MAX_TRIED]
     board = dump.reshape(-1)[tried].astype(np.int64)
     labels = np.full(tried.size, "unexplained", dtype=object)
@@ -241,9 +243,14 @@ def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, flat_idx:
             y = np.array([min(max(f(int(a), int(c)) + rq.out_zp, rq.qmin), rq.qmax) for a, c in zip(acc, ch)],
                          np.int64)
             cands.append((name, y))
+    hits = [(name, y == board) for name, y in cands]
     left = np.ones(tried.size, bool)
-    for name, y in cands:
-        hit = left & (y == board)
+    while hits and left.any():  # the variation reproducing most of the elements left first (ties: listed order)
+        best = max(range(len(hits)), key=lambda i: (int(np.count_nonzero(hits[i][1] & left)), -i))
+        name, hit = hits.pop(best)
+        hit = hit & left
+        if not hit.any():
+            break
         labels[hit] = name
         left &= ~hit
     return labels
