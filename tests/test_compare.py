@@ -317,3 +317,74 @@ def test_golden_bin_is_a_dump_compare_reads(tmp_path, capsys):
     assert np.array_equal(raw, np.transpose(np.load(out / "tensors" / "conv1_out.npy"), (0, 2, 3, 1)))
     capsys.readouterr()
     assert cli_main(["compare", str(QDQ), str(out / "bin")]) == 0
+
+
+# -- LiteRT dumps (tests/fixtures/tflite: LiteRT's reference kernels, NHWC, TFLite tensor names) ---------------
+
+TFLITE = Path(__file__).resolve().parent / "fixtures" / "tflite"
+
+
+def _litert_dump(name: str) -> dict[str, np.ndarray]:
+    """The fixture's LiteRT tensors by TFLite name (activations and the constants LiteRT also keeps)."""
+    ref = np.load(TFLITE / f"{name}.npz")
+    return {k[2:]: ref[k] for k in ref.files if k.startswith("t:") and k[2:]}
+
+
+@pytest.mark.parametrize("name", ["conv_int8", "activations_a16w8", "concat_int8", "fc_a16w8"])
+def test_litert_dump_matches_on_ethos(name, tmp_path, capsys):
+    arrays = _litert_dump(name)
+    model = TFLITE / f"{name}.onnx"
+    consts = {i.name for i in onnx.load(str(model)).graph.initializer}
+    np.savez(tmp_path / "litert.npz", **arrays)
+    folder = tmp_path / "npy"  # the same as .npy files named by the sanitized TFLite names
+    folder.mkdir()
+    for k, a in arrays.items():
+        np.save(folder / f"{sanitize(k)}.npy", a)
+    for dump in (tmp_path / "litert.npz", folder):
+        assert cli_main(["compare", str(model), str(dump), "--board", "ethos-u55-128", "--layout", "nhwc"]) == 0
+        assert "all equal" in capsys.readouterr().out
+    c = npu_sim.compare_dump(model, tmp_path / "litert.npz", board="ethos-u55-128", layout="nhwc")
+    # every activation LiteRT dumped is compared; what is left are the weights, biases and shape constants
+    assert set(c.not_in_model) <= {k for k in arrays if k in consts or k.endswith(("/Const", "ReadVariableOp"))
+                                   or arrays[k].dtype == np.int32 or k.endswith(("/Conv2D", "/MatMul"))}
+    assert len(c.tensors) >= 2
+
+
+def test_litert_dump_one_element_and_every_third(tmp_path, capsys):
+    arrays = _litert_dump("activations_int8")
+    model = TFLITE / "activations_int8.onnx"
+    c = npu_sim.compare_dump(model, _savez(tmp_path / "all.npz", arrays), board="ethos-u55-128", layout="nhwc")
+    names = [t.dump_name for t in c.tensors]
+    victim = names[2]
+    changed = dict(arrays)
+    changed[victim] = arrays[victim].copy()
+    old = int(changed[victim][0, 1, 2, 3])
+    changed[victim][0, 1, 2, 3] = old + 1 if old < 127 else old - 1
+    capsys.readouterr()
+    argv = ["compare", str(model), str(_savez(tmp_path / "one.npz", changed)), "--board", "ethos-u55-128",
+            "--layout", "nhwc"]
+    assert cli_main(argv) == 1
+    out = capsys.readouterr().out
+    t = c.tensors[2]
+    assert (f"first mismatch: tensor {t.tensor!r}" in out and "first at index [0, 1, 2, 3] (NHWC): dump "
+            f"{int(changed[victim][0, 1, 2, 3])}, simulation {old}" in out)
+    inp = "serving_default_input:0"
+    third = {k: a for k, a in arrays.items() if k == inp or (k in names and names.index(k) % 3 == 0)}
+    argv[2] = str(_savez(tmp_path / "third.npz", third))
+    assert cli_main(argv) == 0
+    out = capsys.readouterr().out
+    kept = len(third) - 1
+    assert f"summary: {kept} of {kept} dumped tensors match, 0 differ;" in out and kept < len(names)
+
+
+def test_layout_of_ambiguous_tensors_from_the_rest_of_the_dump(tmp_path):
+    """pools_int8: its 1x8x8x8 convolution output fits both layouts; the dump's other tensors are NHWC."""
+    c = npu_sim.compare_dump(TFLITE / "pools_int8.onnx", _savez(tmp_path / "p.npz", _litert_dump("pools_int8")),
+                             board="ethos-u55-128")
+    conv = next(t for t in c.tensors if t.op == "Conv")
+    assert c.equal and conv.layout == "nhwc" and conv.total == 512
+
+
+def _savez(path: Path, arrays: dict) -> Path:
+    np.savez(path, **arrays)
+    return path

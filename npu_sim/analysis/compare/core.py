@@ -16,8 +16,8 @@ import onnx
 
 from npu_sim.analysis.compare.dumpfile import DumpEntry, read_dump
 from npu_sim.analysis.compare.explain import explain
-from npu_sim.analysis.compare.match import (CHANNELS_LAST, dump_layout, layout_of, name_table, sanitize, scale_note,
-                                            to_program)
+from npu_sim.analysis.compare.match import (CHANNELS_LAST, dump_layout, layout_of, lookup, name_table, sanitize,
+                                            scale_note, to_program)
 from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import model_inputs
 from npu_sim.ir import Program
@@ -119,11 +119,11 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
     entries = read_dump(dump)
     sim = model if isinstance(model, Simulator) else _load(model, board, input_shapes, entries, inputs or {})
     prog = sim.program
-    table = name_table(prog)
+    table = name_table(prog, _relabels(prog.model_path or model))
     wide = dump_layout(entries, table, prog)
     matched, notes, not_in_model, shapes = {}, [], [], {}
     for key, e in entries.items():
-        tname = table.get(key)
+        tname = lookup(table, key)
         if tname is None:
             not_in_model.append(key)
             continue
@@ -143,6 +143,13 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
     run_prog = Program(prog.tensors, [n for n in prog.nodes if n.name not in skip], {k: k for k in feeds},
                        prog.outputs, prog.board, prog.model_path, prog.opset)
     values = execute(run_prog, feeds, keep_all=True).values
+    for tname, m in matched.items():
+        if (m.alt is not None and tname not in feeds and not np.array_equal(m.array, values[tname])
+                and np.array_equal(m.alt, values[tname])):
+            other = "nchw" if m.layout == "nhwc" else "nhwc"
+            notes.append(f"{m.key}: its shape reads as NCHW and as NHWC; read as {other.upper()}, the only order "
+                         f"that matches the simulation")
+            m.array, m.alt, m.layout = m.alt, m.array, other
     c = _walk(prog, matched, shapes, values, set(feeds))
     if not c.tensors:
         raise InputError(f"none of the {len(entries)} tensors of {str(dump)!r} is a tensor of the model (by ONNX "
@@ -150,6 +157,15 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
     c.not_in_model, c.notes, c.fed = not_in_model, notes + c.notes, fed
     _explain_nodes(prog, c, matched, values)
     return c
+
+
+def _relabels(model) -> dict:
+    """QuantizeLinear output -> input for every QuantizeLinear of the ONNX model (``match.name_table``)."""
+    try:
+        graph = onnx.load(str(model), load_external_data=False).graph
+    except Exception:  # the model loaded once already; a Simulator built in memory has no file
+        return {}
+    return {n.output[0]: n.input[0] for n in graph.node if n.op_type == "QuantizeLinear" and n.output}
 
 
 def _load(model, board, input_shapes, entries, inputs) -> Simulator:
