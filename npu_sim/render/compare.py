@@ -12,7 +12,10 @@ def node_line(t: TensorDiff) -> str:
     if t.status == "shape":
         return f"shapes differ: {t.shape_message}"
     parts = [f"{t.differing} of {t.total} elements differ (max |diff| {t.max_diff} LSB)"]
-    parts += [f"{k} explained by {cause}" for cause, k in t.causes.items() if cause != "unexplained"]
+    for cause, k in t.causes.items():
+        if cause != "unexplained":
+            same = t.equally.get(cause)
+            parts.append(f"{k} explained by {cause}" + (f" (or equally {' / '.join(same)})" if same else ""))
     if t.inherited:
         parts.append(f"{t.inherited} inherited (an input already differs there)")
     parts.append(f"{t.unexplained} unexplained")

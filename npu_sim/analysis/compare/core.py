@@ -52,6 +52,7 @@ class TensorDiff:
     inputs_not_in_dump: list = field(default_factory=list)  # its inputs the dump lacks (simulation values used)
     inherited: int = 0
     causes: dict = field(default_factory=dict)              # cause -> elements ("unexplained" included)
+    equally: dict = field(default_factory=dict)             # cause -> other variations reproducing the same elements
     not_tried: int = 0
 
     @property
@@ -293,7 +294,7 @@ def _explain_nodes(prog: Program, c: Comparison, matched: dict, values: dict) ->
         dump, sim = m.array.astype(np.int64), values[td.ir_tensor].astype(np.int64)
         own = np.flatnonzero(dump != rerun.astype(np.int64))
         td.inherited = int(np.count_nonzero((dump != sim).reshape(-1))) - int(own.size)
-        labels = explain(prog, node, [local[i] for i in acts], m.array, own)
+        labels, td.equally = explain(prog, node, [local[i] for i in acts], m.array, own)
         td.not_tried = int(own.size - labels.size)
         names, counts = np.unique(labels.astype(str), return_counts=True) if labels.size else ([], [])
         td.causes = {str(n): int(k) for n, k in sorted(zip(names, counts), key=lambda p: (p[0] == "unexplained",

@@ -221,17 +221,18 @@ def variations(rq: Requant) -> list[tuple[str, object]]:
     return out
 
 
-def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, flat_idx: np.ndarray) -> np.ndarray:
+def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, flat_idx: np.ndarray) -> tuple:
     """The cause of each element ``flat_idx`` (at most ``MAX_TRIED``) of ``dump`` (the board's output, NCHW) that the
     node, re-run on ``inputs``, computes differently: the first variation reproducing the board's value (variations
-    ranked by how many elements they reproduce), else ``"unexplained"`` (an object array of names)."""
+    ranked by how many elements they reproduce), else ``"unexplained"``. Returns (an object array of names, {cause:
+    the other variations that reproduce every element counted under it, as well})."""
     tried = flat_idx[:MAX_TRIED]
     board = dump.reshape(-1)[tried].astype(np.int64)
     labels = np.full(tried.size, "unexplained", dtype=object)
     lut = _lut_variations(node, inputs)
     rq = None if lut else requant_of(prog, node, inputs)
     if rq is None and not lut:
-        return labels
+        return labels, {}
     if lut:
         x = inputs[0].reshape(-1)[tried].astype(np.int64)
         cands = [(name, f(x)) for name, f in lut]
@@ -243,8 +244,10 @@ def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, flat_idx:
             y = np.array([min(max(f(int(a), int(c)) + rq.out_zp, rq.qmin), rq.qmax) for a, c in zip(acc, ch)],
                          np.int64)
             cands.append((name, y))
-    hits = [(name, y == board) for name, y in cands]
+    all_hits = [(name, y == board) for name, y in cands]
+    hits = list(all_hits)
     left = np.ones(tried.size, bool)
+    also = {}
     while hits and left.any():  # the variation reproducing most of the elements left first (ties: listed order)
         best = max(range(len(hits)), key=lambda i: (int(np.count_nonzero(hits[i][1] & left)), -i))
         name, hit = hits.pop(best)
@@ -253,7 +256,8 @@ def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, flat_idx:
             break
         labels[hit] = name
         left &= ~hit
-    return labels
+        also[name] = [other for other, h in all_hits if other != name and bool(np.all(h[hit]))]
+    return labels, also
 
 
 def _lut_variations(node: Node, inputs: list) -> list:
