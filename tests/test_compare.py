@@ -258,6 +258,35 @@ def test_layout_of():
     assert layout_of((1, 9, 8, 8), (1, 16, 8, 8), None) is None
 
 
+def test_lut_entry_off_by_one_index(tmp_path):
+    """A Sigmoid table (int8 input): board values taken from the neighbouring input code's entry are named so."""
+    inits = [numpy_helper.from_array(np.array(v, dt), n) for n, v, dt in
+             (("s", 0.05, np.float32), ("so", 1 / 256, np.float32), ("z", 0, np.int8), ("zo", -128, np.int8))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="x_q"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="x_dq"),
+             helper.make_node("Sigmoid", ["xd"], ["y"], name="sig"),
+             helper.make_node("QuantizeLinear", ["y", "so", "zo"], ["yq"], name="y_q"),
+             helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["yd"], name="y_dq")]
+    graph = helper.make_graph(nodes, "lut", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("yd", TensorProto.FLOAT, [1, 64])], inits)
+    model = tmp_path / "lut.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    np.save(tmp_path / "x.npy", np.linspace(-3, 3, 64, dtype=np.float32).reshape(1, 64))
+    dump = _run_dump(model, tmp_path / "dump", tmp_path / "x.npy", "generic")
+    sim = npu_sim.load(model, board="generic")
+    node = next(n for n in sim.program.nodes if n.op == "Sigmoid")
+    table = node.params["table"].astype(np.int64)
+    x = np.load(dump / _index(dump)["xd" if "xd" in _index(dump) else "x"]["file"]).astype(np.int64)
+    f = dump / _index(dump)["y"]["file"]
+    y = np.load(f)
+    changed = [i for i in range(10, 50, 4) if table[x[0, i] + 129] != y[0, i]]
+    for i in changed:
+        y[0, i] = table[x[0, i] + 128 + 1]
+    np.save(f, y)
+    t = npu_sim.compare_dump(model, dump, board="generic").first_divergent_tensor
+    assert t.producer == node.name and t.causes == {"LUT entry of the next input code": len(changed)} and changed
+
+
 # -- the variations, exactly --------------------------------------------------------------------------------------
 
 def test_rounding_rules_on_ties_and_signs():

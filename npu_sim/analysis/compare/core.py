@@ -292,8 +292,9 @@ def _explain_nodes(prog: Program, c: Comparison, matched: dict, values: dict) ->
         rerun = Replay(prog, [node], outputs=[td.ir_tensor]).run(local).values[td.ir_tensor]
         m = matched[td.ir_tensor]
         dump, sim = m.array.astype(np.int64), values[td.ir_tensor].astype(np.int64)
-        own = np.flatnonzero(dump != rerun.astype(np.int64))
-        td.inherited = int(np.count_nonzero((dump != sim).reshape(-1))) - int(own.size)
+        differs = (dump != sim).reshape(-1)
+        own = np.flatnonzero(differs & (dump != rerun.astype(np.int64)).reshape(-1))
+        td.inherited = int(np.count_nonzero(differs)) - int(own.size)
         labels, td.equally = explain(prog, node, [local[i] for i in acts], m.array, own)
         td.not_tried = int(own.size - labels.size)
         names, counts = np.unique(labels.astype(str), return_counts=True) if labels.size else ([], [])

@@ -34,7 +34,7 @@ from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 
 from npu_sim.ir import Node, Program
 
-MAX_TRIED = 100_000  # differing elements tried per node; the rest are counted as not tried
+MAX_TRIED = 20_000  # differing elements tried per node; the rest are counted as not tried
 
 
 @dataclass
