@@ -218,6 +218,16 @@ def test_entries_outside_the_dump_are_refused(demo_dump, tmp_path, capsys):
     assert "outside the dump folder" in capsys.readouterr().err
 
 
+def test_npy_folder_symlink_out_refused(demo_dump, tmp_path, capsys):
+    folder = tmp_path / "npys"
+    folder.mkdir()
+    np.save(tmp_path / "outside.npy", np.load(demo_dump / "tensors" / "conv1_out.npy"))
+    shutil.copy(demo_dump / "tensors" / "input.npy", folder / "input.npy")
+    os.symlink(tmp_path / "outside.npy", folder / "conv1_out.npy")
+    assert cli_main(["compare", str(QDQ), str(folder)]) == 2
+    assert "outside the dump folder" in capsys.readouterr().err
+
+
 def test_old_argument_order_refused(demo_dump, capsys):
     assert cli_main(["compare", str(demo_dump), str(QDQ)]) == 2
     err = capsys.readouterr().err
@@ -338,6 +348,11 @@ def test_golden_c_headers_compile_and_hold_the_data(tmp_path):
         r = subprocess.run([cc, "-fsyntax-only", "-std=c99", "-Wall", "-Werror", "-I", str(out / "c"), str(src)],
                            capture_output=True, text=True)
         assert r.returncode == 0, (src, r.stderr)
+
+
+def test_golden_format_needs_dump_all(tmp_path, capsys):
+    assert cli_main(["run", str(QDQ), "--input", f"input={SAMPLE}", "--format", "c", "--out", str(tmp_path)]) == 2
+    assert "add --dump-all" in capsys.readouterr().err
 
 
 def test_golden_bin_is_a_dump_compare_reads(tmp_path, capsys):

@@ -39,6 +39,8 @@ def lower_main(args, shapes) -> int:
 
 
 def main(args, shapes) -> int:
+    if args.format != "npy" and not args.dump_all:
+        raise InputError(f"--format {args.format} writes the tensors of --dump-all: add --dump-all")
     raw_feeds = [parse_feed(spec) for spec in args.input]
     arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() == ".npy"}
     sim = load(args.model, board=args.board, input_shapes=shapes,
