@@ -150,6 +150,8 @@ def test_every_third_tensor_only(demo_dump, tmp_path, capsys):
     out = capsys.readouterr().out
     c = npu_sim.compare_dump(QDQ, dump)
     assert len(c.tensors) == len(keep) - 1 and len(c.not_in_dump) == len(index) - len(keep)
+    sim = npu_sim.load(QDQ, input_shapes={"input": (1, 1, 8, 8)})  # a loaded Simulator works too
+    assert npu_sim.compare_dump(sim, dump).equal
     assert (f"summary: {len(keep) - 1} of {len(keep) - 1} dumped tensors match, 0 differ; "
             f"{len(index) - len(keep)} tensor(s) of the model not in the dump" in out)
 

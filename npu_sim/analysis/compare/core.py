@@ -10,6 +10,7 @@ execution order, whose output differs while every input the dump holds equals th
 from __future__ import annotations
 
 from dataclasses import dataclass, field, asdict
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -120,7 +121,7 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
     entries = read_dump(dump)
     sim = model if isinstance(model, Simulator) else _load(model, board, input_shapes, entries, inputs or {})
     prog = sim.program
-    table = name_table(prog, _relabels(prog.model_path or model))
+    table = name_table(prog, _relabels(prog.model_path or ("" if isinstance(model, Simulator) else model)))
     wide = dump_layout(entries, table, prog)
     matched, notes, not_in_model, shapes = {}, [], [], {}
     for key, e in entries.items():
@@ -162,10 +163,9 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
 
 def _relabels(model) -> dict:
     """QuantizeLinear output -> input for every QuantizeLinear of the ONNX model (``match.name_table``)."""
-    try:
-        graph = onnx.load(str(model), load_external_data=False).graph
-    except Exception:  # the model loaded once already; a Simulator built in memory has no file
+    if not model or not Path(str(model)).is_file():  # a Simulator built in memory has no file
         return {}
+    graph = onnx.load(str(model), load_external_data=False).graph
     return {n.output[0]: n.input[0] for n in graph.node if n.op_type == "QuantizeLinear" and n.output}
 
 
