@@ -270,6 +270,25 @@ def test_layout_of():
     assert layout_of((1, 9, 8, 8), (1, 16, 8, 8), None) is None
 
 
+def test_rescale_node_rounding(tmp_path):
+    """A Relu lowered to a one-multiplier rescale (0.5 -> 1.0: every odd code a tie): onnx vs default."""
+    inits = [numpy_helper.from_array(np.array(v, dt), n) for n, v, dt in
+             (("s1", 0.5, np.float32), ("s2", 1.0, np.float32), ("z", 0, np.int8))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z"], ["xq"], name="x_q"),
+             helper.make_node("DequantizeLinear", ["xq", "s1", "z"], ["xd"], name="x_dq"),
+             helper.make_node("Relu", ["xd"], ["r"], name="relu"),
+             helper.make_node("QuantizeLinear", ["r", "s2", "z"], ["rq"], name="r_q"),
+             helper.make_node("DequantizeLinear", ["rq", "s2", "z"], ["rd"], name="r_dq")]
+    graph = helper.make_graph(nodes, "rq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("rd", TensorProto.FLOAT, [1, 64])], inits)
+    model = tmp_path / "rq.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    np.save(tmp_path / "x.npy", np.linspace(-20, 20, 64, dtype=np.float32).reshape(1, 64))
+    dump = _run_dump(model, tmp_path / "dump", tmp_path / "x.npy", "onnx")
+    t = npu_sim.compare_dump(model, dump).first_divergent_tensor
+    assert t.producer == "relu" and t.differing > 0 and t.causes == {"rounding half to even": t.differing}
+
+
 def test_lut_entry_off_by_one_index(tmp_path):
     """A Sigmoid table (int8 input): board values taken from the neighbouring input code's entry are named so."""
     inits = [numpy_helper.from_array(np.array(v, dt), n) for n, v, dt in

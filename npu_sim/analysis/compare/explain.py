@@ -34,7 +34,8 @@ from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 
 from npu_sim.ir import Node, Program
 
-MAX_TRIED = 20_000  # differing elements tried per node; the rest are counted as not tried
+MAX_TRIED = 20_000
+RESCALES = ("Requantize", "Clip", "Relu")  # one multiplier from the input's scale to the output's  # differing elements tried per node; the rest are counted as not tried
 
 
 @dataclass
@@ -165,7 +166,7 @@ def requant_of(prog: Program, node: Node, inputs: list) -> Requant | None:
         return None
     got = _mac_acc(node, inputs[0], out_shape)
     if got is None:
-        if not ("x_zp" in p and len(inputs) == 1 and "_w" not in p and np.shape(p.get("bias", 0)) in ((1,), ())
+        if not (node.op in RESCALES and "x_zp" in p and len(inputs) == 1 and np.shape(p.get("bias", 0)) in ((1,), ())
                 and tuple(inputs[0].shape) == out_shape):
             return None
         acc, axis = inputs[0].astype(np.int64) - p["x_zp"], None
