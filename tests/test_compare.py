@@ -15,8 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import npu_sim
 from npu_sim.analysis.compare import sanitize
-from npu_sim.analysis.compare.explain import (ROUNDINGS, Requant, double_rounding, half_away, half_even, half_up,
-                                              variations)
+from npu_sim.analysis.compare.explain import Requant, variations
+from npu_sim.analysis.compare.rounding import ROUNDINGS, double_rounding, half_away, half_even, half_up
 from npu_sim.analysis.compare.match import layout_of
 from npu_sim.cli.main import main as cli_main
 
@@ -287,6 +287,34 @@ def test_rescale_node_rounding(tmp_path):
     dump = _run_dump(model, tmp_path / "dump", tmp_path / "x.npy", "onnx")
     t = npu_sim.compare_dump(model, dump).first_divergent_tensor
     assert t.producer == "relu" and t.differing > 0 and t.causes == {"rounding half to even": t.differing}
+
+
+def test_add_of_two_activations(tmp_path):
+    """Add(a, b) with scales 0.5 and 0.25 into 1.0: many exact sums end in .5 or .25; the onnx board (ONNX's
+    definition in float32, rounding half to even) against the default board's three-stage fixed-point Add."""
+    inits = [numpy_helper.from_array(np.array(v, dt), n) for n, v, dt in
+             (("sa", 0.5, np.float32), ("sb", 0.25, np.float32), ("sy", 1.0, np.float32), ("z", 0, np.int8))]
+    nodes = [helper.make_node("QuantizeLinear", ["a", "sa", "z"], ["aq"], name="a_q"),
+             helper.make_node("DequantizeLinear", ["aq", "sa", "z"], ["ad"], name="a_dq"),
+             helper.make_node("QuantizeLinear", ["b", "sb", "z"], ["bq"], name="b_q"),
+             helper.make_node("DequantizeLinear", ["bq", "sb", "z"], ["bd"], name="b_dq"),
+             helper.make_node("Add", ["ad", "bd"], ["y"], name="add"),
+             helper.make_node("QuantizeLinear", ["y", "sy", "z"], ["yq"], name="y_q"),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "z"], ["yd"], name="y_dq")]
+    graph = helper.make_graph(nodes, "add", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 256])
+                                             for n in ("a", "b")],
+                              [helper.make_tensor_value_info("yd", TensorProto.FLOAT, [1, 256])], inits)
+    model = tmp_path / "add.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    rng = np.random.default_rng(5)
+    for n in ("a", "b"):
+        np.save(tmp_path / f"{n}.npy", rng.uniform(-25, 25, (1, 256)).astype(np.float32))
+    assert cli_main(["run", str(model), "--board", "onnx", "--input", f"a={tmp_path / 'a.npy'}", "--input",
+                     f"b={tmp_path / 'b.npy'}", "--dump-all", "--out", str(tmp_path / "dump")]) == 0
+    t = npu_sim.compare_dump(model, tmp_path / "dump").first_divergent_tensor
+    assert t.producer == "add" and t.differing > 0 and t.unexplained == 0
+    assert t.causes == {"rounding half to even (three-stage Add)": t.differing}
+    assert "one rounding of the exact sum, half to even" in t.equally["rounding half to even (three-stage Add)"]
 
 
 def test_lut_entry_off_by_one_index(tmp_path):

@@ -16,7 +16,8 @@ exactly (Python integers), after which the output zero point is added and the no
 * the accumulator saturated instead of wrapped at its width (or wrapped instead of saturated), then the node's
   own rule;
 * one multiplier for every channel (channel 0's) instead of one per channel, with the node's own rule;
-* lookup tables (8-bit inputs): the entry of the neighbouring input code (an index off by one).
+* lookup tables (8-bit inputs): the entry of the neighbouring input code (an index off by one);
+* Add/Sub of two activations: the variations of ``binary``.
 
 This is a diagnostic, not a kernel: plain numpy and Python integers, only on the differing elements.
 """
@@ -32,6 +33,9 @@ from kernels.fixedpoint import quantize_multiplier
 from kernels.gemm import int_matmul
 from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 
+from npu_sim.analysis.compare.binary import add_candidates
+from npu_sim.analysis.compare.rounding import (ROUNDINGS, double_rounding, float32_rule, half_up, saturate,
+                                               wrap)
 from npu_sim.ir import Node, Program
 
 MAX_TRIED = 20_000
@@ -53,66 +57,6 @@ class Requant:
     acc_bits: int
     saturate: bool
     own: str                 # the node's own rule: "single" | "double" | "float32"
-
-
-# -- rounding of n / 2**r (Python ints, exact) --------------------------------------------------------------------
-
-def half_up(n: int, r: int) -> int:
-    return n if r == 0 else (n + (1 << (r - 1))) >> r
-
-
-def half_even(n: int, r: int) -> int:
-    if r == 0:
-        return n
-    q, rem = n >> r, n & ((1 << r) - 1)
-    half = 1 << (r - 1)
-    return q + 1 if rem > half or (rem == half and q & 1) else q
-
-
-def half_away(n: int, r: int) -> int:
-    return n if r == 0 else (-1 if n < 0 else 1) * ((abs(n) + (1 << (r - 1))) >> r)
-
-
-def floor_shift(n: int, r: int) -> int:
-    return n >> r
-
-
-def toward_zero(n: int, r: int) -> int:
-    return (-1 if n < 0 else 1) * (abs(n) >> r)
-
-
-ROUNDINGS = (("rounding half up", half_up), ("rounding half to even", half_even),
-             ("rounding half away from zero", half_away), ("truncation toward -inf", floor_shift),
-             ("truncation toward 0", toward_zero))
-
-
-def double_rounding(x: int, m: int, s: int) -> int:
-    """TFLite's MultiplyByQuantizedMultiplier(x, M, s): SaturatingRoundingDoublingHighMul(x * 2**max(s, 0), M),
-    then RoundingDivideByPOT by max(-s, 0)."""
-    a = x * (1 << max(s, 0))
-    if a == m == -(1 << 31):
-        hi = (1 << 31) - 1
-    else:
-        ab = a * m
-        v = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
-        hi = (-1 if v < 0 else 1) * (abs(v) >> 31)  # C division: truncation toward 0
-    e = max(-s, 0)
-    mask = (1 << e) - 1
-    threshold = (mask >> 1) + (1 if hi < 0 else 0)
-    return (hi >> e) + (1 if (hi & mask) > threshold else 0)
-
-
-def float32_rule(x: int, ratio: np.float32) -> int:
-    return int(np.rint(np.float32(np.float32(x) * ratio)))
-
-
-def wrap(x: int, bits: int) -> int:
-    m = 1 << bits
-    return ((x + (m >> 1)) % m) - (m >> 1)
-
-
-def saturate(x: int, bits: int) -> int:
-    return min(max(x, -(1 << (bits - 1))), (1 << (bits - 1)) - 1)
 
 
 # -- recovering the requantization of a node --------------------------------------------------------------------
@@ -162,6 +106,8 @@ def requant_of(prog: Program, node: Node, inputs: list) -> Requant | None:
     ops without one multiplier per channel (then no variation is tried)."""
     p = node.params
     out_shape = tuple(prog.tensors[node.outputs[0]].shape)
+    if inputs and {"f_bits", "w", "b", "x_zp", "out_zp"} <= set(p) and tuple(inputs[0].shape) == out_shape:
+        return _affine(p, inputs[0])
     if not inputs or "out_zp" not in p or not {"mult", "tfl_mult", "scale"} & set(p):
         return None
     got = _mac_acc(node, inputs[0], out_shape)
@@ -198,6 +144,23 @@ def requant_of(prog: Program, node: Node, inputs: list) -> Requant | None:
                    int(p.get("acc_bits", 64)), bool(p.get("_saturate", False)), own)
 
 
+def _affine(p: dict, x: np.ndarray) -> Requant:
+    """A per-channel affine (BatchNormalization, Add/Sub of a constant): ``acc = (x - zx) w[c] + b[c]`` in output
+    units with ``f_bits`` fraction bits, i.e. the factor ``2**-f_bits`` (channels along axis 1)."""
+    w, b = np.asarray(p["w"], np.int64).reshape(-1), np.asarray(p["b"], np.int64).reshape(-1)
+    n_c = w.size
+    if n_c == 1 or x.ndim < 2:
+        channel = np.zeros(x.shape, np.int64)
+    else:
+        channel = np.broadcast_to(np.arange(n_c).reshape([1, -1] + [1] * (x.ndim - 2)), x.shape)
+    acc = (x.astype(np.int64) - p["x_zp"]) * w[channel] + np.broadcast_to(b, (n_c,))[channel]
+    f = int(p["f_bits"])
+    tm, ts = tfl_quantize_multiplier(2.0 ** -f)
+    return Requant(acc, channel, np.ones(n_c, np.int64), np.full(n_c, f, np.int64),
+                   (np.full(n_c, tm, np.int64), np.full(n_c, ts, np.int64)), np.full(n_c, 2.0 ** -f, np.float32),
+                   int(p["out_zp"]), int(p["qmin"]), int(p["qmax"]), 64, False, "single")
+
+
 def variations(rq: Requant) -> list[tuple[str, object]]:
     """(name, f(acc, c) -> the value before the zero point) for every variation worth trying on this node."""
     def rule(name):
@@ -231,13 +194,14 @@ def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, flat_idx:
     board = dump.reshape(-1)[tried].astype(np.int64)
     labels = np.full(tried.size, "unexplained", dtype=object)
     lut = _lut_variations(node, inputs)
-    rq = None if lut else requant_of(prog, node, inputs)
-    if rq is None and not lut:
+    cands = [] if lut else add_candidates(prog, node, inputs, tried)
+    rq = None if lut or cands else requant_of(prog, node, inputs)
+    if rq is None and not (lut or cands):
         return labels, {}
     if lut:
         x = inputs[0].reshape(-1)[tried].astype(np.int64)
         cands = [(name, f(x)) for name, f in lut]
-    else:
+    elif rq is not None:
         acc = rq.acc.reshape(-1)[tried]
         ch = rq.channel.reshape(-1)[tried]
         cands = []
