@@ -10,7 +10,7 @@ own scale and zero point). Only the tensors present are compared. The simulation
 was fed (--input, any of these forms) or the dump's own input tensor. Each differing node is re-run on the
 dump's inputs and its differing elements are tried against variations of its arithmetic (rounding rules,
 double rounding, float32 requantization, accumulator saturation/wrap, one multiplier for all channels, LUT
-index), or counted inherited (an input already differs) or unexplained. Formats: docs/DUMPS.md.
+index, the Add's stages), or counted inherited (an input already differs) or unexplained. Formats: docs/DUMPS.md.
 Exit codes: 0 every dumped tensor equal, 1 a mismatch, 2 bad input.
 """
 from npu_sim.analysis.compare.core import (EXIT_EQUAL, EXIT_MISMATCH, Comparison, TensorDiff, compare_dump,

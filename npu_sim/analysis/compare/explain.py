@@ -4,9 +4,9 @@ how many of the node's differing elements each reproduces (most first; ties in t
 cause explaining a whole node is not split among variations that agree with it on some elements.
 
 The node is re-run from the dump's inputs; its exact accumulator (``acc + bias``, int64) is recovered for the
-multiply-accumulate ops (Conv, ConvTranspose, Gemm, MatMul by constant weights) and the one-multiplier rescales
-(Requantize, Clip/Relu), with the real factor ``sx * sw[c] / sy`` from the tensors' scales. Then, per element,
-exactly (Python integers), after which the output zero point is added and the node's clamp applied:
+multiply-accumulate ops (Conv, ConvTranspose, Gemm, MatMul by constant weights), the one-multiplier rescales
+(Requantize, Clip/Relu) and the per-channel affines (``acc`` in output units with ``f_bits`` fraction bits), with
+the real factor ``sx * sw[c] / sy`` from the tensors' scales. Then, per element, exactly (Python integers), after which the output zero point is added and the node's clamp applied:
 
 * the rounding of ``acc * M / 2**r`` (the node's own fixed-point pair ``M, r``, else the 31-bit pair of the real
   factor): half up, half to even, half away from zero, truncation toward -inf, truncation toward 0;
