@@ -12,6 +12,7 @@ from npu_sim.api import load
 from npu_sim.cli.common import EXIT_OK, parse_feed, read_npy
 from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import read_image
+from npu_sim.render.golden import FORMATS, write_golden
 
 
 
@@ -25,6 +26,10 @@ def add_arguments(run) -> None:
     run.add_argument("--out", default="npu_sim_out", help="output folder (default ./npu_sim_out)")
     run.add_argument("--dump-all", action="store_true",
                      help="also write every intermediate integer tensor and index.json")
+    run.add_argument("--format", choices=("npy",) + FORMATS, default="npy",
+                     help="with --dump-all, also write the tensors as golden vectors for firmware: c (one C header "
+                          "per tensor and golden.h, in OUT/c) or bin (raw bytes and manifest.json, in OUT/bin)")
+    run.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw", help="layout of the --format c/bin tensors")
 
 
 def lower_main(args, shapes) -> int:
@@ -34,6 +39,8 @@ def lower_main(args, shapes) -> int:
 
 
 def main(args, shapes) -> int:
+    if args.format != "npy" and not args.dump_all:
+        raise InputError(f"--format {args.format} writes the tensors of --dump-all: add --dump-all")
     raw_feeds = [parse_feed(spec) for spec in args.input]
     arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() == ".npy"}
     sim = load(args.model, board=args.board, input_shapes=shapes,
@@ -57,6 +64,9 @@ def main(args, shapes) -> int:
               f"(see `npu-sim lower` for its width)", file=sys.stderr)
     if args.dump_all:
         _dump_all(prog, result, out_dir)
+        if args.format != "npy":
+            print(f"golden vectors ({args.format}, {args.layout.upper()}) -> "
+                  f"{write_golden(out_dir, prog, result.values, args.format, args.layout)}")
     return EXIT_OK
 
 
