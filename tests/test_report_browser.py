@@ -277,7 +277,7 @@ def test_synthetic_model_report_in_chromium(synthetic_report, tmp_path):
 @pytest.mark.network
 def test_real_model_report_in_chromium(tmp_path):
     build, (q, f) = real_models("ppocr_cls_a8w8", "ppocr_cls_float")
-    samples = build.sample_inputs("ppocr_cls", 2, start=16)
+    samples = build.sample_inputs("ppocr_cls_a8w8", 2, start=16)
     r = npu_sim.accuracy_report(q, data=samples, float_model=f, board="default", workers=1)
     advisor.annotate(r, samples, "default", f, options=advisor.AdviceOptions(samples=2, sensitivity=False))
     got, _ = _browse(r, tmp_path, r.layers[-1].tensor, "ppocr_cls_a8w8")

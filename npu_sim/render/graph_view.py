@@ -3,7 +3,7 @@ edges, coloured by error, marked with their check findings, each a link to its r
 
 A plain layered layout, deterministic: a box's layer (rank) is one below the deepest of its inputs; within a
 layer the boxes are ordered by the mean position of their inputs and pushed apart to a fixed pitch. Edges over
-one layer are drawn straight down, longer ones (skip connections) bow out to the right of the boxes they pass.
+one layer are drawn straight down, longer ones (skip connections) run in a lane right of the boxes they pass.
 The edges come from ``LayerResult.inputs`` (the reported tensors an op reads, looking through unreported ones).
 Boxes are compact (the op, and the node name cut in the middle); the full names are in each box's ``<title>``.
 """
@@ -61,20 +61,40 @@ def layout(layers: list[LayerResult]) -> tuple[dict[int, tuple[float, float]], f
             x[i] = p + shift
     x0 = min(x.values(), default=0.0)
     pos = {i: (MARGIN + x[i] - x0, MARGIN + rk[i] * (BOX_H + GAP_Y)) for i in range(len(layers))}
-    width = max((p[0] for p in pos.values()), default=0.0) + BOX_W + MARGIN + 110   # room for bowed edges
+    width = max((p[0] for p in pos.values()), default=0.0) + BOX_W + MARGIN + 40    # room for the edge lanes
     height = MARGIN * 2 + (max(rk, default=0) + 1) * (BOX_H + GAP_Y)
     return pos, width, height
 
 
-def _edge(sx: float, sy: float, tx: float, ty: float, span: int) -> str:
-    if span <= 1:
+def _edge(sx: float, sy: float, tx: float, ty: float, lane: float | None) -> str:
+    """An edge from a box's bottom to another's top: an S-curve between adjacent layers; over more layers, out to
+    ``lane`` (right of every box it passes) in the gap below the source, down, and back in the gap above the target."""
+    if lane is None:
         m = (sy + ty) / 2
         d = f"M{sx:.1f},{sy:.1f} C{sx:.1f},{m:.1f} {tx:.1f},{m:.1f} {tx:.1f},{ty:.1f}"
     else:
-        off = BOX_W * 0.75 + 14 + 4 * min(span, 8)
-        d = (f"M{sx:.1f},{sy:.1f} C{sx + off:.1f},{sy + 2 * GAP_Y:.1f} {tx + off:.1f},{ty - 2 * GAP_Y:.1f} "
-             f"{tx:.1f},{ty:.1f}")
+        g = GAP_Y
+        d = (f"M{sx:.1f},{sy:.1f} C{sx:.1f},{sy + g:.1f} {lane:.1f},{sy:.1f} {lane:.1f},{sy + g:.1f} "
+             f"L{lane:.1f},{ty - g:.1f} C{lane:.1f},{ty:.1f} {tx:.1f},{ty - g:.1f} {tx:.1f},{ty:.1f}")
     return f'<path d="{d}" fill="none" stroke="#8a8a8a" stroke-width="1" marker-end="url(#garrow)"/>'
+
+
+def _edges(layers: list[LayerResult], pos: dict, rk: list[int]) -> list[str]:
+    right: dict[int, float] = {}
+    for i, (x, _) in pos.items():
+        right[rk[i]] = max(right.get(rk[i], 0.0), x + BOX_W)
+    out = []
+    for i, lay in enumerate(layers):
+        tx, ty = pos[i]
+        for k, j in enumerate(lay.inputs):
+            if j not in pos or j == i:
+                continue
+            sx, sy = pos[j]
+            lane = None
+            if rk[i] - rk[j] > 1:
+                lane = max(right.get(r, 0.0) for r in range(rk[j] + 1, rk[i])) + 10 + 5 * ((i + k) % 4)
+            out.append(_edge(sx + BOX_W / 2, sy + BOX_H, tx + BOX_W / 2, ty, lane))
+    return out
 
 
 def node_findings(r: AccuracyReport) -> dict[str, list[dict]]:
@@ -132,12 +152,7 @@ def svg_graph(r: AccuracyReport) -> str:
              f'role="img" aria-label="model graph"><defs><marker id="garrow" viewBox="0 0 8 8" refX="8" refY="4" '
              f'markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#8a8a8a"/></marker>'
              f'</defs>']
-    for i, lay in enumerate(layers):
-        tx, ty = pos[i]
-        for j in lay.inputs:
-            if j in pos and j != i:
-                sx, sy = pos[j]
-                parts.append(_edge(sx + BOX_W / 2, sy + BOX_H, tx + BOX_W / 2, ty, rk[i] - rk[j]))
+    parts += _edges(layers, pos, rk)
     for i, lay in enumerate(layers):
         parts.append(_node(lay, *pos[i], fnd.get(lay.node, []), lay.index == ci))
     parts.append("</svg>")

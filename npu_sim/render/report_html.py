@@ -279,7 +279,7 @@ def _all_tensors(r: AccuracyReport) -> list[str]:
                    f"<td>{fmt_value(i.cosine)}</td><td>{fmt_value(i.sqnr_db, '{:.1f}')}</td><td>{i.mean_lsb:.3f}</td>"
                    f"<td data-v='{i.max_lsb}'>{i.max_lsb:.2f} ({i.max_lsb_in_range:.2f})</td><td>{s.min:.4g}</td>"
                    f"<td>{s.p1:.4g}</td><td>{s.p50:.4g}</td><td>{s.p99:.4g}</td><td>{s.p99_9:.4g}</td>"
-                   f"<td>{s.max:.4g}</td><td>{100 * s.clip_rate:.3f}</td><td>{w}</td><td class='wrap'>{_e(fl)}</td></tr>")
+                   f"<td>{s.max:.4g}</td><td>{100 * s.clip_rate:.3f}</td><td>{w}</td><td class='l'>{_e(fl)}</td></tr>")
     out.append(_END)
     return out
 

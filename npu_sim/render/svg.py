@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 from npu_sim.analysis.accuracy import LayerResult, coarse_histogram
 from npu_sim.ir import DTYPES
@@ -220,7 +221,7 @@ def svg_bars(labels: list[str], values: list[float], title: str, unit: str, colo
                      f'{_e(cut_middle(lab, 60))}<title>{_e(full)}</title></text><rect x="{x1:.1f}" y="{y}" '
                      f'width="{max(x2 - x1, 0.5):.1f}" height="{bar_h}" fill="{color}"><title>{_e(full)}: {v:.6g} '
                      f'{_e(unit)}</title></rect><text x="{max(x2, x0) + 4:.1f}" y="{y + bar_h - 3}" font-size="10">'
-                     f'{v:.4g} {_e(unit)} {_e(note)}</text>')
+                     f'{f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"} {_e(unit)} {_e(note)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -232,7 +233,8 @@ def _pareto_labels(curve: list[dict], X, Y, ys) -> list[str]:
     for p, yv in zip(curve, ys):
         x, y = X(p["cycles"]), Y(yv)
         if p.get("chosen") or p["pareto"]:
-            what = "baseline" if not p["k"] else cut_middle(point_label(p), 28)
+            seg = re.match(r"segment [\d-]+ of \d+", point_label(p))
+            what = "baseline" if not p["k"] else (seg.group(0) if seg else cut_middle(point_label(p), 28))
             text = f'{"chosen: " if p.get("chosen") else ""}{p["k"]} · {what}'
             weight = ' font-weight="bold"' if p.get("chosen") else ""
             out.append(f'<text class="plabel" x="{x + 8:.1f}" y="{y - 6:.1f}" font-size="10"{weight}>{_e(text)}'
