@@ -283,3 +283,69 @@ def test_real_model_report_in_chromium(tmp_path):
     got, _ = _browse(r, tmp_path, r.layers[-1].tensor, "ppocr_cls_a8w8")
     _check_common(got, r)
     assert got["shown"] and f"t{r.layers[-1].index}" in got["shown"]
+
+
+# -- without a browser: the pieces the page is made of ------------------------------------------------------------
+
+@pytest.mark.parametrize("lo,hi", [(0.99895, 1.0), (0.9997, 1.0), (-0.74774, 1.0), (31.8, 52.1), (7977, 10218),
+                                   (0, 1416), (-0.1215, 1.2127), (3e-7, 4e-6), (5.0, 5.0)])
+def test_nice_ticks_are_round_and_cover_the_range(lo, hi):
+    from npu_sim.render.svg import fmt_tick, nice_ticks
+    t = nice_ticks(lo, hi)
+    assert t[0] <= lo and t[-1] >= hi and 3 <= len(t) <= 12
+    labels = [fmt_tick(v, t) for v in t]
+    assert _is_round_axis(labels), labels
+    assert len(set(labels)) == len(labels)                     # enough decimals to tell the ticks apart
+    if hi == 1.0 and lo > 0.99:
+        assert labels[-1].startswith("1.000") and float(labels[-1]) == 1.0   # a cosine axis ends at 1, not 1.00118
+
+
+def test_cut_middle():
+    name = "backbone/stage_3/block_2/expand_pointwise_conv_1x1"
+    assert cut_middle(name, 60) == name
+    cut = cut_middle(name, 24)
+    assert len(cut) == 24 and cut.count("…") == 1
+    head, tail = cut.split("…")
+    assert name.startswith(head) and name.endswith(tail) and len(tail) > len(head)
+
+
+def test_graph_layout(synthetic_report):
+    """Every box one layer below its deepest input, no two boxes overlapping, the same drawing every time."""
+    from npu_sim.render.graph_view import BOX_H, BOX_W, layout, ranks, svg_graph
+    layers = synthetic_report.layers
+    rk = ranks(layers)
+    for lay, r in zip(layers, rk):
+        assert all(j < lay.index for j in lay.inputs)
+        assert r == (1 + max(rk[j] for j in lay.inputs) if lay.inputs else 0)
+    pos, width, height = layout(layers)
+    boxes = sorted(pos.values())
+    for i, (x, y) in enumerate(boxes):
+        assert 0 <= x and x + BOX_W <= width and 0 <= y and y + BOX_H <= height
+        for x2, y2 in boxes[i + 1:]:
+            assert abs(x2 - x) >= BOX_W or abs(y2 - y) >= BOX_H
+    assert svg_graph(synthetic_report) == svg_graph(synthetic_report)
+    assert max(rk) <= len(layers) - 4 and max(list(rk).count(r) for r in set(rk)) >= 2   # branches side by side
+
+
+def test_layer_inputs_are_the_graph_edges():
+    """LayerResult.inputs: the reported tensors an op reads (the demo's residual Add reads conv1's Relu and
+    conv2's Relu); not part of the JSON."""
+    samples = [{"input": x[None]} for x in np.load(DEMO / "digits_test.npz")["x"][:2]]
+    r = npu_sim.accuracy_report(DEMO / "digits_cnn.qdq.onnx", data=samples, board="default", workers=1)
+    by = {l.tensor: l for l in r.layers}
+    assert [r.layers[j].tensor for j in by["add_out"].inputs] == ["relu1_out", "relu2_out"]
+    assert [r.layers[j].tensor for j in by["conv1_out"].inputs] == ["input"]
+    assert by["input"].inputs == []
+    assert "inputs" not in r.to_dict()["layers"][0]
+
+
+def test_check_table_grouped_by_rule(synthetic_report):
+    page = to_html(synthetic_report)
+    table = re.search(r"<table id='checks-table'.*?</table>", page, re.S).group(0)
+    rows = re.findall(r"<tr class='[a-z]*'><td class='l'>(\w+)</td><td class='l'><b>([\w.]+)</b></td><td>(\d+)</td>",
+                      table)
+    c = synthetic_report.checks
+    every = [f for l in c["layers"] for f in l["findings"]] + c["model_findings"]
+    assert sorted((s, rule) for s, rule, _ in rows) == sorted({(f["severity"], f["rule"]) for f in every})
+    assert sum(int(n) for *_, n in rows) == len(every)
+    assert [s for s, *_ in rows] == sorted((s for s, *_ in rows), key=["error", "warning", "info"].index)
