@@ -73,6 +73,12 @@ window.addEventListener('load', () => {
   const box = document.querySelector("input.filter[data-table='layers-table']");
   box.value = window.__query; box.dispatchEvent(new Event('input'));
   const shown = [...table.tBodies[0].rows].filter(r => r.style.display !== 'none').map(r => r.id);
+  const sel = document.getElementById('graph-color'), rects = [...document.querySelectorAll('.gnode rect.box')];
+  sel.value = 'iso'; sel.dispatchEvent(new Event('change'));
+  const recolored = rects.every(b => b.getAttribute('fill') === b.getAttribute('data-iso'));
+  const last = [...document.querySelectorAll('svg.graph a')].pop();
+  last.dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true}));
+  const target = document.querySelector(':target');
   const checks = document.getElementById('checks-table');
   const pre = document.createElement('pre');
   pre.id = 'probe';
@@ -81,7 +87,8 @@ window.addEventListener('load', () => {
     scrollWidth: document.documentElement.scrollWidth, boxes: boxes, links: links,
     edges: document.querySelectorAll('svg.graph path[marker-end]').length,
     sort: {before: before, asc: asc, desc: desc}, shown: shown,
-    checkRows: checks ? checks.tBodies[0].rows.length : null});
+    checkRows: checks ? checks.tBodies[0].rows.length : null, recolored: recolored,
+    clicked: {href: last.getAttribute('href'), target: target ? target.id : null}});
   document.body.appendChild(pre);
 });
 </script>"""
@@ -207,6 +214,8 @@ def _check_common(got: dict, r) -> dict:
     assert len(got["links"]) == n and all(x["row"] for x in got["links"]), got["links"][:3]
     assert sorted(x["id"] for x in got["links"]) == sorted(f"t{l.index}" for l in r.layers)
     assert got["edges"] == sum(len(l.inputs) for l in r.layers) > 0
+    assert got["recolored"]                                           # the switch to isolated error recolours
+    assert got["clicked"]["target"] == got["clicked"]["href"][1:] == f"t{r.layers[-1].index}"   # a click: its row
     # sorting by a click on "acc SQNR" orders the rows (numerically; a second click reverses)
     num = [float(v) for v in got["sort"]["before"]]
     asc = [float(v) for v in got["sort"]["asc"]]
