@@ -181,7 +181,8 @@ def test_html_self_contained(demo_report):
     page = to_html(demo_report)
     assert page.count("<svg") >= 2 + 4         # two similarity curves, four histograms
     assert "polyline" in page and "<rect" in page
-    assert "http://" not in page and "https://" not in page and "<script" not in page.lower()
+    assert "http://" not in page and "https://" not in page and "<script src" not in page.lower()
+    assert page.lower().count("<script") == 1 and "<link" not in page.lower()   # one inline script, no files
     assert "conv3_out" in page
 
 
