@@ -34,7 +34,7 @@ demo: $(VENV)/.installed-report
 	@echo "open build/demo/report.html"
 
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 clean:
 	rm -rf $(VENV) build
