@@ -5,6 +5,7 @@ import json
 
 from npu_sim.api import check
 from npu_sim.cli.common import read_npy_feeds
+from npu_sim.frontend.dataset import model_inputs
 from npu_sim.render.check import format_result
 
 DESCRIPTION = """\
@@ -19,13 +20,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/CHECK_SCHEMA.md)")
     parser.add_argument("--run", action="store_true",
                         help="also run the model on seeded random input and report observed accumulator overflow")
-    parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
-                        help="run on this .npy input instead (implies --run; repeatable)")
+    parser.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE",
+                        help="run on this .npy/.npz input instead (implies --run; repeatable; NAME= may be left "
+                             "out for a model with one input)")
     parser.add_argument("--quiet", action="store_true", help="print only nodes with findings, and the summary")
 
 
 def main(args, shapes) -> int:
-    feeds = read_npy_feeds(args.input) if args.input else ("random" if args.run else None)
+    feeds = read_npy_feeds(args.input, list(model_inputs(args.model))) if args.input else ("random" if args.run else None)
     result = check(args.model, board=args.board, input_shapes=shapes, feeds=feeds)
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))

@@ -22,6 +22,23 @@ Data (--data): folders or files: images (.png/.jpg/.bmp, resized, scaled to [0,1
 (arrays named like the inputs, or x [+ y labels]); a leading batch dimension is split into samples.
 --data is required (the demo: models/demo/digits_test.npz, its 360 held-out digits).
 """
+MODEL_AFTER_LISTS = True  # `report --data DIR MODEL`: an .onnx file that ends --data (or --requantize) is the model
+
+
+def take_model(args) -> None:
+    """Where the MODEL positional was written after ``--data``/``--requantize`` (which take several values), the
+    list took it: an ``.onnx`` file is never data, so it is the model."""
+    for attr in ("data", "requantize"):
+        items = getattr(args, attr) or []
+        onnx_files = [i for i in items if i.lower().endswith(".onnx")]
+        if onnx_files and args.model is None and len(onnx_files) == 1:
+            args.model = onnx_files[0]
+            items.remove(onnx_files[0])
+        elif onnx_files:
+            raise InputError(f"--{attr} {onnx_files[0]!r}: an .onnx file is not data; give the model once, "
+                             f"before the options")
+    if args.model is None:
+        raise InputError("report: give the QDQ model: npu-sim report MODEL.qdq.onnx --data DIR|FILE ...")
 
 
 def add_arguments(p) -> None:
@@ -87,6 +104,9 @@ class _Progress:
 
 
 def main(args, shapes) -> int:
+    take_model(args)
+    if args.requantize == []:
+        raise InputError("--requantize: give the calibration data (folders or files)")
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers must be at least 1")
     if args.limit is not None and args.limit < 1:

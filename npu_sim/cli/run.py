@@ -9,16 +9,18 @@ from pathlib import Path
 import numpy as np
 
 from npu_sim.api import load
-from npu_sim.cli.common import EXIT_OK, parse_feed, read_npy
+from npu_sim.cli.common import EXIT_OK, no_repeats, parse_feed, read_npy
 from npu_sim.errors import InputError
-from npu_sim.frontend.dataset import read_image
+from npu_sim.frontend.dataset import model_inputs, read_image
 
 
 
 def add_arguments(run) -> None:
-    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
-                     help="feed: .npy file, or an image (.png/.jpg; needs Pillow) resized to the input, scaled to "
-                          "[0,1] then (x-mean)/std. Without --input: seeded random values in the calibrated range")
+    run.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE",
+                     help="feed: .npy file, .npz (the array named like the input, or its only array), or an image "
+                          "(.png/.jpg; needs Pillow) resized to the input, scaled to [0,1] then (x-mean)/std; NAME= "
+                          "may be left out for a model with one input. Without --input: seeded random values in the "
+                          "calibrated range")
     run.add_argument("--mean", default="0", help="image normalization mean, per channel, comma separated")
     run.add_argument("--std", default="1", help="image normalization std, per channel, comma separated")
     run.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
@@ -34,8 +36,9 @@ def lower_main(args, shapes) -> int:
 
 
 def main(args, shapes) -> int:
-    raw_feeds = [parse_feed(spec) for spec in args.input]
-    arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() == ".npy"}
+    names = list(model_inputs(args.model)) if args.input else None
+    raw_feeds = no_repeats([parse_feed(spec, names) for spec in args.input])
+    arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() in (".npy", ".npz")}
     sim = load(args.model, board=args.board, input_shapes=shapes,
                feed_shapes={name: a.shape for name, a in arrays.items()})
     for name, path in raw_feeds:
