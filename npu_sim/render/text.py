@@ -1,0 +1,25 @@
+"""Small text helpers the terminal renderers share: names that never get cut silently."""
+from __future__ import annotations
+
+ELLIPSIS = "…"
+
+
+def cut_middle(name: str, width: int) -> str:
+    """``name`` if it fits in ``width`` characters, else its start and end around "…" (the end of a long tensor
+    name tells layers apart, its start says where in the network they are)."""
+    if len(name) <= width:
+        return name
+    if width <= 1:
+        return ELLIPSIS[:width]
+    tail = (width - 1) // 2
+    return name[:width - 1 - tail] + ELLIPSIS + name[len(name) - tail:]
+
+
+def column_width(names, floor: int, cap: int) -> int:
+    """A column as wide as its longest name, at least ``floor`` and at most ``cap`` (longer ones: cut_middle)."""
+    return max(floor, min(cap, max((len(n) for n in names), default=floor)))
+
+
+def cut_end(text: str, limit: int, more: str = "") -> str:
+    """``text`` up to ``limit`` characters, ending in "…" (and ``more``, e.g. where the rest is) when cut."""
+    return text if len(text) <= limit else text[:limit - 1] + ELLIPSIS + more
