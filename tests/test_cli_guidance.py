@@ -65,3 +65,46 @@ def test_check_severity_filter(deep, capsys):
     assert "lint.large_kernel" in warn and "bias.saturated" in warn
     _, demo, _ = run_cli(capsys, "check", MODEL, "--input-shape", "input=1x1x8x8", "--severity", "error")
     assert "no findings at severity error or worse" in demo and "DEPLOYABLE" in demo
+
+
+def test_run_estimate_report_say_the_model_fails_the_board(deep, tmp_path, capsys):
+    fpath, qpath = deep
+    hint = f"`npu-sim check {qpath}` for why"
+    n = check(qpath, input_shapes={"x": (1, 3, 12, 12)}).count("error")
+    code, _, err = run_cli(capsys, "run", qpath, *SHAPE, "--out", tmp_path / "o")
+    assert code == 0 and f"note: this model fails board 'default' with {n} check error(s) (bias.saturated x1" in err
+    assert hint in err
+    code, out, err = run_cli(capsys, "estimate", qpath, *SHAPE)
+    assert code == 0 and f"with {n} check error(s)" in err and hint in err and "total:" in out
+    code, _, err = run_cli(capsys, "estimate", qpath, *SHAPE, "--board", "onnx")
+    assert code == 2 and "no [cost] section" in err
+    np = pytest.importorskip("numpy")
+    data = tmp_path / "data.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((3, 3, 12, 12)).astype(np.float32))
+    code, out, _ = run_cli(capsys, "report", qpath, "--data", data, "--float", fpath, "--no-sensitivity",
+                           "--requantize", data, "--fixed-model", tmp_path / "fixed.onnx")
+    lines = out.splitlines()
+    assert code == 0 and lines[2].startswith(f"note: this model fails board 'default' with {n} check error(s)")
+    fixed = check(tmp_path / "fixed.onnx", input_shapes={"x": (1, 3, 12, 12)})
+    remain = fixed.count("error")
+    assert remain and "bias.saturated" not in {f.rule for _, f in fixed.findings}  # the fix cured the hazard
+    assert (f"check of the fixed model on board 'default': {remain} error(s) remain (dtype.activation x"
+            in out), out
+    # a model that fits says nothing
+    code, _, err = run_cli(capsys, "run", MODEL, "--input", DEMO / "digits_sample.npy", "--out", tmp_path / "d")
+    assert code == 0 and "note: this model fails" not in err
+    code, out, _ = run_cli(capsys, "report", MODEL, "--data", DEMO / "digits_test.npz", "--limit", "4",
+                           "--no-sensitivity")
+    assert code == 0 and "fails board" not in out
+
+
+def test_check_run_says_what_it_observed(deep, capsys):
+    _, qpath = deep
+    code, text, _ = run_cli(capsys, "check", qpath, *SHAPE, "--run")
+    assert code == 1 and "run (seeded random input in the calibrated range, 1 sample):" in text
+    assert f"  {layer(HAZARD_BLOCK)}: " in text and "accumulator value(s) overflowed" in text
+    assert "run `npu-sim check --run`" not in text and "the run below says what it observed" in text
+    _, plain, _ = run_cli(capsys, "check", qpath, *SHAPE)
+    assert "run `npu-sim check --run` to see observed overflow" in plain and "run (" not in plain
+    code, demo, _ = run_cli(capsys, "check", MODEL, "--input", DEMO / "digits_sample.npy")
+    assert code == 0 and "run (input [1, 1, 8, 8]):\n  no accumulator overflow observed on any node" in demo

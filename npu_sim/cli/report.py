@@ -5,7 +5,9 @@ import json
 import sys
 from pathlib import Path
 
-from npu_sim.api import AdviceOptions, accuracy_report, annotate, default_workers, load_data
+import numpy as np
+
+from npu_sim.api import AdviceOptions, accuracy_report, annotate, check, default_workers, load_data
 from npu_sim.errors import InputError
 from npu_sim.render.report_html import to_html
 from npu_sim.render.report_text import format_summary
@@ -82,6 +84,20 @@ def add_arguments(p) -> None:
     p.add_argument("--json", metavar="OUT.json", help="write the JSON report (schema: docs/REPORT_SCHEMA.md)")
 
 
+def remaining_errors(result, path: str) -> str:
+    """What the check says of the re-quantized model: the errors that remain, by rule, or none."""
+    n = result.count("error")
+    if not n:
+        return f"  check of the fixed model on board '{result.board}': no errors remain (deployable)"
+    by_rule: dict[str, int] = {}
+    for _, f in result.findings:
+        if f.severity == "error":
+            by_rule[f.rule] = by_rule.get(f.rule, 0) + 1
+    rules = ", ".join(f"{k} x{v}" for k, v in sorted(by_rule.items(), key=lambda kv: -kv[1]))
+    return (f"  check of the fixed model on board '{result.board}': {n} error(s) remain ({rules}); "
+            f"`npu-sim check {path}` for why")
+
+
 class _Progress:
     def __init__(self, stream=None, label: str = "report", unit: str = "samples"):
         self.label, self.unit = label, unit
@@ -148,6 +164,10 @@ def main(args, shapes) -> int:
     annotate(r, dset.samples, args.board, args.float_model, shapes or None, opts,
              progress=_Progress(label="sensitivity", unit="layers"))
     print(format_summary(r, args.top))
+    rq = (r.advisor or {}).get("requantized") or {}
+    if rq.get("model") and not rq.get("error"):
+        fixed_shapes = {name: np.shape(a) for name, a in dset.samples[0].items()}  # the shapes the report ran
+        print(remaining_errors(check(rq["model"], board=args.board, input_shapes=fixed_shapes), rq["model"]))
     if args.overrides:
         print(f"fix (quantize_static extra_options) -> {args.overrides}")
     if args.json:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from npu_sim.api import load
+from npu_sim.api import check, load
 from npu_sim.cli.common import EXIT_OK, no_repeats, parse_feed, read_npy
 from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import model_inputs, read_image
+from npu_sim.render.check import fit_line
 
 
 
@@ -41,6 +42,9 @@ def main(args, shapes) -> int:
     arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() in (".npy", ".npz")}
     sim = load(args.model, board=args.board, input_shapes=shapes,
                feed_shapes={name: a.shape for name, a in arrays.items()})
+    note = fit_line(check(sim), args.model, args.board)
+    if note:
+        print(note, file=sys.stderr)
     for name, path in raw_feeds:
         if name not in arrays:
             arrays[name] = _read_image(path, name, sim, args.mean, args.std)

@@ -139,3 +139,15 @@ def _listing(result: CheckResult, quiet: bool, severity: str) -> list[str]:
 def _finding_lines(f: Finding, first_fix: dict[str, str], where: str) -> list[str]:
     fix = f.fix if first_fix.setdefault(f.fix, where) == where else f"as for {first_fix[f.fix]} above"
     return [f"    {f.severity:7} {f.rule}: {f.message}", f"            fix: {fix}"]
+
+
+def fit_line(result: CheckResult, model: str, board_arg: str) -> str | None:
+    """One line for run/estimate/report when the model fails the board's check (None when it fits)."""
+    n = result.count("error")
+    if not n:
+        return None
+    rules = [f"{rule} x{len(hits)}" for _, rule, hits in rule_groups(result, "error")]
+    shown = ", ".join(rules[:3]) + (", ..." if len(rules) > 3 else "")
+    board = "" if board_arg == "default" else f" --board {board_arg}"
+    return (f"note: this model fails board '{result.board}' with {n} check error(s) ({shown}); "
+            f"`npu-sim check {model}{board}` for why")

@@ -56,6 +56,19 @@ def _rule_groups(checks: dict) -> list[tuple[str, str, list[tuple[str, list[str]
 # Summary
 
 
+def fit_note(r: AccuracyReport) -> list[str]:
+    """One line when the model fails the board's check: the report's numbers are then those of a model the board
+    cannot take as it is."""
+    c = r.checks
+    if not c or c["deployable"]:
+        return []
+    groups = sorted((g for g in _rule_groups(c) if g[0] == "error"), key=lambda g: -len(g[2]))
+    rules = [f"{rule} x{len(items)}" for _, rule, items in groups]
+    return [f"note: this model fails board '{c['board']}' with {c['errors']} check error(s) ("
+            + ", ".join(rules[:3]) + (", ..." if len(rules) > 3 else "") + f"); `npu-sim check {r.model}"
+            + ("" if c["board"] == "default" else f" --board {c['board']}") + "` for why"]
+
+
 def _outputs(r: AccuracyReport) -> list[str]:
     lines = []
     for o in r.outputs:
@@ -108,7 +121,9 @@ def _collapse(r: AccuracyReport) -> list[str]:
 def format_summary(r: AccuracyReport, top: int = 5) -> str:
     """The terminal summary of an accuracy report: outputs, worst tensors, collapse, then ``format_advice``."""
     lines = [f"npu-sim report: {r.model} on board {r.board}, {r.samples} sample(s) ({r.data})",
-             f"float reference: {r.reference} ({r.reference_source})", "", "outputs (integer vs float reference)"]
+             f"float reference: {r.reference} ({r.reference_source})"]
+    lines += fit_note(r)
+    lines += ["", "outputs (integer vs float reference)"]
     lines += _outputs(r)
     lines += _worst_tables(r, top)
     lines.append("")
