@@ -58,3 +58,15 @@ def deep_cnn(directory) -> tuple:
     qpath = quantize(deep_cnn_float(), directory, "deep_cnn", activation_type="u8", weight_type="s8",
                      per_channel=True, calib_shapes={"x": (1, 3, 12, 12)}, postprocess=_clip_one_bias)
     return qpath.with_name("deep_cnn.float.onnx"), qpath
+
+
+def free_width(directory):
+    """A text-line recognizer's input: x[N, 3, 8, W] with a free width; an unpadded 3x3 conv and two 2x2 pools,
+    so a width below 6 leaves an empty or negative tensor (PP-OCR rec has the same shape of input)."""
+    rng = rng_for("free_width")
+    nodes = [helper.make_node("Conv", ["x", "W1"], ["c"], name="conv"),
+             helper.make_node("MaxPool", ["c"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxPool", ["p1"], ["p2"], name="pool2", kernel_shape=[2, 2], strides=[2, 2])]
+    m = build_model(nodes, {"x": ("N", 3, 8, "W")}, {"p2": None}, {"W1": weights(rng, (4, 3, 3, 3), 0.3)})
+    return quantize(m, directory, "free_width", activation_type="s8", calib_shapes={"x": (1, 3, 8, 16)},
+                    extra_options={"ActivationSymmetric": True})

@@ -2,13 +2,14 @@
 not fit the board, what `check --run` observed, dynamic shapes, names never cut silently. Transcripts on a model
 as a newcomer brings one (tests/cli_models.py) and on the committed demo."""
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from npu_sim.api import check
 from npu_sim.cli.main import main
-from tests.cli_models import HAZARD_BLOCK, deep_cnn, layer
+from tests.cli_models import HAZARD_BLOCK, deep_cnn, free_width, layer
 
 DEMO = Path(__file__).parent.parent / "models" / "demo"
 MODEL = DEMO / "digits_cnn.qdq.onnx"
@@ -108,3 +109,36 @@ def test_check_run_says_what_it_observed(deep, capsys):
     assert "run `npu-sim check --run` to see observed overflow" in plain and "run (" not in plain
     code, demo, _ = run_cli(capsys, "check", MODEL, "--input", DEMO / "digits_sample.npy")
     assert code == 0 and "run (input [1, 1, 8, 8]):\n  no accumulator overflow observed on any node" in demo
+
+
+def _flags_of(capsys, command) -> set[str]:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    return set(re.findall(r"--[a-z][a-z0-9-]*", capsys.readouterr().out))
+
+
+def test_free_batch_defaults_to_one_with_a_note(capsys):
+    for command in ("lower", "check", "estimate"):
+        code, out, err = run_cli(capsys, command, MODEL)
+        assert code == 0, err
+        assert ("note: input 'input' has a free batch dimension; using batch 1 (input=1x1x8x8; --input-shape sets "
+                "another)") in err
+    code, out, err = run_cli(capsys, "lower", MODEL, "--input-shape", "input=2x1x8x8")
+    assert code == 0 and "free batch" not in err and "[2x1x8x8]" in out
+
+
+def test_suggested_input_shape_works(tmp_path, capsys):
+    path = free_width(tmp_path)
+    for command in ("run", "lower", "check", "estimate"):
+        extra = ["--out", tmp_path / "o"] if command == "run" else []
+        code, _, err = run_cli(capsys, command, path, *extra)
+        assert code == 2 and "x [?, 3, 8, ?]" in err and "Traceback" not in err, err
+        assert set(re.findall(r"--[a-z][a-z0-9-]*", err)) <= _flags_of(capsys, command), err  # its own flags only
+        suggested = re.search(r"e\.g\. (--input-shape x=\S+) \(checked", err).group(1).split()
+        code, _, err = run_cli(capsys, command, path, *suggested, *extra)
+        assert code in (0, 1), err  # 1: check finds board errors; the shape itself works
+    # a width the model cannot take is refused clearly (it was an internal error)
+    for command in ("run", "estimate", "check", "lower"):
+        code, _, err = run_cli(capsys, command, path, "--input-shape", "x=1x3x8x1", "--out", tmp_path / "o")[:3] \
+            if command == "run" else run_cli(capsys, command, path, "--input-shape", "x=1x3x8x1")
+        assert code == 2 and "of node 'conv' would have shape [1x4x6x-1]" in err and "internal" not in err, err

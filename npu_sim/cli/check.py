@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 
-from npu_sim.api import check
-from npu_sim.cli.common import read_npy_feeds
+import numpy as np
+
+from npu_sim.api import Simulator, check, program_for
+from npu_sim.cli.common import fixed_shapes, read_npy_feeds, refuse_empty
 from npu_sim.frontend.dataset import model_inputs
 from npu_sim.render.check import format_result
 
@@ -37,7 +39,12 @@ def add_arguments(parser) -> None:
 def main(args, shapes) -> int:
     feeds = read_npy_feeds(args.input, list(model_inputs(args.model))) if args.input else (
         "random" if args.run else None)
-    result = check(args.model, board=args.board, input_shapes=shapes, feeds=feeds)
+    shapes = fixed_shapes(args.model, args.board, shapes, set(feeds) if isinstance(feeds, dict) else (),
+                          program_for)
+    program = program_for(args.model, args.board, shapes,
+                          {n: np.shape(v) for n, v in feeds.items()} if isinstance(feeds, dict) else None)
+    refuse_empty(program, shapes)
+    result = check(Simulator(program), feeds=feeds)
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
     else:

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from npu_sim.errors import InputError
+from npu_sim.errors import InputError, NpuSimError
+from npu_sim.frontend.dataset import model_inputs
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
 
@@ -74,3 +76,75 @@ def no_repeats(feeds: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
 def read_npy_feeds(specs: list[str], input_names: list[str] | None = None) -> dict[str, np.ndarray]:
     """``--input NAME=FILE`` arguments (.npy/.npz; FILE alone given ``input_names`` of one) -> feeds by name."""
     return {name: read_npy(path, name) for name, path in no_repeats([parse_feed(s, input_names) for s in specs])}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# dynamic input shapes
+
+SIZES = (32, 64, 128, 224, 320, 640, 1024)  # tried, in order, for a free dimension other than the batch
+
+
+def shape_text(dims) -> str:
+    return "x".join(str(d) for d in dims)
+
+
+def fixed_shapes(model, board, shapes: dict, fed=(), program_for=None) -> dict:
+    """``--input-shape`` completed for inputs not fed by a file: a free leading (batch) dimension is 1, with a
+    note on stderr; other free dimensions must be given, and the error suggests sizes checked to lower
+    (``program_for(model, board, shapes)`` lowers; given, a suggestion is tried before it is made)."""
+    out = dict(shapes)
+    todo = {n: dims for n, (dims, _) in model_inputs(model).items()
+            if n not in shapes and n not in fed and dims and None in dims}
+    batch_only = [n for n, dims in todo.items() if dims[0] is None and None not in dims[1:]]
+    for name in batch_only:
+        out[name] = (1, *todo[name][1:])
+        print(f"note: input {name!r} has a free batch dimension; using batch 1 ({name}={shape_text(out[name])}; "
+              f"--input-shape sets another)", file=sys.stderr)
+    rest = {n: dims for n, dims in todo.items() if n not in batch_only}
+    if rest:
+        shown = ", ".join(f"{n} [{', '.join('?' if d is None else str(d) for d in dims)}]" for n, dims in rest.items())
+        hint = suggest(model, board, out, rest, program_for)
+        raise InputError(f"{model}: input(s) with free dimensions other than the batch: {shown}; give them with "
+                         + (f"--input-shape, e.g. {hint} (checked: the model lowers at that shape)" if hint else
+                            "--input-shape NAME=DIMS (no common size lowered: see the model's expected input size)"))
+    return out
+
+
+def suggest(model, board, known: dict, free: dict, program_for) -> str | None:
+    """The first of a few common sizes at which every free dimension gives a model that lowers with no empty
+    or negative tensor: ``--input-shape`` arguments, or None."""
+    for size in SIZES:
+        cand = {}
+        for name, dims in free.items():
+            spatial = [d for d in dims[2:] if d is not None] if len(dims) == 4 else []
+            cand[name] = tuple(1 if i == 0 and d is None else (d if d is not None else size) for i, d in
+                               enumerate(dims))
+            if spatial and size == SIZES[0]:  # first try square: the fixed spatial size for the free one
+                cand[name] = tuple(1 if i == 0 and d is None else (d if d is not None else spatial[0])
+                                   for i, d in enumerate(dims))
+        try:
+            program = program_for(model, board, {**known, **cand}) if program_for else None
+        except NpuSimError:
+            continue
+        if program is None or not (program.problems or empty_tensor(program)):
+            return " ".join(f"--input-shape {n}={shape_text(s)}" for n, s in cand.items())
+    return None
+
+
+def empty_tensor(program) -> str | None:
+    """The first tensor the program would give an empty or negative dimension (an input too small), or None."""
+    producer = {o: n.name for n in program.nodes for o in n.outputs}
+    for name, t in program.tensors.items():
+        if not t.is_const and t.shape is not None and any(int(d) < 1 for d in t.shape):
+            return (f"tensor {name!r}" + (f" of node {producer[name]!r}" if name in producer else "")
+                    + f" would have shape [{shape_text(t.shape)}]")
+    return None
+
+
+def refuse_empty(program, shapes: dict) -> None:
+    """A clear error (exit 2) when the input shapes make a tensor empty or negative (the input is too small)."""
+    where = empty_tensor(program)
+    if where:
+        given = " ".join(f"{n}={shape_text(s)}" for n, s in shapes.items()) or "its input shape"
+        raise InputError(f"{program.model_path}: at {given} {where}: the input is too small for the model; give a "
+                         f"larger one with --input-shape")

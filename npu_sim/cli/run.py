@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from npu_sim.api import check, load
-from npu_sim.cli.common import EXIT_OK, no_repeats, parse_feed, read_npy
+from npu_sim.api import check, load, program_for
+from npu_sim.cli.common import EXIT_OK, fixed_shapes, no_repeats, parse_feed, read_npy, refuse_empty
 from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import model_inputs, read_image
 from npu_sim.render.check import fit_line
@@ -31,7 +31,9 @@ def add_arguments(run) -> None:
 
 
 def lower_main(args, shapes) -> int:
+    shapes = fixed_shapes(args.model, args.board, shapes, program_for=program_for)
     sim = load(args.model, board=args.board, input_shapes=shapes)
+    refuse_empty(sim.program, shapes)
     print(sim.program.format())
     return EXIT_OK
 
@@ -40,8 +42,10 @@ def main(args, shapes) -> int:
     names = list(model_inputs(args.model)) if args.input else None
     raw_feeds = no_repeats([parse_feed(spec, names) for spec in args.input])
     arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() in (".npy", ".npz")}
+    shapes = fixed_shapes(args.model, args.board, shapes, set(arrays), program_for)
     sim = load(args.model, board=args.board, input_shapes=shapes,
                feed_shapes={name: a.shape for name, a in arrays.items()})
+    refuse_empty(sim.program, shapes)
     note = fit_line(check(sim), args.model, args.board)
     if note:
         print(note, file=sys.stderr)
