@@ -5,11 +5,13 @@ import json
 import re
 from pathlib import Path
 
+import onnx
 import pytest
 
 from npu_sim.api import check
 from npu_sim.cli.main import main
-from tests.cli_models import HAZARD_BLOCK, deep_cnn, free_width, layer
+from npu_sim.render.text import cut_end, cut_middle
+from tests.cli_models import BLOCKS, HAZARD_BLOCK, PREFIX, deep_cnn, free_width, layer
 
 DEMO = Path(__file__).parent.parent / "models" / "demo"
 MODEL = DEMO / "digits_cnn.qdq.onnx"
@@ -142,3 +144,32 @@ def test_suggested_input_shape_works(tmp_path, capsys):
         code, _, err = run_cli(capsys, command, path, "--input-shape", "x=1x3x8x1", "--out", tmp_path / "o")[:3] \
             if command == "run" else run_cli(capsys, command, path, "--input-shape", "x=1x3x8x1")
         assert code == 2 and "of node 'conv' would have shape [1x4x6x-1]" in err and "internal" not in err, err
+
+
+def test_names_are_never_cut_silently(deep, tmp_path, capsys):
+    fpath, qpath = deep
+    code, out, _ = run_cli(capsys, "estimate", qpath, *SHAPE)
+    rows = [l for l in out.splitlines() if l.startswith(PREFIX)]
+    assert code == 0 and len(rows) == BLOCKS + 1
+    for i in range(BLOCKS):  # look-alike names, each in full, each row told apart
+        assert any(l.startswith(layer(i) + " ") for l in rows), layer(i)
+    assert all("…" not in l for l in rows)
+    np = pytest.importorskip("numpy")
+    data = tmp_path / "data.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((2, 3, 12, 12)).astype(np.float32))
+    code, out, _ = run_cli(capsys, "report", qpath, "--data", data, "--no-sensitivity", "--top", "28")
+    assert code == 0
+    table = out.split("worst 28 tensors, accumulated")[1].split("\n\n")[0].splitlines()[2:]
+    whole = {o for n in onnx.load(str(fpath)).graph.node for o in n.output} | {"x", "logits_QuantizeLinear_Input"}
+    for l in table:
+        assert l.split()[1] in whole, l
+    assert sum(l.split()[1].startswith(PREFIX) for l in table) >= BLOCKS - 1
+
+
+def test_cut_helpers():
+    assert cut_middle("short", 10) == "short"
+    cut = cut_middle("efficientnet-lite0/model/blocks_24/depthwise_conv2d/depthwise:0", 40)
+    assert len(cut) == 40 and cut.startswith("efficientnet-lite0/") and cut.endswith("depthwise:0") and "…" in cut
+    text = json.dumps({"TensorQuantOverrides": {f"t{i}": [{"quant_type": "QInt16"}] for i in range(40)}})
+    shown = cut_end(text, 300, " (cut here)")
+    assert shown.endswith("… (cut here)") and text.startswith(shown[:299]) and cut_end("{}", 300) == "{}"

@@ -7,7 +7,7 @@ every finding under it."""
 from __future__ import annotations
 
 from npu_sim.analysis.check import RULES, SEVERITIES, CheckResult, Finding
-from npu_sim.render.text import column_width, cut_middle
+from npu_sim.render.text import NAME_CAP, column_width, cut_middle
 
 GROUP_ORDER = {"hazard": 0, "board": 1, "lint": 2}
 MODEL = "(model)"
@@ -89,7 +89,7 @@ def _error_table(result: CheckResult) -> list[str]:
     rows, title = (bad, f"nodes with errors ({len(bad)}):") if bad else (result.nodes, f"nodes ({len(result.nodes)}):")
     if not rows:
         return []
-    width = column_width([n.node for n in rows], 4, 60)
+    width = column_width([n.node for n in rows], 4, NAME_CAP)
     opw = column_width([n.op for n in rows], 2, 24)
     lines = ["", title, f"  {'node':{width}}  {'op':{opw}}  place  precision  {'errors' if bad else 'findings'}"]
     for n in rows[:TABLE_ROWS]:
@@ -114,7 +114,7 @@ def _listing(result: CheckResult, quiet: bool, severity: str) -> list[str]:
     """Every node with its findings under it (``--verbose``). A fix is written out where it first appears; the
     same fix again (a rule that hits many nodes) refers back to it."""
     first_fix: dict[str, str] = {}  # fix text -> where it was written out
-    width = column_width([n.node for n in result.nodes], 4, 60)
+    width = column_width([n.node for n in result.nodes], 4, NAME_CAP)
     opw = column_width([n.op for n in result.nodes], 2, 24)
     lines = [f"{'node':{width}}  {'op':{opw}}  place  precision  findings"]
     for f in result.model_findings:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 ELLIPSIS = "…"
+NAME_CAP = 72  # a name column fits its names up to this width (TensorFlow exports' names run to ~65 characters)
 
 
 def cut_middle(name: str, width: int) -> str:
