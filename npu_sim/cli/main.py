@@ -92,7 +92,10 @@ def _dispatch(args) -> int:
         return EXIT_OK
     shapes = dict(parse_shape(s) for s in args.input_shape)
     module_name, func, _, _ = COMMANDS[args.command]
-    return getattr(importlib.import_module(module_name), func)(args, shapes)
+    command = getattr(importlib.import_module(module_name), func)
+    runs = args.command in ("run", "report", "compare") or getattr(args, "run", False) or getattr(args, "input", None)
+    with importlib.import_module("npu_sim.cli.firstuse").watch(bool(runs)):  # imports numba: model commands only
+        return command(args, shapes)
 
 
 if __name__ == "__main__":
