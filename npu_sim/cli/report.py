@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from npu_sim.api import AdviceOptions, accuracy_report, annotate, check, default_workers, load_data
+from npu_sim.cli.noise import quiet_logs
 from npu_sim.errors import InputError
 from npu_sim.render.report_html import to_html
 from npu_sim.render.report_text import format_summary
@@ -161,8 +162,9 @@ def main(args, shapes) -> int:
                          eval_samples=dset.samples if calib else None)
     if opts.max_slowdown is None and opts.budget_ms is None:
         opts.max_slowdown = 1.2
-    annotate(r, dset.samples, args.board, args.float_model, shapes or None, opts,
-             progress=_Progress(label="sensitivity", unit="layers"))
+    with quiet_logs():
+        annotate(r, dset.samples, args.board, args.float_model, shapes or None, opts,
+                 progress=_Progress(label="sensitivity", unit="layers"))
     print(format_summary(r, args.top))
     rq = (r.advisor or {}).get("requantized") or {}
     if rq.get("model") and not rq.get("error"):

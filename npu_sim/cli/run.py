@@ -78,7 +78,11 @@ def _write_output(name: str, t, q: np.ndarray, out_dir: Path) -> None:
     print(f"output {name}: {t.q.dtype}{list(q.shape)} scale={float(t.q.scale):.6g} zp={int(t.q.zero_point)} "
           f"int range [{int(q.min())}, {int(q.max())}] -> {out_dir / (_safe(name) + '.int.npy')}, "
           f"dequantized -> {out_dir / (_safe(name) + '.npy')}")
-    if deq.ndim == 2 and deq.shape[1] > 1 and deq.shape[0] <= 8:
+    if q.size > 1 and int(q.min()) == int(q.max()):  # a top-5 of equal scores would say nothing
+        v = int(q.min())
+        bound = " (saturated)" if v in (t.q.qmin, t.q.qmax) else ""
+        print(f"  output is constant {v}{bound}: every value dequantizes to {float(deq.reshape(-1)[0]):.6g}")
+    elif deq.ndim == 2 and deq.shape[1] > 1 and deq.shape[0] <= 8:
         for row, scores in enumerate(deq):
             top = np.argsort(-scores, kind="stable")[:5]
             print(f"  [{row}] top-5: " + ", ".join(f"{int(c)} ({scores[c]:.3f})" for c in top))

@@ -31,7 +31,7 @@ def _checks(r: AccuracyReport) -> list[str]:
     c = r.checks
     out = [f"<h2>Check findings (board {_e(c['board'])})</h2><p>{c['errors']} error(s), {c['warnings']} "
            f"warning(s), {c['infos']} info: <b>{'deployable' if c['deployable'] else 'not deployable'}"
-           f"</b>. Next to the layers they affect:</p>"]
+           f"</b>." + (" Next to the layers they affect:" if c["layers"] or c["model_findings"] else "") + "</p>"]
     if c["layers"] or c["model_findings"]:
         out.append("<table class='findings'><tr><th class='l'>node</th><th class='l'>tensor(s)</th>"
                    "<th class='l'>severity</th><th class='l'>rule</th><th class='l'>message</th>"

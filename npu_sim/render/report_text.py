@@ -79,6 +79,9 @@ def _outputs(r: AccuracyReport) -> list[str]:
         line = (f"  {o.name} [{'x'.join(map(str, o.shape))}]  cosine {fmt_value(m.cosine)} (worst sample "
                 f"{fmt_value(o.cosine_min_sample)})  SQNR {fmt_value(m.sqnr_db, '{:.1f}')} dB  MAE {m.mae:.4g}  "
                 f"max|err| {m.max_abs:.4g}")
+        if o.cosine_min_sample == 0.0 and m.cosine != 0.0:
+            line += ("\n    (worst sample 0: on some sample one side's output is all zeros, where cosine is 0 by "
+                     "definition; SQNR and MAE still measure it)")
         if o.top1_agreement is not None:
             line += f"\n    top-1 agreement {fmt_pct(o.top1_agreement)}"
             if o.top5_agreement is not None:
