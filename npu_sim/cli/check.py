@@ -6,8 +6,7 @@ import json
 import numpy as np
 
 from npu_sim.api import Simulator, check, program_for
-from npu_sim.cli.common import fixed_shapes, read_npy_feeds, refuse_empty
-from npu_sim.frontend.dataset import model_inputs
+from npu_sim.cli.common import fixed_shapes, model_inputs, read_npy_feeds, refuse_empty
 from npu_sim.render.check import format_result
 
 DESCRIPTION = """\
@@ -37,7 +36,7 @@ def add_arguments(parser) -> None:
 
 
 def main(args, shapes) -> int:
-    feeds = read_npy_feeds(args.input, list(model_inputs(args.model))) if args.input else (
+    feeds = read_npy_feeds(args.input, list(model_inputs(args.model, program_for))) if args.input else (
         "random" if args.run else None)
     shapes = fixed_shapes(args.model, args.board, shapes, set(feeds) if isinstance(feeds, dict) else (),
                           program_for)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from npu_sim.errors import InputError, NpuSimError
-from npu_sim.frontend.dataset import model_inputs
+from npu_sim.frontend import dataset
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
 
@@ -21,6 +21,17 @@ def add_model_arguments(sp, boards: list[str], model_optional: bool = False) -> 
     sp.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS",
                     help="fix a dynamic input shape, e.g. x=1x3x48x192 (repeatable; a free batch dimension "
                          "is 1 without it)")
+
+
+def model_inputs(model, load=None) -> dict:
+    """The model's inputs (name -> (dims, dtype)) read cheaply before loading; where the file cannot be read,
+    ``load(model)`` (the API's loader) raises its own clear error first."""
+    try:
+        return dataset.model_inputs(model)
+    except NpuSimError:
+        if load is not None:
+            load(model)
+        raise
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -93,7 +104,7 @@ def fixed_shapes(model, board, shapes: dict, fed=(), program_for=None) -> dict:
     note on stderr; other free dimensions must be given, and the error suggests sizes checked to lower
     (``program_for(model, board, shapes)`` lowers; given, a suggestion is tried before it is made)."""
     out = dict(shapes)
-    todo = {n: dims for n, (dims, _) in model_inputs(model).items()
+    todo = {n: dims for n, (dims, _) in model_inputs(model, lambda m: program_for(m, board, shapes)).items()
             if n not in shapes and n not in fed and dims and None in dims}
     batch_only = [n for n, dims in todo.items() if dims[0] is None and None not in dims[1:]]
     for name in batch_only:

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from npu_sim.api import check, load, program_for
-from npu_sim.cli.common import EXIT_OK, fixed_shapes, no_repeats, parse_feed, read_npy, refuse_empty
+from npu_sim.cli.common import EXIT_OK, fixed_shapes, model_inputs, no_repeats, parse_feed, read_npy, refuse_empty
 from npu_sim.errors import InputError
-from npu_sim.frontend.dataset import model_inputs, read_image
+from npu_sim.frontend.dataset import read_image
 from npu_sim.render.check import fit_line
 
 
@@ -39,16 +39,13 @@ def lower_main(args, shapes) -> int:
 
 
 def main(args, shapes) -> int:
-    names = list(model_inputs(args.model)) if args.input else None
+    names = list(model_inputs(args.model, load)) if args.input else None
     raw_feeds = no_repeats([parse_feed(spec, names) for spec in args.input])
     arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() in (".npy", ".npz")}
     shapes = fixed_shapes(args.model, args.board, shapes, set(arrays), program_for)
     sim = load(args.model, board=args.board, input_shapes=shapes,
                feed_shapes={name: a.shape for name, a in arrays.items()})
     refuse_empty(sim.program, shapes)
-    note = fit_line(check(sim), args.model, args.board)
-    if note:
-        print(note, file=sys.stderr)
     for name, path in raw_feeds:
         if name not in arrays:
             arrays[name] = _read_image(path, name, sim, args.mean, args.std)
@@ -63,6 +60,9 @@ def main(args, shapes) -> int:
     prog = sim.program
     for name, tname in prog.outputs.items():
         _write_output(name, prog.tensors[tname], result.values[tname], out_dir)
+    note = fit_line(check(sim), args.model, args.board)  # after the outputs: a bad input is said first
+    if note:
+        print(note, file=sys.stderr)
     for node, count in result.overflows.items():
         print(f"warning: node {node!r}: {count} accumulator value(s) overflowed the board's accumulator "
               f"(see `npu-sim lower` for its width)", file=sys.stderr)
