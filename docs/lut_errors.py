@@ -78,7 +78,7 @@ def quant(dtype: str, lo: float, hi: float) -> QParams:
 def _stub(requantize: str = "fixedpoint"):
     return SimpleNamespace(arith=Arithmetic(requantize=requantize, rounding="half_up" if requantize == "fixedpoint"
                                             else "half_even"),
-                           node_name=lambda onode: onode.op_type, g=SimpleNamespace(opset=20))
+                           node_name=lambda onode: onode.op_type, opset=20)
 
 
 def _args(cfg: Config, x: Tensor) -> list:

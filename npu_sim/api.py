@@ -4,7 +4,7 @@
     check(model, board, feeds=None)      -> CheckResult      (npu_sim.analysis.check)
     estimate(model, board)               -> Estimate         (npu_sim.analysis.cost)
     accuracy_report(model, data, ...)    -> AccuracyReport   (npu_sim.analysis.accuracy; annotate() adds the advisor)
-    compare_dump(dump_dir, model, board) -> Comparison       (npu_sim.analysis.compare)
+    compare_dump(model, dump, board)     -> Comparison       (npu_sim.analysis.compare)
 
 ``model`` is a QDQ ONNX path or a ``Simulator``; ``board`` a preset name, a TOML path or a ``Board``.
 """

@@ -16,14 +16,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Lowest first. ``npu_sim.lowering.problem`` sits below the op families (they raise its exceptions); the walk and
-# the registry above them (they call the families).
+# Lowest first. ``npu_sim.lowering.problem`` and ``npu_sim.lowering.context`` sit below the op families (they raise
+# its exceptions and see the walk through the context); the walk and the registry above them (they call the families).
 LAYERS = [
     ("kernels",),
     ("npu_sim.errors", "npu_sim.ir", "npu_sim.opset"),
     ("npu_sim.boards",),
     ("npu_sim.frontend", "npu_sim.qdq"),
-    ("npu_sim.lowering.problem",),
+    ("npu_sim.lowering.problem", "npu_sim.lowering.context"),
     ("npu_sim.ops",),
     ("npu_sim.lowering",),
     ("npu_sim.runtime",),
@@ -218,6 +218,36 @@ def test_files_and_functions_a_newcomer_can_read():
                 if n > MAX_FUNCTION_LINES:
                     long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n} lines")
     assert not long_files and not long_functions, "\n".join(long_files + long_functions)
+
+
+def _context_interface() -> set[str]:
+    """The public names of ``npu_sim.lowering.context.LowerContext``: its methods and the attributes its
+    ``__init__`` sets."""
+    tree = ast.parse(MODULES["npu_sim.lowering.context"].read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "LowerContext")
+    names = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
+    init = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    for node in ast.walk(init):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+                and isinstance(node.ctx, ast.Store)):
+            names.add(node.attr)
+    return {n for n in names if not n.startswith("_")}
+
+
+def test_op_families_see_the_narrow_context_only():
+    """Op families receive the walk's narrow side (``LowerContext``) as their ``lowering`` argument: every
+    attribute they read from it is part of that interface (not the walk's maps, its problems or its graph)."""
+    allowed = _context_interface()
+    assert {"arith", "node_name", "const", "emit"} <= allowed, allowed
+    wrong = []
+    for module, path in MODULES.items():
+        if not module.startswith("npu_sim.ops"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "lowering"
+                    and node.attr not in allowed):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} lowering.{node.attr}")
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.parametrize("code", [

@@ -10,6 +10,7 @@ import pytest
 
 from npu_sim.api import check
 from npu_sim.cli.main import main
+from npu_sim.render import svg
 from npu_sim.render.text import cut_end, cut_middle
 from tests.cli_models import BLOCKS, HAZARD_BLOCK, PREFIX, deep_cnn, free_width, layer
 
@@ -167,9 +168,11 @@ def test_names_are_never_cut_silently(deep, tmp_path, capsys):
 
 
 def test_cut_helpers():
+    name = "efficientnet-lite0/model/blocks_24/depthwise_conv2d/depthwise:0"
+    assert all(cut_middle(name, n) == svg.cut_middle(name, n) for n in (10, 24, 40, 80))  # as on the page
     assert cut_middle("short", 10) == "short"
     cut = cut_middle("efficientnet-lite0/model/blocks_24/depthwise_conv2d/depthwise:0", 40)
-    assert len(cut) == 40 and cut.startswith("efficientnet-lite0/") and cut.endswith("depthwise:0") and "…" in cut
+    assert len(cut) == 40 and cut.startswith("efficientnet") and cut.endswith("depthwise:0") and "…" in cut
     text = json.dumps({"TensorQuantOverrides": {f"t{i}": [{"quant_type": "QInt16"}] for i in range(40)}})
     shown = cut_end(text, 300, " (cut here)")
     assert shown.endswith("… (cut here)") and text.startswith(shown[:299]) and cut_end("{}", 300) == "{}"

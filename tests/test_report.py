@@ -181,7 +181,8 @@ def test_html_self_contained(demo_report):
     page = to_html(demo_report)
     assert page.count("<svg") >= 2 + 4         # two similarity curves, four histograms
     assert "polyline" in page and "<rect" in page
-    assert "http://" not in page and "https://" not in page and "<script" not in page.lower()
+    assert "http://" not in page and "https://" not in page and "<script src" not in page.lower()
+    assert page.lower().count("<script") == 1 and "<link" not in page.lower()   # one inline script, no files
     assert "conv3_out" in page
 
 
@@ -275,38 +276,38 @@ def test_compare_dump_equal_and_tampered(tmp_path, capsys):
     assert cli_main(["run", str(QDQ), "--input", f"input={DEMO / 'digits_sample.npy'}", "--dump-all",
                      "--out", str(dump)]) == 0
     capsys.readouterr()
-    assert cli_main(["compare", str(dump), str(QDQ)]) == 0
+    assert cli_main(["compare", str(QDQ), str(dump)]) == 0
     assert "all equal" in capsys.readouterr().out
     # the same input given as a float file instead of the dumped integers
-    assert cli_main(["compare", str(dump), str(QDQ), "--input", f"input={DEMO / 'digits_sample.npy'}"]) == 0
+    assert cli_main(["compare", str(QDQ), str(dump), "--input", f"input={DEMO / 'digits_sample.npy'}"]) == 0
     capsys.readouterr()
     index = json.loads((dump / "index.json").read_text())
     f = dump / index["conv3_out"]["file"]
     a = np.load(f)
     a[0, 5, 1, 2] = a[0, 5, 1, 2] + 3 if a[0, 5, 1, 2] < 100 else a[0, 5, 1, 2] - 3
     np.save(f, a)
-    assert cli_main(["compare", str(dump), str(QDQ)]) == 1
+    assert cli_main(["compare", str(QDQ), str(dump)]) == 1
     out = capsys.readouterr().out
     assert "first mismatch: tensor 'conv3_out' (produced by node 'conv3' [Conv]" in out
     assert "1 of 512 elements differ, max |diff| 3, first at index [0, 5, 1, 2]" in out
-    c = npu_sim.compare_dump(dump, QDQ)
+    c = npu_sim.compare_dump(QDQ, dump)
     assert c.first_mismatch.tensor == "conv3_out" and c.first_mismatch.first_index == (0, 5, 1, 2)
     # a later tensor tampered too: the first in execution order is still named
     g = dump / index["gap_out"]["file"]
     b = np.load(g)
     b[0, 0, 0, 0] ^= 1
     np.save(g, b)
-    assert npu_sim.compare_dump(dump, QDQ).first_mismatch.tensor == "conv3_out"
+    assert npu_sim.compare_dump(QDQ, dump).first_mismatch.tensor == "conv3_out"
 
 
 def test_compare_bad_input(tmp_path, capsys):
-    assert cli_main(["compare", str(tmp_path / "none"), str(QDQ)]) == 2
+    assert cli_main(["compare", str(QDQ), str(tmp_path / "none")]) == 2
     assert "does not exist" in _err(capsys)
     (tmp_path / "d").mkdir()
-    assert cli_main(["compare", str(tmp_path / "d"), str(QDQ)]) == 2
+    assert cli_main(["compare", str(QDQ), str(tmp_path / "d")]) == 2
     assert "index.json" in _err(capsys)
     (tmp_path / "d" / "index.json").write_text('{"input": {"file": "tensors/missing.npy"}}')
-    assert cli_main(["compare", str(tmp_path / "d"), str(QDQ)]) == 2
+    assert cli_main(["compare", str(QDQ), str(tmp_path / "d")]) == 2
     assert "missing.npy" in _err(capsys)
 
 

@@ -13,6 +13,7 @@ from npu_sim.cli.common import EXIT_OK, fixed_shapes, model_inputs, no_repeats, 
 from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import read_image
 from npu_sim.render.check import fit_line
+from npu_sim.render.golden import FORMATS, write_golden
 
 
 
@@ -28,6 +29,10 @@ def add_arguments(run) -> None:
     run.add_argument("--out", default="npu_sim_out", help="output folder (default ./npu_sim_out)")
     run.add_argument("--dump-all", action="store_true",
                      help="also write every intermediate integer tensor and index.json")
+    run.add_argument("--format", choices=("npy",) + FORMATS, default="npy",
+                     help="with --dump-all, also write the tensors as golden vectors for firmware: c (one C header "
+                          "per tensor and golden.h, in OUT/c) or bin (raw bytes and manifest.json, in OUT/bin)")
+    run.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw", help="layout of the --format c/bin tensors")
 
 
 def lower_main(args, shapes) -> int:
@@ -39,6 +44,8 @@ def lower_main(args, shapes) -> int:
 
 
 def main(args, shapes) -> int:
+    if args.format != "npy" and not args.dump_all:
+        raise InputError(f"--format {args.format} writes the tensors of --dump-all: add --dump-all")
     names = list(model_inputs(args.model, load)) if args.input else None
     raw_feeds = no_repeats([parse_feed(spec, names) for spec in args.input])
     arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() in (".npy", ".npz")}
@@ -68,6 +75,9 @@ def main(args, shapes) -> int:
               f"(see `npu-sim lower` for its width)", file=sys.stderr)
     if args.dump_all:
         _dump_all(prog, result, out_dir)
+        if args.format != "npy":
+            print(f"golden vectors ({args.format}, {args.layout.upper()}) -> "
+                  f"{write_golden(out_dir, prog, result.values, args.format, args.layout)}")
     return EXIT_OK
 
 

@@ -25,6 +25,7 @@ from npu_sim.errors import QuantizationError, UnsupportedModelError
 from npu_sim.frontend import rewrites, rewrites_tflite
 from npu_sim.frontend.reader import Graph, attrs, read_model
 from npu_sim.ir import DTYPES, Node, Program, QParams, Tensor
+from npu_sim.lowering.context import LowerContext
 from npu_sim.lowering.problem import Problem, Refusal
 from npu_sim.lowering.registry import lowering_of
 from npu_sim.opset import NONLINEAR, OPS
@@ -88,8 +89,10 @@ class Lowering:
             for name in node.input:
                 self.consumers.setdefault(name, []).append(node)
         self._names: set[str] = set()
+        self.ctx = LowerContext(graph, self.arith, self.consumers, self.layernorm_chains, self.node_name,
+                                self.add_tensor, self.nodes.append)
 
-    # ---- helpers used by op families -------------------------------------------------------------------
+    # ---- bookkeeping (op families reach these through ``self.ctx``) ----------------------------------------
     def add_tensor(self, t: Tensor) -> Tensor:
         if t.name in self.tensors:
             raise AssertionError(f"duplicate tensor {t.name}")
@@ -104,12 +107,6 @@ class Lowering:
             name = f"{base}#{i}"
         self._names.add(name)
         return name
-
-    def shape(self, name: str, onode) -> tuple[int, ...]:
-        shape = self.g.shapes.get(name)
-        if shape is None:
-            raise Problem(f"the shape of {name!r} could not be inferred (give fixed input shapes)")
-        return shape
 
     def op_info(self, op: str):
         """The op's facts and lowering function under the board's arithmetic (``npu_sim.lowering.registry``)."""
@@ -182,7 +179,7 @@ class Lowering:
             # exact on every board; the output is an integer tensor with the input's quantization
             args = [self.tensors[self.ints[data]]] + [self._arg(n, onode, i) for i, n in enumerate(onode.input)
                                                       if i > 0]
-            for name, tname in zip(onode.output, info.lower(self, onode, args, None, None)):
+            for name, tname in zip(onode.output, info.lower(self.ctx, onode, args, None, None)):
                 if name:
                     self.ints[name] = tname
             return
@@ -191,9 +188,9 @@ class Lowering:
             # a Concat of integer tensors that share one quantization (tf2onnx drops their DequantizeLinear)
             ts = [self.tensors[self.ints[n]] for n in onode.input]
             if all(t.q.same_as(ts[0].q) for t in ts):
-                t = self.add_tensor(Tensor(onode.output[0], onode.output[0], self.shape(onode.output[0], onode),
+                t = self.add_tensor(Tensor(onode.output[0], onode.output[0], self.ctx.shape(onode.output[0]),
                                            ts[0].q))
-                node = info.lower(self, onode, ts, t, None)
+                node = info.lower(self.ctx, onode, ts, t, None)
                 node.sources = [onode.name]
                 self.nodes.append(node)
                 self.ints[onode.output[0]] = t.name
@@ -201,12 +198,12 @@ class Lowering:
         # Relu/Clip right after a compute op (before its QuantizeLinear): fold into the op as an output clamp.
         if op in ("Relu", "Clip") and data in self.pending and len(self.consumers.get(data, [])) == 1:
             p = self.pending[data]
-            self.pending[onode.output[0]] = Pending(p.node, p.args, _merge_act(p.act, activation_bounds(self, onode)),
+            self.pending[onode.output[0]] = Pending(p.node, p.args, _merge_act(p.act, activation_bounds(self.ctx, onode)),
                                                     p.sources + [onode.name])
             return
         args = [self._arg(name, onode, i) for i, name in enumerate(onode.input)]
         if info.facts.immediate:
-            outs = info.lower(self, onode, args, None, None)
+            outs = info.lower(self.ctx, onode, args, None, None)
             for name, tname in zip(onode.output, outs):
                 if name:
                     self.deq[name] = tname
@@ -343,9 +340,9 @@ class Lowering:
                 return self._requantize(onode, self.tensors[p.done], out, f, q)
             if not q.per_tensor:
                 raise Problem(f"activation {f!r} is quantized per axis; npu-sim supports per-tensor activations")
-            t = self.add_tensor(Tensor(out, f, self.shape(f, onode), q))
+            t = self.add_tensor(Tensor(out, f, self.ctx.shape(f), q))
             info = self.op_info(p.node.op_type)
-            node = info.lower(self, p.node, p.args, t, p.act)
+            node = info.lower(self.ctx, p.node, p.args, t, p.act)
             node.sources = p.sources + [onode.name]
             self.nodes.append(node)
             self.ints[out] = out
@@ -364,7 +361,7 @@ class Lowering:
             t = self.add_tensor(Tensor(out, f, self.g.shapes[f], q))
             self.inputs[f] = f
             quantize = lowering_of(self.arith.requantize, "Quantize").lower
-            self.nodes.append(quantize(self, onode, self.tensors[f], t))
+            self.nodes.append(quantize(self.ctx, onode, self.tensors[f], t))
             self.ints[out] = out
             return
         if f in self.g.consts:
@@ -382,7 +379,7 @@ class Lowering:
         self.ints[out] = out
         if not src.is_const:
             requantize = lowering_of(self.arith.requantize, "Requantize").lower
-            self.nodes.append(requantize(self, onode, src, t))
+            self.nodes.append(requantize(self.ctx, onode, src, t))
 
     def _outputs(self) -> None:
         self.outputs: dict[str, str] = {}
@@ -416,7 +413,7 @@ def lower_for_analysis(path, board: Board, input_shapes=None, feed_shapes=None) 
     lowering instead and the node is listed in ``arith_gaps`` (shapes, dtypes and quantization do not depend on
     the arithmetic; such a program must not be run)."""
     program = lower_graph(read_model(str(path), input_shapes, feed_shapes), board, tolerant=True)
-    if not program.problems or board.arithmetic.requantize == "fixedpoint":
+    if not program.problems or board.arithmetic.own_recipe:
         return program
     fixed = dataclasses.replace(board, arithmetic=dataclasses.replace(
         board.arithmetic, requantize="fixedpoint", rounding="half_up"))

@@ -29,7 +29,7 @@ def activation_bounds(lowering, onode) -> tuple[float, float]:
     names = list(onode.input) + ["", ""]
     for i, which in ((1, "min"), (2, "max")):
         if names[i]:
-            value = lowering.g.consts.get(names[i])
+            value = lowering.const(names[i])
             if value is None:
                 raise Problem(f"Clip {which} {names[i]!r} must be a constant")
             v = float(np.asarray(value, dtype=np.float64).reshape(-1)[0])

@@ -227,12 +227,11 @@ def ort_fuses_qdq_group(lowering, onode, args, out: Tensor) -> bool:
     A Relu is redundant when ``zy == qmin``; a Clip when onnxruntime's ClipQuantFusion rule drops it (its bounds
     cover ``scale*(qmin-zy)``, ``scale*(qmax-zy)`` within FLT_EPSILON) or its quantized bounds cover the type.
     """
-    g = lowering.g
     names = list(onode.input)
     if not names or any(not n for n in names) or len(args) != len(names):
         return False
     for name, arg in zip(names, args):
-        producer = next((n for n in g.nodes if name in n.output), None)
+        producer = lowering.producer(name)
         if producer is None or producer.op_type != "DequantizeLinear":
             return False
         if not isinstance(arg, Tensor) or arg.q is None or not arg.q.per_tensor or arg.q.dtype != out.q.dtype:
@@ -240,13 +239,13 @@ def ort_fuses_qdq_group(lowering, onode, args, out: Tensor) -> bool:
     if out.q.dtype not in ORT_FUSED_DTYPES or not out.q.per_tensor:
         return False
     y = onode.output[0]
-    consumers = lowering.consumers.get(y, [])
-    if y in g.outputs or len(consumers) != 1:
+    consumers = lowering.consumers(y)
+    if lowering.is_output(y) or len(consumers) != 1:
         return False
     nxt = consumers[0]
     if nxt.op_type in ("Relu", "Clip"):
-        after = lowering.consumers.get(nxt.output[0], [])
-        if nxt.output[0] in g.outputs or len(after) != 1 or after[0].op_type != "QuantizeLinear":
+        after = lowering.consumers(nxt.output[0])
+        if lowering.is_output(nxt.output[0]) or len(after) != 1 or after[0].op_type != "QuantizeLinear":
             return False
         if nxt.op_type == "Relu":
             return int(out.q.zero_point) == out.q.qmin

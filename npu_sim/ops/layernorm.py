@@ -135,9 +135,9 @@ def _gamma(lowering, arg, x_shape, axes):
 def _layernorm_extent(lowering, onode, x: Tensor):
     """A LayerNormalization's checked ``(chain, axes, eps)``: ``chain`` the decomposed chain this node stands for
     (or None), ``axes`` the normalized axes; the Mean / InvStdDev outputs must be unused."""
-    chain = getattr(lowering, "layernorm_chains", {}).get(onode.output[0])
+    chain = lowering.layernorm_chains.get(onode.output[0])
     for extra in list(onode.output[1:]):
-        if extra and (lowering.consumers.get(extra) or extra in lowering.g.outputs):
+        if extra and (lowering.consumers(extra) or lowering.is_output(extra)):
             raise Problem("LayerNormalization outputs Mean / InvStdDev are not supported")
     rank = len(x.shape)
     if chain is not None:
@@ -201,15 +201,14 @@ def _run_layernorm(node, inputs, ctx):
 
 # ---- the onnx arithmetic of a rewritten chain: the chain itself -----------------------------------------------
 def _lower_chain_reference(lowering, onode, chain, x: Tensor, out: Tensor, act) -> Node:
-    g = lowering.g
     nodes = list(chain["const_dq"]) + list(chain["nodes"])
     produced = {o for nd in nodes for o in nd.output}
     inits, seen = [], set()
     for nd in nodes:
         for name in nd.input:
-            if name and name not in produced and name in g.consts and name not in seen:
+            if name and name not in produced and lowering.const(name) is not None and name not in seen:
                 seen.add(name)
-                inits.append(numpy_helper.from_array(np.asarray(g.consts[name]), name))
+                inits.append(numpy_helper.from_array(np.asarray(lowering.const(name)), name))
     src = chain["input"]
     graph_nodes = []
     # The rewritten op reads the transposed input: the run undoes it into a contiguous array, so that the chain's
@@ -234,7 +233,7 @@ def _lower_chain_reference(lowering, onode, chain, x: Tensor, out: Tensor, act) 
     graph = helper.make_graph(graph_nodes, "layernorm_chain",
                               [helper.make_tensor_value_info(src, TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info(final, TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", max(g.opset, 21))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", max(lowering.opset, 21))])
     try:
         evaluator = ReferenceEvaluator(model)
     except Exception as exc:  # noqa: BLE001  (any reason the reference cannot run the chain)

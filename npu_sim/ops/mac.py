@@ -12,6 +12,8 @@ float32 formula for the ``onnx`` arithmetic.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from kernels.conv2d_common import sub_zero_point
@@ -23,11 +25,38 @@ from kernels import conv_int16, pointwise_small
 from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tiles, tiled, untile
 from kernels.gemm import int_matmul
 
-from npu_sim.ir import Node, Tensor
+from npu_sim.ir import Node, QParams, Tensor
 from npu_sim.lowering.problem import Problem
 from npu_sim.ops.common import (attrs, bound_closure, check_per_tensor, layout_memo, mac_bound, output_params,
                                 prepare_requant, requantize_acc)
 
+
+@dataclass
+class Accumulation:
+    """The accumulator side of a MAC node, the same under every arithmetic: ``params`` hold what the
+    accumulation reads (zero points, geometry, the centred integer weights ``_w``); the requantization is the
+    arithmetic's to add (``requantized`` below; ``ops.tflite.mac`` has TFLite's)."""
+    op: str
+    params: dict
+    inputs: list[str]
+    shown: dict
+    x_q: QParams
+    w_q: QParams
+    w_scale: np.ndarray               # weight scale, one or per output channel
+    n_channels: int                   # requantization channels
+    bias: np.ndarray | None = None    # int64 per channel in accumulator units (sx * sw[c] * alpha)
+    alpha: float = 1.0
+    acc_bound: int | None = None      # a proven bound on |acc| before the bias (``common.mac_bound``)
+
+
+def requantized(lowering, onode, acc: Accumulation, out: Tensor, act, run) -> Node:
+    """The node of ``acc`` with the board's requantization to ``out`` (``common.prepare_requant``): fixed-point
+    multiplier/shift, or onnxruntime's float32 ratio under the ``onnx`` arithmetic."""
+    params = dict(acc.params)
+    prepare_requant(lowering, params, float(acc.x_q.scale), acc.w_scale, float(out.q.scale), acc.n_channels,
+                    (acc.x_q.bits, acc.w_q.bits), acc.bias, acc.alpha, acc_bound=acc.acc_bound)
+    params.update(output_params(lowering, out, act))
+    return Node(lowering.node_name(onode), acc.op, acc.inputs, [out.name], run, params, acc.shown)
 
 
 def _weights(w, axis_expected: int, what: str):
@@ -91,6 +120,10 @@ def _expand1d(a: dict, key: str, default):
 
 
 def lower_conv(lowering, onode, args, out: Tensor, act) -> Node:
+    return requantized(lowering, onode, accumulate_conv(lowering, onode, args), out, act, _run_conv)
+
+
+def accumulate_conv(lowering, onode, args) -> Accumulation:
     x, w, b = (args + [None, None])[:3]
     check_per_tensor(x, "Conv input")
     is1d = _spatial_2d(x, "Conv")
@@ -111,16 +144,12 @@ def lower_conv(lowering, onode, args, out: Tensor, act) -> Node:
         d = tuple(a.get("dilations", [1, 1]))
         pads = _pads_2d(a, x.shape[2:], k, s, d)
     cout = wi.shape[0]
-    sx, sy = float(x.q.scale), float(out.q.scale)
     params = {"x_zp": int(x.q.zero_point), "stride": s, "pads": pads, "dilation": d, "groups": int(a.get("group", 1)),
               "_w": np.ascontiguousarray(wi), "_is1d": is1d}
-    bias = _bias(lowering, b, sx, wq.scale, cout, "Conv")
-    prepare_requant(lowering, params, sx, wq.scale, sy, cout, (x.q.bits, wq.bits), bias,
-                    acc_bound=mac_bound(x.q, wi))
-    params.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), "Conv", [x.name, w.name] + ([b.name] if isinstance(b, Tensor) else []),
-                [out.name], _run_conv, params, {"kernel": k, "stride": s, "pads": pads, "dilation": d,
-                                                  "group": params["groups"]})
+    return Accumulation("Conv", params, [x.name, w.name] + ([b.name] if isinstance(b, Tensor) else []),
+                        {"kernel": k, "stride": s, "pads": pads, "dilation": d, "group": params["groups"]},
+                        x.q, wq, wq.scale, cout, _bias(lowering, b, float(x.q.scale), wq.scale, cout, "Conv"),
+                        acc_bound=mac_bound(x.q, wi))
 
 
 def _run_conv(node, inputs, ctx):
@@ -281,6 +310,11 @@ def _run_pointwise(node, ctx, x, pw):
 
 
 def lower_conv_transpose(lowering, onode, args, out: Tensor, act) -> Node:
+    return requantized(lowering, onode, accumulate_conv_transpose(lowering, onode, args, out.shape), out, act,
+                       _run_conv_transpose)
+
+
+def accumulate_conv_transpose(lowering, onode, args, out_shape) -> Accumulation:
     x, w, b = (args + [None, None])[:3]
     check_per_tensor(x, "ConvTranspose input")
     if len(x.shape) != 4:
@@ -291,7 +325,7 @@ def lower_conv_transpose(lowering, onode, args, out: Tensor, act) -> Node:
     k = (wi.shape[2], wi.shape[3])
     s = tuple(a.get("strides", [1, 1]))
     d = tuple(a.get("dilations", [1, 1]))
-    out_hw = out.shape[2:]
+    out_hw = out_shape[2:]
     auto = a.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     if "output_shape" in a or auto in ("SAME_UPPER", "SAME_LOWER"):
@@ -306,19 +340,15 @@ def lower_conv_transpose(lowering, onode, args, out: Tensor, act) -> Node:
     else:
         p = list(a.get("pads", [0, 0, 0, 0]))
         pads = (p[0], p[1], p[2], p[3])
-    cout = out.shape[1]
+    cout = out_shape[1]
     sw = np.asarray(wq.scale, np.float32)
     if sw.ndim == 1:  # per output channel within a group: repeat for every group
         sw = np.tile(sw, groups)
-    sx, sy = float(x.q.scale), float(out.q.scale)
     params = {"x_zp": int(x.q.zero_point), "stride": s, "pads": pads, "dilation": d, "groups": groups,
               "out_hw": tuple(out_hw), "_w": np.ascontiguousarray(wi)}
-    bias = _bias(lowering, b, sx, sw, cout, "ConvTranspose")
-    prepare_requant(lowering, params, sx, sw, sy, cout, (x.q.bits, wq.bits), bias)
-    params.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), "ConvTranspose",
-                [x.name, w.name] + ([b.name] if isinstance(b, Tensor) else []), [out.name], _run_conv_transpose,
-                params, {"kernel": k, "stride": s, "pads": pads, "dilation": d, "group": groups})
+    return Accumulation("ConvTranspose", params, [x.name, w.name] + ([b.name] if isinstance(b, Tensor) else []),
+                        {"kernel": k, "stride": s, "pads": pads, "dilation": d, "group": groups}, x.q, wq, sw, cout,
+                        _bias(lowering, b, float(x.q.scale), sw, cout, "ConvTranspose"))
 
 
 def _run_conv_transpose(node, inputs, ctx):
@@ -340,6 +370,10 @@ def _run_conv_transpose(node, inputs, ctx):
 
 
 def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
+    return requantized(lowering, onode, accumulate_gemm(lowering, onode, args), out, act, _run_gemm)
+
+
+def accumulate_gemm(lowering, onode, args) -> Accumulation:
     a_t, b_t, c_t = (args + [None, None])[:3]
     check_per_tensor(a_t, "Gemm input A")
     at = attrs(onode)
@@ -351,7 +385,7 @@ def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
     if trans_b:
         wi = wi.T
     n = wi.shape[1]
-    sx, sy = float(a_t.q.scale), float(out.q.scale)
+    sx = float(a_t.q.scale)
     params = {"x_zp": int(a_t.q.zero_point), "trans_a": trans_a, "_w": np.ascontiguousarray(wi)}
     bias = None
     if c_t is not None:
@@ -361,12 +395,9 @@ def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
             c_t = (c_t.q.dequantize(c_t.data) if isinstance(c_t, Tensor) else c_t).astype(np.float64) * beta
         # Y = alpha*sx*sw*acc + beta*C: the bias joins the accumulator in units of alpha*sx*sw
         bias = _bias(lowering, c_t, sx, np.asarray(wq.scale, np.float64) * alpha, n, "Gemm")
-    prepare_requant(lowering, params, sx, wq.scale, sy, n, (a_t.q.bits, wq.bits), bias, alpha,
-                    acc_bound=mac_bound(a_t.q, wi.T))
-    params.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), "Gemm",
-                [a_t.name, b_t.name] + ([c_t.name] if isinstance(c_t, Tensor) else []), [out.name], _run_gemm,
-                params, {"transA": trans_a, "transB": trans_b, "alpha": alpha})
+    return Accumulation("Gemm", params, [a_t.name, b_t.name] + ([c_t.name] if isinstance(c_t, Tensor) else []),
+                        {"transA": trans_a, "transB": trans_b, "alpha": alpha}, a_t.q, wq, wq.scale, n, bias, alpha,
+                        mac_bound(a_t.q, wi.T))
 
 
 def _run_gemm(node, inputs, ctx):
@@ -382,11 +413,14 @@ def _run_gemm(node, inputs, ctx):
 
 
 def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
+    return requantized(lowering, onode, accumulate_matmul(lowering, onode, args), out, act, _run_matmul)
+
+
+def accumulate_matmul(lowering, onode, args) -> Accumulation:
     a_t, b_t = args[:2]
     for t, which in ((a_t, "A"), (b_t, "B")):
         if not isinstance(t, Tensor):
             raise Problem(f"MatMul input {which} must be quantized (DequantizeLinear)")
-    sx, sy = float(a_t.q.scale), float(out.q.scale)
     params = {"a_zp": int(a_t.q.zero_point) if a_t.q.per_tensor else 0,
               "b_zp": int(b_t.q.zero_point) if b_t.q.per_tensor else 0, "_per_col": False, "_a": None, "_w": None}
     if b_t.is_const and not a_t.is_const and b_t.data.ndim == 2:
@@ -394,17 +428,14 @@ def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
         wi, wq = _weights(b_t, 1, f"MatMul weight {onode.input[1]!r}")
         n = 1 if wq.per_tensor else wi.shape[1]
         params.update({"_w": np.ascontiguousarray(wi), "_per_col": not wq.per_tensor})
-        prepare_requant(lowering, params, sx, wq.scale, sy, n, (a_t.q.bits, wq.bits))
-    else:
-        for t, which in ((a_t, "A"), (b_t, "B")):
-            check_per_tensor(t, f"MatMul input {which}")
-        if a_t.is_const and b_t.is_const:
-            raise Problem("MatMul of two constants should be folded before quantization")
-        if a_t.is_const:  # constant first operand (W @ x)
-            params["_a"] = a_t.data.astype(np.int32) - params["a_zp"]
-        prepare_requant(lowering, params, sx, b_t.q.scale, sy, 1, (a_t.q.bits, b_t.q.bits))
-    params.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), "MatMul", [a_t.name, b_t.name], [out.name], _run_matmul, params)
+        return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, wq, wq.scale, n)
+    for t, which in ((a_t, "A"), (b_t, "B")):
+        check_per_tensor(t, f"MatMul input {which}")
+    if a_t.is_const and b_t.is_const:
+        raise Problem("MatMul of two constants should be folded before quantization")
+    if a_t.is_const:  # constant first operand (W @ x)
+        params["_a"] = a_t.data.astype(np.int32) - params["a_zp"]
+    return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, b_t.q, b_t.q.scale, 1)
 
 
 def _batched_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:

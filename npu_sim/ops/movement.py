@@ -42,7 +42,7 @@ def lower_movement(lowering, onode, args, _out, _act) -> list[str]:
     for o, shape in zip(outs, out_shapes):
         names.append(lowering.add_tensor(Tensor(o, o, shape, q)).name)
     params["_fn"] = fn
-    lowering.nodes.append(Node(lowering.node_name(onode), op, [x.name], names, _run, params,
+    lowering.emit(Node(lowering.node_name(onode), op, [x.name], names, _run, params,
                                {k: v for k, v in params.items() if not k.startswith("_")}))
     return names
 

@@ -39,7 +39,7 @@ def lower_float_reference(lowering, onode, args, outs: list[Tensor], act, op_lab
     outputs = [helper.make_tensor_value_info(final if j == 0 else n, TensorProto.FLOAT, None)
                for j, n in enumerate(out_names)]
     graph = helper.make_graph(nodes, "one_op", inputs, outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", max(lowering.g.opset, 13))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", max(lowering.opset, 13))])
     evaluator = ReferenceEvaluator(model)
     params = {"_eval": evaluator, "_feeds": feeds_from, "_outs": [o.q for o in outs]}
     return Node(lowering.node_name(onode), op_label or onode.op_type, [t for _, t in feeds_from],

@@ -84,7 +84,7 @@ def lower_maxpool(lowering, onode, args, _out, _act) -> list[str]:
     else:
         k, s, pads, d, is1d = pool_window(onode, x, out)
         p = {"global": False, "kernel": k, "stride": s, "pads": pads, "dilation": d, "_is1d": is1d}
-    lowering.nodes.append(Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_maxpool, p))
+    lowering.emit(Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_maxpool, p))
     return [out.name]
 
 

@@ -128,7 +128,7 @@ def to_rows(x: np.ndarray, axes: tuple[int, ...]):
 
 def softmax_axes(lowering, onode, rank: int) -> tuple[int, ...]:
     a = attrs(onode)
-    opset = lowering.g.opset
+    opset = lowering.opset
     axis = int(a.get("axis", -1 if opset >= 13 else 1))
     if not -rank <= axis < rank:
         raise Problem(f"Softmax axis {axis} is out of range for rank {rank}")
@@ -190,7 +190,7 @@ def _run_ort_qlsoftmax(node, inputs, ctx):
 def _lower_reference(lowering, onode, args, out: Tensor, act, axes) -> Node:
     """The ONNX definition. ``onnx_arith`` evaluates at opset >= 13, so an opset < 13 Softmax (rows flattened over
     the trailing axes) runs as an opset-13 Softmax over the last axis of the (rows, n) view."""
-    if lowering.g.opset >= 13:
+    if lowering.opset >= 13:
         return lower_float_reference(lowering, onode, args, [out], act)
     flat = helper.make_node("Softmax", list(onode.input), list(onode.output), name=onode.name, axis=-1)
     node = lower_float_reference(lowering, flat, args, [out], act)

@@ -1,7 +1,10 @@
-"""`npu-sim report --html`: the accuracy report as a self-contained HTML page (inline SVG from
-``npu_sim.render.svg``, no scripts, no external requests).
+"""`npu-sim report --html`: the accuracy report as one self-contained HTML page — inline SVG charts
+(``npu_sim.render.svg``), the model graph (``npu_sim.render.graph_view``) and a small inline script that sorts and
+filters the tables (``npu_sim.render.html_script``); no network requests, no external files.
 
-The measurements come from ``npu_sim.analysis.accuracy.report``; this module only formats them.
+The measurements come from ``npu_sim.analysis.accuracy.report``; this module only formats them. Every row of the
+per-layer table has the id ``t<index>`` (the graph's boxes and the other tables link to it); long names are cut
+in the middle with the full name in a tooltip, and wide tables scroll inside their own box.
 """
 from __future__ import annotations
 
@@ -10,58 +13,98 @@ import json
 from pathlib import Path
 
 from npu_sim.analysis.accuracy import SCHEMA_VERSION, AccuracyReport
+from npu_sim.render.graph_view import graph_section
+from npu_sim.render.html_script import CSS, SCRIPT, table_filter
 from npu_sim.render.report_text import fmt_pct, fmt_value, layer_findings, point_label
-from npu_sim.render.svg import svg_bars, svg_curve, svg_histogram, svg_pareto
+from npu_sim.render.svg import cut_middle, svg_bars, svg_curve, svg_histogram, svg_pareto
 
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
-h1{font-size:20px}h2{font-size:17px;margin-top:28px}
-table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
-th{background:#f0f0f0}td.l,th.l{text-align:left}tr.bad td{background:#fde2e2}tr.collapse td{background:#f9c0c0}
-.note{color:#555;font-size:13px}svg{background:#fff;border:1px solid #ddd;margin:4px}
-.hists{display:flex;flex-wrap:wrap}.legend{font-size:12px}
-"""
 _e = html.escape
+_NAME = 40          # characters of a name in a table cell before it is cut in the middle
+_NODES_SHOWN = 6    # nodes named per check rule before "and N more"
+
+
+def _name(s: str, n: int = _NAME) -> str:
+    """A name for a table cell: cut in the middle when longer than ``n``, the full name in a tooltip."""
+    if len(s) <= n:
+        return _e(s)
+    return f"<span title='{_e(s)}'>{_e(cut_middle(s, n))}</span>"
+
+
+def _layer_link(r: AccuracyReport, node: str) -> str:
+    """The node's name linked to its (first) row in the per-layer table, when it has one."""
+    idx = next((l.index for l in r.layers if l.node == node), None)
+    return _name(node, 44) if idx is None else f"<a href='#t{idx}'>{_name(node, 44)}</a>"
+
+
+def _table(table_id: str, head: list[tuple[str, str]], filter_what: str | None = None) -> list[str]:
+    """The opening of a sortable table (in a scroll box), with its header cells (label, class)."""
+    out = [table_filter(table_id, filter_what)] if filter_what else []
+    out.append(f"<div class='scroll'><table id='{table_id}' class='sortable'><thead><tr>"
+               + "".join(f"<th class='{c}'>{t}</th>" if c else f"<th>{t}</th>" for t, c in head)
+               + "</tr></thead><tbody>")
+    return out
+
+
+_END = "</tbody></table></div>"
 
 # ---------------------------------------------------------------------------------------------------------------
 # Advice: checks, latency, sensitivity, int16 advisor
 
 
+def _rule_groups(c: dict) -> list[tuple[str, str, list[str], list[dict]]]:
+    """(severity, rule, nodes, findings) per rule: errors first, numeric hazards before format rules
+    (``dtype.``, ``zero_point.``), then by count."""
+    groups: dict[tuple[str, str], tuple[list, list]] = {}
+    items = [("(model)", f) for f in c["model_findings"]] + [(l["node"], f) for l in c["layers"] for f in l["findings"]]
+    for node, f in items:
+        nodes, fs = groups.setdefault((f["severity"], f["rule"]), ([], []))
+        if node not in nodes:
+            nodes.append(node)
+        fs.append(f)
+    order = {"error": 0, "warning": 1, "info": 2}
+    keys = sorted(groups, key=lambda k: (order.get(k[0], 3), k[1].startswith(("dtype.", "zero_point.")),
+                                         -len(groups[k][1]), k[1]))
+    return [(sev, rule, *groups[(sev, rule)]) for sev, rule in keys]
+
+
 def _checks(r: AccuracyReport) -> list[str]:
     c = r.checks
-    out = [f"<h2>Check findings (board {_e(c['board'])})</h2><p>{c['errors']} error(s), {c['warnings']} "
-           f"warning(s), {c['infos']} info: <b>{'deployable' if c['deployable'] else 'not deployable'}"
-           f"</b>." + (" Next to the layers they affect:" if c["layers"] or c["model_findings"] else "") + "</p>"]
-    if c["layers"] or c["model_findings"]:
-        out.append("<table class='findings'><tr><th class='l'>node</th><th class='l'>tensor(s)</th>"
-                   "<th class='l'>severity</th><th class='l'>rule</th><th class='l'>message</th>"
-                   "<th class='l'>fix</th></tr>")
-        rows = [("(model)", [], f) for f in c["model_findings"]] + \
-               [(l["node"], l["tensors"], f) for l in c["layers"] for f in l["findings"]]
-        order = {"error": 0, "warning": 1, "info": 2}
-        rows.sort(key=lambda t: (order.get(t[2]["severity"], 3),
-                                 t[2]["rule"].startswith(("dtype.", "zero_point."))))
-        for node, tensors, f in rows[:200]:
-            cls = "bad" if f["severity"] == "error" else ""
-            out.append(f"<tr class='{cls}'><td class='l'>{_e(node)}</td><td class='l'>{_e(', '.join(tensors))}</td>"
-                       f"<td class='l'>{_e(f['severity'])}</td><td class='l'>{_e(f['rule'])}</td>"
-                       f"<td class='l'>{_e(f['message'])}</td><td class='l'>{_e(f['fix'])}</td></tr>")
-        out.append("</table>")
-        if len(rows) > 200:
-            out.append(f"<p class='note'>{len(rows) - 200} more in the JSON report.</p>")
+    total = c["errors"] + c["warnings"] + c["infos"]
+    out = [f"<h2 id='checks'>Check findings (board {_e(c['board'])})</h2><p>{c['errors']} error(s), "
+           f"{c['warnings']} warning(s), {c['infos']} info: <b>{'deployable' if c['deployable'] else 'not deployable'}"
+           f"</b>." + (" Grouped by rule; each node links to its row in the per-layer table, the model graph marks "
+                       "them too.</p>" if total else " No findings.</p>")]
+    groups = _rule_groups(c)
+    if not groups:
+        return out
+    out += _table("checks-table", [("severity", "l"), ("rule", "l"), ("count", ""), ("nodes", "l"),
+                                   ("example", "l"), ("fix", "l")], "rules, nodes, messages")
+    for sev, rule, nodes, fs in groups:
+        shown = ", ".join("(model)" if n == "(model)" else _layer_link(r, n) for n in nodes[:_NODES_SHOWN])
+        more = f" and {len(nodes) - _NODES_SHOWN} more" if len(nodes) > _NODES_SHOWN else ""
+        every = f" title='{_e(', '.join(nodes))}'" if more else ""
+        fixes = list(dict.fromkeys(f["fix"] for f in fs if f.get("fix")))
+        fix = _e(fixes[0]) + (f" <span class='note'>({len(fixes) - 1} other wording(s) in the JSON)</span>"
+                              if len(fixes) > 1 else "")
+        out.append(f"<tr class='{'bad' if sev == 'error' else ''}'><td class='l'>{_e(sev)}</td>"
+                   f"<td class='l'><b>{_e(rule)}</b></td><td>{len(fs)}</td><td class='wrap'{every}>{shown}"
+                   f"{more}</td><td class='wrap'>{_e(fs[0]['message'])}</td><td class='wrap'>{fix}</td></tr>")
+    out.append(_END)
     return out
 
 
 def _latency(r: AccuracyReport) -> list[str]:
     L = r.latency
     rows = [x for x in L["layers"] if x["cycles"] > 0]
-    out = [f"<h2>Latency breakdown</h2><p>npu_sim.estimate on board {_e(L['board'])}: "
+    out = [f"<h2 id='latency'>Latency breakdown</h2><p>npu_sim.estimate on board {_e(L['board'])}: "
            f"{L['total_cycles']:,.0f} cycles = {L['latency_ms']:.3f} ms.</p>"]
     top = sorted(rows, key=lambda x: -x["cycles"])[:40]
     top.sort(key=lambda x: rows.index(x))
-    out.append(svg_bars([f"{x['node']} ({x['op']}, {x['precision']})" for x in top], [x["cycles"] for x in top],
+    out.append(svg_bars([f"{cut_middle(x['node'], 42)} ({x['op']}, {x['precision']})" for x in top],
+                        [x["cycles"] for x in top],
                         "cycles per layer" + (" (the 40 largest, in execution order)" if len(rows) > 40 else ""),
-                        "cycles", "#16a085", notes=[f"{x['share_pct']:.1f}%" for x in top]))
+                        "cycles", "#16a085", notes=[f"{x['share_pct']:.1f}%" for x in top],
+                        titles=[f"{x['node']} ({x['op']}, {x['precision']})" for x in top]))
     return out
 
 
@@ -69,25 +112,32 @@ def _sensitivity(r: AccuracyReport) -> list[str]:
     S = r.sensitivity
     b = S["baseline"]
     rows = S["layers"][:30]
-    out = [f"<h2>Sensitivity ranking</h2><p class='note'>Output SQNR gain when only that layer runs at higher "
-           f"precision — int16 where the board allows it (rewritten in the QDQ model, reloaded and "
+    index = {l.tensor: l.index for l in r.layers}
+    out = [f"<h2 id='sensitivity'>Sensitivity ranking</h2><p class='note'>Output SQNR gain when only that layer "
+           f"runs at higher precision — int16 where the board allows it (rewritten in the QDQ model, reloaded and "
            f"simulated), else float — on {S['samples']} sample(s); baseline cosine {b['cosine']:.5f}, SQNR "
            f"{fmt_value(b['sqnr_db'], '{:.2f}')} dB.</p>"]
-    out.append(svg_bars([f"{x['layer']} → {x['tensor']}" for x in rows], [x["gain_sqnr_db"] or 0.0 for x in rows],
-                        "output SQNR gain per layer (dB)", "dB", "#8e44ad",
-                        notes=[x["mode"] for x in rows]))
-    out.append("<table><tr><th>rank</th><th class='l'>layer</th><th class='l'>op</th><th class='l'>tensor</th>"
-               "<th class='l'>type</th><th class='l'>as</th><th>cosine</th><th>gain cosine</th><th>SQNR dB</th>"
-               "<th>gain dB</th><th>+cycles</th><th class='l'>findings</th><th class='l'>why this mode</th></tr>")
+    out.append(svg_bars([f"{cut_middle(x['layer'], 28)} → {cut_middle(x['tensor'], 28)}" for x in rows],
+                        [x["gain_sqnr_db"] or 0.0 for x in rows],
+                        "output SQNR gain per layer (dB)" + (" (the 30 best)" if len(S["layers"]) > 30 else ""),
+                        "dB", "#8e44ad", notes=[x["mode"] for x in rows],
+                        titles=[f"{x['layer']} → {x['tensor']}" for x in rows]))
+    out += _table("sensitivity-table", [("rank", ""), ("layer", "l"), ("op", "l"), ("tensor", "l"), ("type", "l"),
+                                        ("as", "l"), ("cosine", ""), ("gain cosine", ""), ("SQNR dB", ""),
+                                        ("gain dB", ""), ("+cycles", ""), ("findings", "l"),
+                                        ("why this mode", "l")], "layers, ops, tensors")
     for x in S["layers"]:
         fl = ", ".join(sorted({f["rule"] for f in layer_findings(r, x["layer"]) if f["severity"] == "error"}))
-        out.append(f"<tr><td>{x['rank']}</td><td class='l'>{_e(x['layer'])}</td><td class='l'>{_e(x['op'])}</td>"
-                   f"<td class='l'>{_e(x['tensor'])}</td><td class='l'>{_e(x['dtype'])}</td>"
+        t = _name(x["tensor"], 32)
+        if x["tensor"] in index:
+            t = f"<a href='#t{index[x['tensor']]}'>{t}</a>"
+        out.append(f"<tr><td>{x['rank']}</td><td class='l'>{_name(x['layer'], 32)}</td><td class='l'>{_e(x['op'])}</td>"
+                   f"<td class='l'>{t}</td><td class='l'>{_e(x['dtype'])}</td>"
                    f"<td class='l'>{_e(x['mode'])}</td><td>{x['cosine']:.6f}</td><td>{x['gain_cosine']:+.2e}</td>"
                    f"<td>{fmt_value(x['sqnr_db'], '{:.2f}')}</td><td>{fmt_value(x['gain_sqnr_db'], '{:+.3f}')}</td>"
                    f"<td>{'-' if x['delta_cycles'] is None else format(x['delta_cycles'], '+,.0f')}</td>"
-                   f"<td class='l'>{_e(fl)}</td><td class='l'>{_e(x['reason'])}</td></tr>")
-    out.append("</table>")
+                   f"<td class='wrap'>{_e(fl)}</td><td class='wrap'>{_e(x['reason'])}</td></tr>")
+    out.append(_END)
     return out
 
 
@@ -97,16 +147,15 @@ def _advisor_curve(A: dict) -> list[str]:
            + (f" ({bud['max_slowdown']}× the estimate)" if bud.get("max_slowdown") else
               f" ({bud['budget_ms']} ms)") + f". {_e(A['method'])}.</p>"]
     out.append(svg_pareto(A["curve"], bud["cycles"]))
-    out.append("<table><tr><th>k</th><th>cycles</th><th>slowdown</th><th>cosine</th><th>SQNR dB</th>"
-               "<th class='l'>Pareto</th><th class='l'>chosen</th><th class='l'>last promoted / segment</th>"
-               "</tr>")
+    out += _table("advisor-table", [("k", ""), ("cycles", ""), ("slowdown", ""), ("cosine", ""), ("SQNR dB", ""),
+                                    ("Pareto", "l"), ("chosen", "l"), ("last promoted / segment", "l")])
     for p in A["curve"]:
         out.append(f"<tr><td>{p['k']}</td><td>{p['cycles']:,.0f}</td><td>{p['slowdown']:.3f}</td>"
                    f"<td>{p['cosine']:.6f}</td><td>{fmt_value(p['sqnr_db'], '{:.2f}')}</td>"
                    f"<td class='l'>{'yes' if p['pareto'] else ''}</td>"
                    f"<td class='l'>{'chosen' if p.get('chosen') else ''}</td>"
-                   f"<td class='l'>{_e(point_label(p))}</td></tr>")
-    out.append("</table>")
+                   f"<td class='wrap'>{_e(point_label(p))}</td></tr>")
+    out.append(_END)
     out.append(f"<p>Chosen: {len(A['chosen'])} tensor(s) to int16: {_e(', '.join(A['chosen'])) or 'none'}.</p>")
     return out
 
@@ -124,7 +173,7 @@ def _requantized(rq: dict) -> list[str]:
 
 
 def _advisor(A: dict) -> list[str]:
-    out = ["<h2>int16 advisor and fix</h2>"]
+    out = ["<h2 id='advisor'>int16 advisor and fix</h2>"]
     if A.get("skipped"):
         out.append(f"<p>{_e(A['skipped'])}</p>")
     if A.get("curve"):
@@ -187,14 +236,14 @@ def _collapse(r: AccuracyReport) -> list[str]:
     c = r.collapse
     out = ["<h2>Collapse point</h2><p>"]
     if c:
-        out.append(f"<b>{_e(c.tensor)}</b> ({_e(c.op)} {_e(c.node)}, #{c.index}) is the first tensor whose "
+        out.append(f"<b><a href='#t{c.index}'>{_e(c.tensor)}</a></b> ({_e(c.op)} {_e(c.node)}, #{c.index}) is the first tensor whose "
                    f"accumulated cosine falls below {c.threshold}: {c.accumulated_cosine:.5f} (inputs "
                    f"{c.input_cosine:.5f}, isolated {c.isolated_cosine:.5f}); cause: <b>{_e(c.cause)}</b>.")
     else:
         out.append(f"None: every tensor keeps an accumulated cosine of at least {r.collapse_cosine}.")
     if r.largest_drop:
         d = r.largest_drop
-        out.append(f" Largest drop: {_e(d.tensor)} ({_e(d.op)}), inputs {d.input_cosine:.5f} → "
+        out.append(f" Largest drop: <a href='#t{d.index}'>{_e(d.tensor)}</a> ({_e(d.op)}), inputs {d.input_cosine:.5f} → "
                    f"{d.accumulated_cosine:.5f}.")
     if c:
         hits = [f for f in layer_findings(r, c.node) if f["severity"] in ("error", "warning")
@@ -208,47 +257,65 @@ def _collapse(r: AccuracyReport) -> list[str]:
 
 def _all_tensors(r: AccuracyReport) -> list[str]:
     c = r.collapse
-    out = ["</div><h2>All tensors</h2><table><tr><th>#</th><th class='l'>tensor</th><th class='l'>op</th>"
-           "<th class='l'>type</th><th>scale</th><th>acc cosine</th><th>acc SQNR</th><th>acc mean LSB</th>"
-           "<th>acc max LSB</th><th>iso cosine</th><th>iso SQNR</th><th>iso mean LSB</th><th>iso max LSB "
-           "(in range)</th><th>float min</th><th>p1</th><th>p50</th><th>p99</th><th>p99.9</th><th>float max</th>"
-           "<th>clip %</th><th>weight |max| per channel</th></tr>"]
+    out = ["<h2 id='layers'>All tensors</h2><p class='note'>One row per quantized tensor (id <code>t&lt;#&gt;</code>; "
+           "# links back to the graph). Click a header to sort, type to filter.</p>"]
+    out += _table("layers-table", [("#", ""), ("layer", "l"), ("tensor", "l"), ("op", "l"), ("type", "l"),
+                                   ("scale", ""), ("acc cosine", ""), ("acc SQNR", ""), ("acc mean LSB", ""),
+                                   ("acc max LSB", ""), ("iso cosine", ""), ("iso SQNR", ""), ("iso mean LSB", ""),
+                                   ("iso max LSB (in range)", ""), ("float min", ""), ("p1", ""), ("p50", ""),
+                                   ("p99", ""), ("p99.9", ""), ("float max", ""), ("clip %", ""),
+                                   ("weight |max| per channel", ""), ("findings", "l")],
+                  "layers, tensors, ops, findings")
     for l in r.layers:
         cls = "collapse" if c and l.index == c.index else ("bad" if l.accumulated.cosine < r.collapse_cosine else "")
         a, i, s = l.accumulated, l.isolated, l.stats
         scale = f"{l.scale:.4g}" if isinstance(l.scale, float) else f"{min(l.scale):.3g}..{max(l.scale):.3g}"
         w = "" if l.weights is None else f"{l.weights.absmax_smallest:.3g}..{l.weights.absmax_largest:.3g}"
-        out.append(f"<tr class='{cls}'><td>{l.index}</td><td class='l'>{_e(l.tensor)}</td><td class='l'>{_e(l.op)}</td>"
-                   f"<td class='l'>{l.dtype}</td><td>{scale}</td><td>{fmt_value(a.cosine)}</td>"
+        fl = ", ".join(sorted({f["rule"] for f in layer_findings(r, l.node) if f["severity"] in ("error", "warning")}))
+        out.append(f"<tr id='t{l.index}' class='{cls}'><td><a href='#g{l.index}' title='show in the graph'>{l.index}"
+                   f"</a></td><td class='l'>{_name(l.node, 48)}</td><td class='l'>{_name(l.tensor, 48)}</td>"
+                   f"<td class='l'>{_e(l.op)}</td><td class='l'>{l.dtype}</td><td>{scale}</td><td>{fmt_value(a.cosine)}</td>"
                    f"<td>{fmt_value(a.sqnr_db, '{:.1f}')}</td><td>{a.mean_lsb:.3f}</td><td>{a.max_lsb:.2f}</td>"
                    f"<td>{fmt_value(i.cosine)}</td><td>{fmt_value(i.sqnr_db, '{:.1f}')}</td><td>{i.mean_lsb:.3f}</td>"
-                   f"<td>{i.max_lsb:.2f} ({i.max_lsb_in_range:.2f})</td><td>{s.min:.4g}</td><td>{s.p1:.4g}</td>"
-                   f"<td>{s.p50:.4g}</td><td>{s.p99:.4g}</td><td>{s.p99_9:.4g}</td><td>{s.max:.4g}</td>"
-                   f"<td>{100 * s.clip_rate:.3f}</td><td>{w}</td></tr>")
-    out.append("</table>")
+                   f"<td data-v='{i.max_lsb}'>{i.max_lsb:.2f} ({i.max_lsb_in_range:.2f})</td><td>{s.min:.4g}</td>"
+                   f"<td>{s.p1:.4g}</td><td>{s.p50:.4g}</td><td>{s.p99:.4g}</td><td>{s.p99_9:.4g}</td>"
+                   f"<td>{s.max:.4g}</td><td>{100 * s.clip_rate:.3f}</td><td>{w}</td><td class='l'>{_e(fl)}</td></tr>")
+    out.append(_END)
     return out
+
+
+_SECTIONS = [("checks", "checks"), ("latency", "latency"), ("sensitivity", "sensitivity"), ("advisor", "advisor"),
+             ("similarity", "per-layer similarity"), ("graph", "model graph"), ("histograms", "histograms"),
+             ("layers", "all tensors")]
 
 
 def to_html(r: AccuracyReport, histograms: int = 4) -> str:
     """The whole report as one HTML page; ``histograms`` worst tensors get a float-vs-integer histogram."""
     c = r.collapse
     out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>npu-sim report: {_e(Path(r.model).name)}"
-           f"</title><style>{_CSS}</style></head><body>",
+           f"</title><style>{CSS}</style></head><body>",
            f"<h1>Accuracy report: {_e(r.model)} on board {_e(r.board)}</h1>",
            f"<p class='note'>{r.samples} sample(s): {_e(r.data)}. Float reference: {_e(r.reference)} "
            f"({_e(r.reference_source)}).</p>"]
+    present = {"checks": r.checks is not None, "latency": r.latency is not None,
+               "sensitivity": r.sensitivity is not None, "advisor": r.advisor is not None}
+    out.append("<p class='note'>Sections: " + " · ".join(f"<a href='#{k}'>{t}</a>" for k, t in _SECTIONS
+                                                         if present.get(k, True)) + "</p>")
     out += _outputs(r)
     out += _collapse(r)
     out.extend(_advice(r))
-    out.append("<h2>Per-layer similarity</h2><p class='note'>Accumulated: the full integer run against the "
-               "float reference. Isolated: the op alone, fed the float reference of its inputs quantized with "
-               "their quantization — its own error.</p>")
+    out.append("<h2 id='similarity'>Per-layer similarity</h2><p class='note'>Accumulated: the full integer run "
+               "against the float reference. Isolated: the op alone, fed the float reference of its inputs quantized "
+               "with their quantization — its own error. The x axis names each layer (node) in execution order; "
+               "hover a point for its tensor and value.</p>")
     ci = c.index if c else None
-    out.append(svg_curve(r.layers, "cosine", "cosine similarity per tensor", ci))
-    out.append(svg_curve(r.layers, "sqnr_db", "SQNR (dB) per tensor", ci))
-    out.append("<h2>Worst tensors: float vs integer values</h2><div class='hists'>")
+    out.append(svg_curve(r.layers, "cosine", "cosine similarity per layer", ci))
+    out.append(svg_curve(r.layers, "sqnr_db", "SQNR (dB) per layer", ci))
+    out += graph_section(r)
+    out.append("<h2 id='histograms'>Worst tensors: float vs integer values</h2><div class='hists'>")
     for lay in r.worst("accumulated", histograms):
         out.append(svg_histogram(lay))
+    out.append("</div>")
     out += _all_tensors(r)
     if r.unmatched:
         out.append(f"<p class='note'>Not compared (no float reference tensor): {_e(', '.join(r.unmatched))}</p>")
@@ -256,5 +323,5 @@ def to_html(r: AccuracyReport, histograms: int = 4) -> str:
         out.append("<p class='note'>Accumulator overflows: "
                    + _e(", ".join(f"{k}: {v}" for k, v in r.overflows.items())) + "</p>")
     out.append(f"<p class='note'>npu-sim accuracy report, schema {SCHEMA_VERSION}, "
-               f"{r.seconds:.1f} s.</p></body></html>")
+               f"{r.seconds:.1f} s.</p>{SCRIPT}</body></html>")
     return "\n".join(out)

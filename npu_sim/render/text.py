@@ -6,14 +6,13 @@ NAME_CAP = 72  # a name column fits its names up to this width (TensorFlow expor
 
 
 def cut_middle(name: str, width: int) -> str:
-    """``name`` if it fits in ``width`` characters, else its start and end around "…" (the end of a long tensor
-    name tells layers apart, its start says where in the network they are)."""
+    """``name`` if it fits in ``width`` characters, else cut in the middle with "…", a third kept from the start
+    and the rest from the end (layer names differ at their ends), as ``render.svg.cut_middle`` cuts them on the
+    page (which this module cannot import: svg imports report_text, which imports this)."""
     if len(name) <= width:
         return name
-    if width <= 1:
-        return ELLIPSIS[:width]
-    tail = (width - 1) // 2
-    return name[:width - 1 - tail] + ELLIPSIS + name[len(name) - tail:]
+    head = (width - 1) // 3
+    return name[:head] + ELLIPSIS + name[len(name) - (width - 1 - head):]
 
 
 def column_width(names, floor: int, cap: int) -> int:

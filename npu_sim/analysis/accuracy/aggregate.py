@@ -67,6 +67,10 @@ def aggregate(engine: Engine, chunks_results: list[dict], collapse_cosine: float
     acc_cos_by_ir: dict[str, float] = {}  # filled in execution order: a layer's inputs come before it
     layers = [_layer_result(engine, li, sums, acc_cos_by_ir) for li in range(len(engine.layers))]
     outputs = [_output_result(engine, oi, sums) for oi in range(len(engine.program.outputs))]
+    index_by_ir = {lay.ir: li for li, lay in enumerate(engine.layers)}
+    memo: dict = {}
+    for li, lay in enumerate(layers):
+        lay.inputs = sorted(_input_layers(engine.program, engine.layers[li].node_index, index_by_ir, memo))
     collapse = None
     for lay in layers:
         if lay.accumulated.cosine < collapse_cosine:
@@ -191,6 +195,22 @@ def _input_cosine(prog, ni: int, known: dict, memo: dict, depth: int = 0) -> flo
         elif name in producer and depth < 50:
             worst = min(worst, _input_cosine(prog, producer[name], known, memo, depth + 1))
     return worst
+
+
+def _input_layers(prog, ni: int, index_by_ir: dict, memo: dict) -> set[int]:
+    """Indices of the reported tensors node ``ni`` reads, looking through producers without a reported output."""
+    if ni in memo:
+        return memo[ni]
+    producer = memo.setdefault(-1, {o: i for i, n in enumerate(prog.nodes) for o in n.outputs})
+    memo[ni] = found = set()
+    for name in prog.nodes[ni].inputs:
+        if prog.tensors[name].is_const:
+            continue
+        if name in index_by_ir:
+            found.add(index_by_ir[name])
+        elif name in producer:
+            found |= _input_layers(prog, producer[name], index_by_ir, memo)
+    return found
 
 
 def _collapse(lay: LayerResult, threshold: float) -> Collapse:

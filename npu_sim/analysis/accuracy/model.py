@@ -61,6 +61,8 @@ class LayerResult:
     hist_int: np.ndarray | None = field(default=None, repr=False)
     hist_lo: float = 0.0
     hist_width: float = 1.0
+    inputs: list[int] = field(default_factory=list)  # indices of the reported tensors feeding this op (through
+    #                                                   unreported ones); the HTML graph view's edges, not in the JSON
 
     @property
     def cosine_drop(self) -> float:

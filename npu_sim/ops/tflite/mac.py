@@ -12,32 +12,29 @@ from kernels.conv2d import conv2d_acc
 from kernels.gemm import int_matmul
 from kernels.tflite_requantize import tfl_requantize
 
-from npu_sim.ir import Tensor
+from npu_sim.ir import Node, Tensor
 from npu_sim.lowering.problem import Problem
 from npu_sim.ops import mac
 from npu_sim.ops.tflite.common import multipliers, out_params
 
 
-def _mac_tflite(lowering, node, x_q, w_q, out, n_channels):
-    """Turn a node lowered by ``ops.mac`` into TFLite's requantization (same accumulator, TFLite's rescale)."""
-    p = node.params
+def _tflite_node(lowering, onode, acc: mac.Accumulation, out, act, run):
+    """The node of ``acc`` (``ops.mac``'s accumulation) with TFLite's requantization to ``out``."""
+    x_q, w_q, n = acc.x_q, acc.w_q, acc.n_channels
     if x_q.bits > 16 or w_q.bits != 8:
         raise Problem(f"TFLite computes {x_q.dtype} x {w_q.dtype}: only int8 x int8 and int16 x int8 (16x8) exist")
-    wide = x_q.bits == 16
+    name = lowering.node_name(onode)
+    p = dict(acc.params)
+    p["bias"] = (np.zeros(n, np.int64) if acc.bias is None
+                 else np.broadcast_to(np.asarray(acc.bias, np.int64), (n,)).copy())
+    p["acc_bits"] = lowering.arith.accumulator_bits(x_q.bits, w_q.bits)
     # TFLite's 16x8 ops have zero zero points; a non-zero one (onnxruntime A16W8 models) is subtracted exactly
-    sw = np.broadcast_to(np.asarray(w_q.scale, np.float32), (n_channels,)).astype(np.float64)
+    sw = np.broadcast_to(np.asarray(acc.w_scale, np.float32), (n,)).astype(np.float64)
     real = np.float64(np.float32(x_q.scale)) * sw / np.float64(np.float32(out.q.scale))
+    p.update(out_params(lowering, out, act, name))
     p["tfl_mult"], p["tfl_shift"] = multipliers(real)
-    p["tfl_wide"] = wide
-    p.update(out_params(lowering, out, node_act(node), node.name))
-    for key in ("scale", "mult", "shift"):  # ops.mac's own requantization, prepared at its lowering
-        p.pop(key, None)
-    node.run = _RUN[node.op]
-    return node
-
-
-def node_act(node):
-    return node.params.get("_tfl_act")
+    p["tfl_wide"] = x_q.bits == 16
+    return Node(name, acc.op, acc.inputs, [out.name], run, p, acc.shown)
 
 
 def _requant(node, acc, outer, channels, inner, out=None):
@@ -73,29 +70,22 @@ def _run_matmul(node, inputs, ctx):
     return [_requant(node, acc, acc.shape[0], acc.shape[1], 1).reshape(tuple(ctx.shape_of(node.outputs[0])))]
 
 
-_RUN = {"Conv": _run_conv, "Gemm": _run_gemm, "MatMul": _run_matmul}
-
-
 def lower_conv(lowering, onode, args, out, act):
-    node = mac.lower_conv(lowering, onode, args, out, act)
-    node.params["_tfl_act"] = act
-    return _mac_tflite(lowering, node, args[0].q, args[1].q, out, node.params["_w"].shape[0])
+    acc = mac.accumulate_conv(lowering, onode, args)
+    acc.n_channels = acc.params["_w"].shape[0]
+    return _tflite_node(lowering, onode, acc, out, act, _run_conv)
 
 
 def lower_gemm(lowering, onode, args, out, act):
-    node = mac.lower_gemm(lowering, onode, args, out, act)
-    node.params["_tfl_act"] = act
-    return _mac_tflite(lowering, node, args[0].q, args[1].q, out, node.params["_w"].shape[1])
+    acc = mac.accumulate_gemm(lowering, onode, args)
+    acc.n_channels = acc.params["_w"].shape[1]
+    return _tflite_node(lowering, onode, acc, out, act, _run_gemm)
 
 
 def lower_matmul(lowering, onode, args, out, act):
     a_t, b_t = args[:2]
     if not (isinstance(b_t, Tensor) and b_t.is_const and not a_t.is_const and b_t.data.ndim == 2):
         raise Problem("the tflite arithmetic supports MatMul by constant 2-D weights only (TFLite FULLY_CONNECTED)")
-    node = mac.lower_matmul(lowering, onode, args, out, act)
-    node.params["_tfl_act"] = act
-    n = node.params["_w"].shape[1]
-    if not node.params["_per_col"]:
-        node.params["bias"] = np.zeros(n, np.int64)
-    node.params["a_zp"] = int(a_t.q.zero_point)
-    return _mac_tflite(lowering, node, a_t.q, b_t.q, out, n)
+    acc = mac.accumulate_matmul(lowering, onode, args)
+    acc.n_channels = acc.params["_w"].shape[1]  # per-tensor weights too: TFLite's multiplier per output column
+    return _tflite_node(lowering, onode, acc, out, act, _run_matmul)

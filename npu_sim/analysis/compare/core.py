@@ -1,0 +1,305 @@
+"""Comparing a dump with the simulation: which tensors differ, the first divergent node, and why.
+
+The simulation is fed the input the board was fed (``inputs``, or the dump's own input tensor) and run once;
+every dumped tensor is compared with it in execution order. A node whose output differs is then re-run alone on
+the dump's own inputs (``runtime.replay``; inputs missing from the dump take the simulation's values): an element
+the re-run reproduces is *inherited* (an input already differs there); one it does not is the node's own and is
+tried against the variations of its arithmetic (``explain``). The *first divergent node* is the first, in
+execution order, whose output differs while every input the dump holds equals the simulation's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, asdict
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from npu_sim.analysis.compare.dumpfile import DumpEntry, read_dump
+from npu_sim.analysis.compare.explain import explain
+from npu_sim.analysis.compare.match import (CHANNELS_LAST, dump_layout, layout_of, lookup, name_table, sanitize,
+                                            scale_note, to_program)
+from npu_sim.errors import InputError
+from npu_sim.frontend.dataset import model_inputs
+from npu_sim.ir import Program
+from npu_sim.runtime.executor import execute
+from npu_sim.runtime.replay import Replay
+from npu_sim.runtime.simulator import Simulator, load
+
+EXIT_EQUAL, EXIT_MISMATCH = 0, 1
+EXAMPLES = 5  # example elements per differing tensor
+
+
+@dataclass
+class TensorDiff:
+    tensor: str             # ONNX float tensor name
+    dump_name: str          # the name the dump gives it
+    ir_tensor: str
+    producer: str           # node of the program that writes it
+    op: str
+    status: str             # "equal" | "differs" | "shape" (shapes differ)
+    layout: str = "nchw"    # as dumped; indices below are in this layout
+    dequantized: bool = False
+    total: int = 0
+    differing: int = 0
+    max_diff: int = 0
+    first_index: tuple[int, ...] | None = None
+    dump_value: int | None = None
+    sim_value: int | None = None
+    examples: list = field(default_factory=list)   # [index, dump value, simulation value]
+    shape_message: str = ""
+    # per differing node (its first output): the re-run from the dump's inputs
+    inputs_differ: list = field(default_factory=list)       # its inputs (float names) the dump holds and that differ
+    inputs_not_in_dump: list = field(default_factory=list)  # its inputs the dump lacks (simulation values used)
+    inherited: int = 0
+    causes: dict = field(default_factory=dict)              # cause -> elements ("unexplained" included)
+    equally: dict = field(default_factory=dict)             # cause -> other variations reproducing the same elements
+    not_tried: int = 0
+
+    @property
+    def unexplained(self) -> int:
+        return self.causes.get("unexplained", 0)
+
+
+@dataclass
+class Comparison:
+    tensors: list[TensorDiff]               # in execution order
+    not_in_dump: list[str]                  # quantized tensors of the program the dump lacks
+    not_in_model: list[str]                 # dump entries matching no tensor of the program
+    notes: list[str]
+    first_divergent: str | None = None      # the node
+    fed: str = ""                           # what the simulation was fed
+
+    @property
+    def first_mismatch(self) -> TensorDiff | None:
+        return next((t for t in self.tensors if t.status != "equal"), None)
+
+    @property
+    def first_divergent_tensor(self) -> TensorDiff | None:
+        return next((t for t in self.tensors if t.producer == self.first_divergent and t.status != "equal"), None)
+
+    @property
+    def equal(self) -> bool:
+        return self.first_mismatch is None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_EQUAL if self.equal else EXIT_MISMATCH
+
+    def to_dict(self) -> dict:
+        return {"equal": self.equal, "compared": len(self.tensors),
+                "matched": sum(t.status == "equal" for t in self.tensors),
+                "differing": sum(t.status != "equal" for t in self.tensors),
+                "not_in_dump": self.not_in_dump, "not_in_model": self.not_in_model,
+                "first_divergent_node": self.first_divergent, "fed": self.fed, "notes": self.notes,
+                "tensors": [_tensor_dict(t) for t in self.tensors]}
+
+
+def _tensor_dict(t: TensorDiff) -> dict:
+    d = asdict(t)
+    d["first_index"] = list(t.first_index) if t.first_index is not None else None
+    return d
+
+
+def refuse_old_order(model, dump) -> None:
+    """``compare DUMP MODEL`` (the order of earlier versions): refused, with the new order in the message."""
+    m, d = str(model), str(dump)
+    if d.lower().endswith(".onnx") and not m.lower().endswith(".onnx"):
+        raise InputError(f"compare takes the model first: npu-sim compare {d} {m} (MODEL DUMP, like every other "
+                         f"command)")
+
+
+def compare_dump(model, dump, board="default", inputs: dict | None = None, input_shapes: dict | None = None,
+                 layout: str | None = None) -> Comparison:
+    """Compare the tensor dump ``dump`` (folder, .npz or .npy; docs/DUMPS.md) of a board with the simulation of
+    ``model`` (a path or a ``Simulator``) on ``board``. ``inputs``: what the board was fed, by input name (float or
+    integer arrays, NCHW or NHWC); default: the dump's own input tensor. ``layout``: ``nhwc``/``nchw`` for tensors
+    whose shape fits both."""
+    refuse_old_order(model, dump)
+    if layout is not None and layout not in ("nhwc", "nchw"):
+        raise InputError(f"--layout {layout!r}: write nhwc or nchw")
+    entries = read_dump(dump)
+    sim = model if isinstance(model, Simulator) else _load(model, board, input_shapes, entries, inputs or {})
+    prog = sim.program
+    table = name_table(prog, _relabels(prog.model_path or ("" if isinstance(model, Simulator) else model)))
+    wide = dump_layout(entries, table, prog)
+    matched, notes, not_in_model, shapes = {}, [], [], {}
+    for key, e in entries.items():
+        tname = lookup(table, key)
+        if tname is None:
+            not_in_model.append(key)
+            continue
+        if tname in matched or tname in shapes:
+            notes.append(f"{key}: another dump entry already stands for tensor {prog.tensors[tname].float_name!r}; "
+                         f"ignored")
+            continue
+        got = to_program(prog.tensors[tname], e, layout, wide)
+        if isinstance(got, str):
+            shapes[tname] = (key, got)
+        else:
+            matched[tname] = got
+        note = scale_note(prog.tensors[tname], e)
+        if note:
+            notes.append(note)
+    feeds, fed, skip = _feeds(prog, matched, inputs or {}, layout, wide)
+    run_prog = Program(prog.tensors, [n for n in prog.nodes if n.name not in skip], {k: k for k in feeds},
+                       prog.outputs, prog.board, prog.model_path, prog.opset)
+    values = execute(run_prog, feeds, keep_all=True).values
+    for tname, m in matched.items():
+        if (m.alt is not None and tname not in feeds and not np.array_equal(m.array, values[tname])
+                and np.array_equal(m.alt, values[tname])):
+            other = "nchw" if m.layout == "nhwc" else "nhwc"
+            notes.append(f"{m.key}: its shape reads as NCHW and as NHWC; read as {other.upper()}, the only order "
+                         f"that matches the simulation")
+            m.array, m.alt, m.layout = m.alt, m.array, other
+    c = _walk(prog, matched, shapes, values, set(feeds))
+    if not c.tensors:
+        raise InputError(f"none of the {len(entries)} tensors of {str(dump)!r} is a tensor of the model (by ONNX "
+                         f"name, QuantizeLinear output name, or either sanitized); is the dump from this model?")
+    c.not_in_model, c.notes, c.fed = not_in_model, notes + c.notes, fed
+    _explain_nodes(prog, c, matched, values)
+    return c
+
+
+def _relabels(model) -> dict:
+    """QuantizeLinear output -> input for every QuantizeLinear of the ONNX model (``match.name_table``)."""
+    if not model or not Path(str(model)).is_file():  # a Simulator built in memory has no file
+        return {}
+    graph = onnx.load(str(model), load_external_data=False).graph
+    return {n.output[0]: n.input[0] for n in graph.node if n.op_type == "QuantizeLinear" and n.output}
+
+
+def _load(model, board, input_shapes, entries, inputs) -> Simulator:
+    """The simulator; a dynamic input takes the shape of what the board was fed (``inputs``, else the dump's
+    tensor of that input), read as NCHW or NHWC against the input's fixed dimensions."""
+    feed_shapes = {}
+    dynamic = {n: d for n, (d, _) in model_inputs(model).items() if None in d and n not in (input_shapes or {})}
+    if not dynamic:
+        return load(model, board=board, input_shapes=input_shapes)
+    graph = onnx.load(str(model), load_external_data=False).graph
+    for name, dims in dynamic.items():
+        names = [name] + [o for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == name
+                          for o in n.output]
+        arr = inputs.get(name)
+        if arr is None:
+            e = next((entries[k] for n in names for k in (n, sanitize(n)) if k in entries), None)
+            arr = None if e is None else e.array
+        if arr is None:
+            raise InputError(f"the dump has no tensor for input {name!r} (its shape is dynamic: "
+                             f"{['?' if d is None else d for d in dims]}); pass --input {name}=FILE.npy")
+        shape = tuple(np.shape(arr))
+        if len(shape) == len(dims) and len(shape) in CHANNELS_LAST:
+            nchw = tuple(shape[a] for a in np.argsort(CHANNELS_LAST[len(shape)]))
+            fits = lambda s: all(d is None or d == v for d, v in zip(dims, s))  # noqa: E731
+            if not fits(shape) and fits(nchw):
+                shape = nchw
+        feed_shapes[name] = shape
+    return load(model, board=board, input_shapes=input_shapes, feed_shapes=feed_shapes)
+
+
+def _feeds(prog: Program, matched: dict, inputs: dict, layout, wide) -> tuple[dict, str, set]:
+    """What the simulation is fed, by program tensor: ``inputs`` where given (a float array feeds a float input;
+    integers go straight to its Quantize's output, which node is then skipped), else the dump's tensor of the
+    input. Returns (feeds, a description, the names of the nodes skipped)."""
+    feeds, said, skip = {}, [], set()
+    unknown = sorted(set(inputs) - set(prog.inputs))
+    if unknown:
+        raise InputError(f"--input {unknown[0]}: the model has no input {unknown[0]!r}; its inputs are "
+                         f"{sorted(prog.inputs)}")
+    for name, tname in prog.inputs.items():
+        t = prog.tensors[tname]
+        stub = next((n for n in prog.nodes if n.op == "Quantize" and n.inputs[0] == tname), None) if t.q is None \
+            else None
+        qname = stub.outputs[0] if stub is not None else tname
+        if name in inputs:
+            arr = np.asarray(inputs[name])
+            if t.q is None and arr.dtype.kind == "f":
+                lay = layout_of(arr.shape, t.shape, layout or wide) if arr.ndim in CHANNELS_LAST else "nchw"
+                if lay is None:
+                    raise InputError(f"--input {name}: shape {list(arr.shape)} is neither the input's "
+                                     f"{list(t.shape)} (NCHW) nor its NHWC permutation (or pass --layout)")
+                feeds[tname] = arr if lay == "nchw" else np.transpose(arr, np.argsort(CHANNELS_LAST[arr.ndim]))
+                said.append(f"{name} from --input (float, {lay.upper()})")
+                continue
+            got = to_program(prog.tensors[qname], DumpEntry(name, arr, f"--input {name}"), layout, wide)
+            if isinstance(got, str):
+                raise InputError(f"--input {name}: {got}")
+        elif qname in matched:
+            got = matched[qname]
+        else:
+            raise InputError(f"the dump has no tensor for input {name!r}; pass --input {name}=FILE.npy")
+        feeds[qname] = got.array
+        if stub is not None:
+            skip.add(stub.name)
+        said.append(f"{name} from {got.source} ({'dequantized float' if got.dequantized else 'integers'}, "
+                    f"{got.layout.upper()})")
+    return feeds, "; ".join(said), skip
+
+
+def _walk(prog: Program, matched: dict, shapes: dict, values: dict, fed: set) -> Comparison:
+    """Every dumped tensor against the simulation's ``values``, in execution order."""
+    diffs, seen, missing = [], set(), []
+    for node in prog.nodes:
+        for out in node.outputs:
+            t = prog.tensors[out]
+            if t.q is None or t.is_const or out in fed or out in seen:
+                continue
+            seen.add(out)
+            if out in shapes:
+                key, why = shapes[out]
+                diffs.append(TensorDiff(t.float_name, key, out, node.name, node.op, "shape", shape_message=why))
+            elif out in matched:
+                m = matched[out]
+                td = TensorDiff(t.float_name, m.key, out, node.name, node.op, "equal", m.layout, m.dequantized)
+                diffs.append(_diff(td, m, values[out]))
+            elif t.float_name not in missing:
+                missing.append(t.float_name)
+    return Comparison(diffs, missing, [], [])
+
+
+def _diff(td: TensorDiff, m, sim_arr: np.ndarray) -> TensorDiff:
+    """Fill ``td`` with the comparison of the dumped integers and the simulated ``sim_arr`` (both NCHW)."""
+    arr = m.array
+    td.total = int(sim_arr.size)
+    diff = arr.astype(np.int64) - sim_arr.astype(np.int64)
+    where = np.flatnonzero(diff)
+    td.differing = int(where.size)
+    if td.differing:
+        td.status = "differs"
+        td.max_diff = int(np.abs(diff).max())
+        idx = [np.unravel_index(int(i), arr.shape) for i in where[:EXAMPLES]]
+        td.examples = [[list(m.dump_index(tuple(int(v) for v in i))), int(arr[i]), int(sim_arr[i])] for i in idx]
+        td.first_index, td.dump_value, td.sim_value = tuple(td.examples[0][0]), td.examples[0][1], td.examples[0][2]
+    return td
+
+
+def _explain_nodes(prog: Program, c: Comparison, matched: dict, values: dict) -> None:
+    """Re-run every node with a differing output on the dump's inputs; set the first divergent node."""
+    by_ir = {t.ir_tensor: t for t in c.tensors}
+    nodes = {n.name: n for n in prog.nodes}
+    for td in c.tensors:
+        if td.status == "equal":
+            continue
+        node = nodes[td.producer]
+        acts = [i for i in node.inputs if not prog.tensors[i].is_const]
+        td.inputs_differ = [prog.tensors[i].float_name for i in acts if i in by_ir and by_ir[i].status != "equal"]
+        td.inputs_not_in_dump = [prog.tensors[i].float_name for i in acts if i not in matched]
+        if c.first_divergent is None and not td.inputs_differ:
+            c.first_divergent = node.name
+        if td.status != "differs":
+            continue
+        local = {i: matched[i].array if i in matched else values[i] for i in acts}
+        rerun = Replay(prog, [node], outputs=[td.ir_tensor]).run(local).values[td.ir_tensor]
+        m = matched[td.ir_tensor]
+        dump, sim = m.array.astype(np.int64), values[td.ir_tensor].astype(np.int64)
+        differs = (dump != sim).reshape(-1)
+        own = np.flatnonzero(differs & (dump != rerun.astype(np.int64)).reshape(-1))
+        td.inherited = int(np.count_nonzero(differs)) - int(own.size)
+        labels, td.equally = explain(prog, node, [local[i] for i in acts], m.array, own)
+        td.not_tried = int(own.size - labels.size)
+        names, counts = np.unique(labels.astype(str), return_counts=True) if labels.size else ([], [])
+        td.causes = {str(n): int(k) for n, k in sorted(zip(names, counts), key=lambda p: (p[0] == "unexplained",
+                                                                                          -p[1]))}
+        td.examples = [[list(m.dump_index(tuple(int(v) for v in np.unravel_index(int(i), dump.shape)))),
+                        int(dump.reshape(-1)[i]), int(rerun.reshape(-1)[i]), str(lab)]
+                       for i, lab in zip(own[:EXAMPLES], labels[:EXAMPLES])] or td.examples

@@ -1,0 +1,239 @@
+"""Why a node's output differs from the board's: each differing element tried against named variations of the
+node's arithmetic, counted under the first that reproduces the board's value -- the variations taken in order of
+how many of the node's differing elements each reproduces (most first; ties in the order listed below), so that one
+cause explaining a whole node is not split among variations that agree with it on some elements.
+
+The node is re-run from the dump's inputs; its exact accumulator (``acc + bias``, int64) is recovered for the
+multiply-accumulate ops (Conv, ConvTranspose, Gemm, MatMul by constant weights), the one-multiplier rescales
+(Requantize, Clip/Relu) and the per-channel affines (``acc`` in output units with ``f_bits`` fraction bits), with
+the real factor ``sx * sw[c] / sy`` from the tensors' scales. Then, per element, exactly (Python integers), after which the output zero point is added and the node's clamp applied:
+
+* the rounding of ``acc * M / 2**r`` (the node's own fixed-point pair ``M, r``, else the 31-bit pair of the real
+  factor): half up, half to even, half away from zero, truncation toward -inf, truncation toward 0;
+* double rounding (TFLite's ``MultiplyByQuantizedMultiplier``: a rounding doubling high multiply, then a rounding
+  right shift);
+* float32 requantization (onnxruntime: ``rint(float32(acc) * float32(sx*sw/sy))``);
+* the accumulator saturated instead of wrapped at its width (or wrapped instead of saturated), then the node's
+  own rule;
+* one multiplier for every channel (channel 0's) instead of one per channel, with the node's own rule;
+* lookup tables (8-bit inputs): the entry of the neighbouring input code (an index off by one);
+* Add/Sub of two activations: the variations of ``binary``.
+
+This is a diagnostic, not a kernel: plain numpy and Python integers, only on the differing elements.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels.conv2d import conv2d_acc
+from kernels.conv_transpose2d import conv_transpose2d_acc
+from kernels.fixedpoint import quantize_multiplier
+from kernels.gemm import int_matmul
+from kernels.tflite_fixedpoint import tfl_quantize_multiplier
+
+from npu_sim.analysis.compare.binary import add_candidates
+from npu_sim.analysis.compare.rounding import (ROUNDINGS, double_rounding, float32_rule, half_up, saturate,
+                                               wrap)
+from npu_sim.ir import Node, Program
+
+MAX_TRIED = 20_000
+RESCALES = ("Requantize", "Clip", "Relu")  # one multiplier from the input's scale to the output's  # differing elements tried per node; the rest are counted as not tried
+
+
+@dataclass
+class Requant:
+    """A node's requantization, recovered: ``y = clamp(rule(acc, c) + out_zp, qmin, qmax)``."""
+    acc: np.ndarray          # acc + bias, int64, output-shaped
+    channel: np.ndarray      # the multiplier's channel of each output element (int64, output-shaped)
+    mult: np.ndarray         # fixed-point pair per channel: factor ~= mult / 2**shift
+    shift: np.ndarray
+    tfl: tuple               # TFLite's (M, s) per channel
+    f32: np.ndarray          # onnxruntime's float32 ratio per channel
+    out_zp: int
+    qmin: int
+    qmax: int
+    acc_bits: int
+    saturate: bool
+    own: str                 # the node's own rule: "single" | "double" | "float32"
+
+
+# -- recovering the requantization of a node --------------------------------------------------------------------
+
+def _mac_acc(node: Node, x: np.ndarray, out_shape) -> tuple[np.ndarray, int] | None:
+    """The node's exact accumulator (without bias), output-shaped, and its channel axis (-1: none)."""
+    p = node.params
+    if node.op == "Conv" and "_w" in p:
+        x4 = x[:, :, None, :] if p.get("_is1d") else x
+        acc = conv2d_acc(np.ascontiguousarray(x4), p["x_zp"], p["_w"], p["stride"], p["pads"], p["dilation"],
+                         p["groups"])
+        return acc.reshape(out_shape), 1
+    if node.op == "ConvTranspose" and "_w" in p:
+        return conv_transpose2d_acc(np.ascontiguousarray(x), p["x_zp"], p["_w"], p["stride"], p["pads"],
+                                    p["dilation"], p["groups"], p["out_hw"]).reshape(out_shape), 1
+    if node.op == "Gemm" and "_w" in p:
+        a = x.T if p["trans_a"] else x
+        return int_matmul(np.ascontiguousarray(a.astype(np.int64) - p["x_zp"]), p["_w"]).reshape(out_shape), -1
+    if node.op == "MatMul" and p.get("_w") is not None:
+        a = (x.astype(np.int64) - p["a_zp"]).reshape(-1, x.shape[-1])
+        acc = int_matmul(np.ascontiguousarray(a), p["_w"]).reshape(out_shape)
+        return acc, (-1 if p["_per_col"] else None)
+    return None
+
+
+def _factors(prog: Program, node: Node, n_channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """(real factor float64, onnxruntime's float32 ratio) per channel, from the tensors' scales."""
+    sx = np.float32(prog.tensors[node.inputs[0]].q.scale)
+    sy = np.float32(prog.tensors[node.outputs[0]].q.scale)
+    alpha = float(node.attrs.get("alpha", 1.0)) if node.op == "Gemm" else 1.0
+    if len(node.inputs) > 1 and prog.tensors[node.inputs[1]].is_const and node.op != "Requantize":
+        sw = prog.tensors[node.inputs[1]].q.scale
+        if node.op == "ConvTranspose" and np.ndim(sw) == 1 and sw.size != n_channels:
+            sw = np.tile(sw, n_channels // sw.size)
+    else:
+        sw = np.float32(1.0)
+    sw = np.broadcast_to(np.asarray(sw, np.float32), (n_channels,))
+    real = np.float64(sx) * sw.astype(np.float64) * alpha / np.float64(sy)
+    ratio = (sx * sw).astype(np.float32)
+    if alpha != 1.0:
+        ratio = (ratio * np.float32(alpha)).astype(np.float32)
+    return real, (ratio / sy).astype(np.float32)
+
+
+def requant_of(prog: Program, node: Node, inputs: list) -> Requant | None:
+    """The node's requantization on these inputs (its activation inputs, as the executor passes them); None for
+    ops without one multiplier per channel (then no variation is tried)."""
+    p = node.params
+    out_shape = tuple(prog.tensors[node.outputs[0]].shape)
+    if inputs and {"f_bits", "w", "b", "x_zp", "out_zp"} <= set(p) and tuple(inputs[0].shape) == out_shape:
+        return _affine(p, inputs[0])
+    if not inputs or "out_zp" not in p or not {"mult", "tfl_mult", "scale"} & set(p):
+        return None
+    got = _mac_acc(node, inputs[0], out_shape)
+    if got is None:
+        if not (node.op in RESCALES and "x_zp" in p and len(inputs) == 1 and np.shape(p.get("bias", 0)) in ((1,), ())
+                and tuple(inputs[0].shape) == out_shape):
+            return None
+        acc, axis = inputs[0].astype(np.int64) - p["x_zp"], None
+    else:
+        acc, axis = got
+    bias = np.asarray(p.get("bias", np.zeros(1, np.int64)), np.int64).reshape(-1)
+    n_c = bias.size if axis is not None else 1
+    if axis is None:
+        channel = np.zeros(out_shape, np.int64)
+    else:
+        shape = [1] * len(out_shape)
+        shape[axis] = -1
+        channel = np.broadcast_to(np.arange(out_shape[axis]).reshape(shape), out_shape)
+        n_c = out_shape[axis]
+    acc = acc + np.broadcast_to(bias, (n_c,))[channel]
+    real, f32 = _factors(prog, node, n_c)
+    if "mult" in p:
+        mult, shift = (np.broadcast_to(np.asarray(p[k], np.int64).reshape(-1), (n_c,)) for k in ("mult", "shift"))
+    else:
+        pairs = [quantize_multiplier(float(v), 31) for v in real]
+        mult, shift = np.array([m for m, _ in pairs], np.int64), np.array([r for _, r in pairs], np.int64)
+    if "tfl_mult" in p:
+        tfl = tuple(np.broadcast_to(np.asarray(p[k], np.int64).reshape(-1), (n_c,)) for k in ("tfl_mult", "tfl_shift"))
+    else:
+        pairs = [tfl_quantize_multiplier(float(max(v, 0.0))) for v in real]
+        tfl = (np.array([m for m, _ in pairs], np.int64), np.array([s for _, s in pairs], np.int64))
+    own = "single" if "mult" in p else "double" if "tfl_mult" in p else "float32"
+    return Requant(acc, channel, mult, shift, tfl, f32, int(p["out_zp"]), int(p["qmin"]), int(p["qmax"]),
+                   int(p.get("acc_bits", 64)), bool(p.get("_saturate", False)), own)
+
+
+def _affine(p: dict, x: np.ndarray) -> Requant:
+    """A per-channel affine (BatchNormalization, Add/Sub of a constant): ``acc = (x - zx) w[c] + b[c]`` in output
+    units with ``f_bits`` fraction bits, i.e. the factor ``2**-f_bits`` (channels along axis 1)."""
+    w, b = np.asarray(p["w"], np.int64).reshape(-1), np.asarray(p["b"], np.int64).reshape(-1)
+    n_c = w.size
+    if n_c == 1 or x.ndim < 2:
+        channel = np.zeros(x.shape, np.int64)
+    else:
+        channel = np.broadcast_to(np.arange(n_c).reshape([1, -1] + [1] * (x.ndim - 2)), x.shape)
+    acc = (x.astype(np.int64) - p["x_zp"]) * w[channel] + np.broadcast_to(b, (n_c,))[channel]
+    f = int(p["f_bits"])
+    tm, ts = tfl_quantize_multiplier(2.0 ** -f)
+    return Requant(acc, channel, np.ones(n_c, np.int64), np.full(n_c, f, np.int64),
+                   (np.full(n_c, tm, np.int64), np.full(n_c, ts, np.int64)), np.full(n_c, 2.0 ** -f, np.float32),
+                   int(p["out_zp"]), int(p["qmin"]), int(p["qmax"]), 64, False, "single")
+
+
+def variations(rq: Requant) -> list[tuple[str, object]]:
+    """(name, f(acc, c) -> the value before the zero point) for every variation worth trying on this node."""
+    def rule(name):
+        if name == "single":
+            return lambda a, c: half_up(a * int(rq.mult[c]), int(rq.shift[c]))
+        if name == "double":
+            return lambda a, c: double_rounding(a, int(rq.tfl[0][c]), int(rq.tfl[1][c]))
+        return lambda a, c: float32_rule(a, rq.f32[c])
+    out = [(n, (lambda f: lambda a, c: f(a * int(rq.mult[c]), int(rq.shift[c])))(f)) for n, f in ROUNDINGS]
+    out.append(("double rounding (TFLite)", rule("double")))
+    out.append(("float32 requantization (onnxruntime)", rule("float32")))
+    own = rule(rq.own)
+    if rq.acc_bits < 64:
+        bits = rq.acc_bits
+        if rq.saturate:
+            out.append((f"wrap at the {bits}-bit accumulator", lambda a, c: own(wrap(a, bits), c)))
+        else:
+            out.append((f"saturation at the {bits}-bit accumulator", lambda a, c: own(saturate(a, bits), c)))
+    if rq.mult.size > 1 and (np.unique(rq.mult).size > 1 or np.unique(rq.shift).size > 1
+                             or np.unique(rq.f32).size > 1):
+        out.append(("one multiplier for every channel (channel 0's)", lambda a, c: own(a, 0)))
+    return out
+
+
+def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, flat_idx: np.ndarray) -> tuple:
+    """The cause of each element ``flat_idx`` (at most ``MAX_TRIED``) of ``dump`` (the board's output, NCHW) that the
+    node, re-run on ``inputs``, computes differently: the first variation reproducing the board's value (variations
+    ranked by how many elements they reproduce), else ``"unexplained"``. Returns (an object array of names, {cause:
+    the other variations that reproduce every element counted under it, as well})."""
+    tried = flat_idx[:MAX_TRIED]
+    board = dump.reshape(-1)[tried].astype(np.int64)
+    labels = np.full(tried.size, "unexplained", dtype=object)
+    lut = _lut_variations(node, inputs)
+    cands = [] if lut else add_candidates(prog, node, inputs, tried)
+    rq = None if lut or cands else requant_of(prog, node, inputs)
+    if rq is None and not (lut or cands):
+        return labels, {}
+    if lut:
+        x = inputs[0].reshape(-1)[tried].astype(np.int64)
+        cands = [(name, f(x)) for name, f in lut]
+    elif rq is not None:
+        acc = rq.acc.reshape(-1)[tried]
+        ch = rq.channel.reshape(-1)[tried]
+        cands = []
+        for name, f in variations(rq):
+            y = np.array([min(max(f(int(a), int(c)) + rq.out_zp, rq.qmin), rq.qmax) for a, c in zip(acc, ch)],
+                         np.int64)
+            cands.append((name, y))
+    all_hits = [(name, y == board) for name, y in cands]
+    hits = list(all_hits)
+    left = np.ones(tried.size, bool)
+    also = {}
+    while hits and left.any():  # the variation reproducing most of the elements left first (ties: listed order)
+        best = max(range(len(hits)), key=lambda i: (int(np.count_nonzero(hits[i][1] & left)), -i))
+        name, hit = hits.pop(best)
+        hit = hit & left
+        if not hit.any():
+            break
+        labels[hit] = name
+        left &= ~hit
+        also[name] = [other for other, h in all_hits if other != name and bool(np.all(h[hit]))]
+    return labels, also
+
+
+def _lut_variations(node: Node, inputs: list) -> list:
+    """An 8-bit lookup table's neighbouring entries (index off by one), or [] for other nodes."""
+    p = node.params
+    table = p.get("table")
+    in_q = p.get("_in_q")
+    if table is None or in_q is None or in_q.bits > 8 or len(inputs) != 1 or table.size != in_q.qmax - in_q.qmin + 1:
+        return []
+    t = np.asarray(table, np.int64).reshape(-1)
+
+    def entry(step):
+        return lambda x: t[np.clip(x - in_q.qmin + step, 0, t.size - 1)]
+    return [("LUT entry of the next input code", entry(1)), ("LUT entry of the previous input code", entry(-1))]

@@ -1,0 +1,56 @@
+"""What an op family sees while it prepares a node: the narrow side of the walk.
+
+A family function ``lower_x(lowering, onode, args, out, act) -> Node`` receives a ``LowerContext`` as
+``lowering``, never the walk itself. It may read the board's arithmetic, the graph's constants, shapes, opset,
+consumers and producers, and it may name a node, add a tensor and emit an extra node (ops that produce several
+nodes or tensors). It cannot see or change the walk's bookkeeping (pending groups, the dequantization maps, the
+problems collected so far).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from npu_sim.boards import Arithmetic
+from npu_sim.frontend.reader import Graph
+from npu_sim.ir import Node, Tensor
+from npu_sim.lowering.problem import Problem
+
+
+class LowerContext:
+    """The walk's narrow interface for op families (built once per lowering by ``npu_sim.lowering.walk``)."""
+
+    def __init__(self, graph: Graph, arith: Arithmetic, consumers: dict[str, list], layernorm_chains: dict,
+                 node_name: Callable, add_tensor: Callable, emit: Callable):
+        self.arith = arith
+        self.opset = graph.opset
+        self.layernorm_chains = layernorm_chains  # output name -> the decomposed LayerNorm chain it stands for
+        self.graph_path = graph.path
+        self.graph_outputs = frozenset(graph.outputs)
+        self.graph_consts = graph.consts
+        self.graph_shapes = graph.shapes
+        self.graph_nodes = graph.nodes
+        self.consumer_map = consumers
+        self.node_name: Callable[[object], str] = node_name   # a unique program name for an ONNX node
+        self.add_tensor: Callable[[Tensor], Tensor] = add_tensor
+        self.emit: Callable[[Node], None] = emit           # append a node to the program (multi-node ops)
+
+    def const(self, name: str):
+        """The value of a constant (initializer or Constant node), or None."""
+        return self.graph_consts.get(name)
+
+    def consumers(self, name: str) -> list:
+        """The ONNX nodes that read tensor ``name``."""
+        return self.consumer_map.get(name, [])
+
+    def producer(self, name: str):
+        """The ONNX node that writes tensor ``name``, or None (graph input, initializer)."""
+        return next((n for n in self.graph_nodes if name in n.output), None)
+
+    def is_output(self, name: str) -> bool:
+        return name in self.graph_outputs
+
+    def shape(self, name: str, onode=None) -> tuple[int, ...]:
+        shape = self.graph_shapes.get(name)
+        if shape is None:
+            raise Problem(f"the shape of {name!r} could not be inferred (give fixed input shapes)")
+        return shape
