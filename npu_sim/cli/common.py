@@ -1,22 +1,37 @@
-"""What several commands share: the model/board/shape arguments and reading ``--input NAME=FILE`` feeds."""
+"""What several commands share: the model/board/shape arguments and reading ``--input [NAME=]FILE`` feeds."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from npu_sim.errors import InputError
+from npu_sim.errors import InputError, NpuSimError
+from npu_sim.frontend import dataset
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
 
 
-def add_model_arguments(sp, boards: list[str]) -> None:
-    sp.add_argument("model", help="QDQ ONNX model (as written by onnxruntime quantize_static)")
+def add_model_arguments(sp, boards: list[str], model_optional: bool = False) -> None:
+    sp.add_argument("model", nargs="?" if model_optional else None,
+                    help="QDQ ONNX model (as written by onnxruntime quantize_static)")
     sp.add_argument("--board", default="default",
                     help=f"board preset ({', '.join(boards)}) or path to a board .toml (default: default)")
     sp.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS",
-                    help="fix a dynamic input shape, e.g. x=1x3x48x192 (repeatable)")
+                    help="fix a dynamic input shape, e.g. x=1x3x48x192 (repeatable; a free batch dimension "
+                         "is 1 without it)")
+
+
+def model_inputs(model, load=None) -> dict:
+    """The model's inputs (name -> (dims, dtype)) read cheaply before loading; where the file cannot be read,
+    ``load(model)`` (the API's loader) raises its own clear error first."""
+    try:
+        return dataset.model_inputs(model)
+    except NpuSimError:
+        if load is not None:
+            load(model)
+        raise
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -26,10 +41,17 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, tuple(int(d) for d in dims.split("x"))
 
 
-def parse_feed(spec: str) -> tuple[str, Path]:
+def parse_feed(spec: str, input_names: list[str] | None = None) -> tuple[str, Path]:
+    """``NAME=FILE``, or ``FILE`` alone for a model with one input (``input_names`` given)."""
     name, sep, path = spec.partition("=")
-    if not sep or not name or not path:
-        raise InputError(f"--input {spec!r}: write NAME=FILE (a .npy file or an image)")
+    if not sep and input_names is not None and Path(spec).is_file():
+        if len(input_names) != 1:
+            raise InputError(f"--input {spec!r}: the model has {len(input_names)} inputs {input_names}; "
+                             f"name the one this file feeds: --input NAME=FILE")
+        name, path = input_names[0], spec
+    elif not sep or not name or not path:
+        one = " (or FILE alone for a model with one input)" if input_names is not None else ""
+        raise InputError(f"--input {spec!r}: write NAME=FILE{one}")
     p = Path(path)
     if not p.is_file():
         raise InputError(f"--input {name}: file {path!r} not found")
@@ -37,16 +59,103 @@ def parse_feed(spec: str) -> tuple[str, Path]:
 
 
 def read_npy(path: Path, name: str) -> np.ndarray:
+    """A ``.npy`` file, or from a ``.npz`` the array named like the input (else its only array)."""
     try:
-        return np.load(path, allow_pickle=False)
+        if path.suffix.lower() != ".npz":
+            return np.load(path, allow_pickle=False)
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
     except Exception as exc:
-        raise InputError(f"--input {name}: cannot read {str(path)!r} as a .npy array ({exc})") from None
+        raise InputError(f"--input {name}: cannot read {str(path)!r} as a .npy/.npz array ({exc})") from None
+    if name in arrays:
+        return arrays[name]
+    if len(arrays) == 1:
+        return next(iter(arrays.values()))
+    raise InputError(f"--input {name}: {str(path)!r} holds arrays {sorted(arrays)}; name one like the input "
+                     f"({name!r}) or keep a single array in the file")
 
 
-def read_npy_feeds(specs: list[str]) -> dict[str, np.ndarray]:
-    """``--input NAME=FILE.npy`` arguments -> feeds by input name."""
-    feeds = {}
-    for spec in specs:
-        name, path = parse_feed(spec)
-        feeds[name] = read_npy(path, name)
+def no_repeats(feeds: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    seen: set[str] = set()
+    for name, _ in feeds:
+        if name in seen:
+            raise InputError(f"--input {name} is given twice; give each input once")
+        seen.add(name)
     return feeds
+
+
+def read_npy_feeds(specs: list[str], input_names: list[str] | None = None) -> dict[str, np.ndarray]:
+    """``--input NAME=FILE`` arguments (.npy/.npz; FILE alone given ``input_names`` of one) -> feeds by name."""
+    return {name: read_npy(path, name) for name, path in no_repeats([parse_feed(s, input_names) for s in specs])}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# dynamic input shapes
+
+SIZES = (32, 64, 128, 224, 320, 640, 1024)  # tried, in order, for a free dimension other than the batch
+
+
+def shape_text(dims) -> str:
+    return "x".join(str(d) for d in dims)
+
+
+def fixed_shapes(model, board, shapes: dict, fed=(), program_for=None) -> dict:
+    """``--input-shape`` completed for inputs not fed by a file: a free leading (batch) dimension is 1, with a
+    note on stderr; other free dimensions must be given, and the error suggests sizes checked to lower
+    (``program_for(model, board, shapes)`` lowers; given, a suggestion is tried before it is made)."""
+    out = dict(shapes)
+    todo = {n: dims for n, (dims, _) in model_inputs(model, lambda m: program_for(m, board, shapes)).items()
+            if n not in shapes and n not in fed and dims and None in dims}
+    batch_only = [n for n, dims in todo.items() if dims[0] is None and None not in dims[1:]]
+    for name in batch_only:
+        out[name] = (1, *todo[name][1:])
+        print(f"note: input {name!r} has a free batch dimension; using batch 1 ({name}={shape_text(out[name])}; "
+              f"--input-shape sets another)", file=sys.stderr)
+    rest = {n: dims for n, dims in todo.items() if n not in batch_only}
+    if rest:
+        shown = ", ".join(f"{n} [{', '.join('?' if d is None else str(d) for d in dims)}]" for n, dims in rest.items())
+        hint = suggest(model, board, out, rest, program_for)
+        raise InputError(f"{model}: input(s) with free dimensions other than the batch: {shown}; give them with "
+                         + (f"--input-shape, e.g. {hint} (checked: the model lowers at that shape)" if hint else
+                            "--input-shape NAME=DIMS (no common size lowered: see the model's expected input size)"))
+    return out
+
+
+def suggest(model, board, known: dict, free: dict, program_for) -> str | None:
+    """The first of a few common sizes at which every free dimension gives a model that lowers with no empty
+    or negative tensor: ``--input-shape`` arguments, or None."""
+    for size in SIZES:
+        cand = {}
+        for name, dims in free.items():
+            spatial = [d for d in dims[2:] if d is not None] if len(dims) == 4 else []
+            cand[name] = tuple(1 if i == 0 and d is None else (d if d is not None else size) for i, d in
+                               enumerate(dims))
+            if spatial and size == SIZES[0]:  # first try square: the fixed spatial size for the free one
+                cand[name] = tuple(1 if i == 0 and d is None else (d if d is not None else spatial[0])
+                                   for i, d in enumerate(dims))
+        try:
+            program = program_for(model, board, {**known, **cand}) if program_for else None
+        except NpuSimError:
+            continue
+        if program is None or not (program.problems or empty_tensor(program)):
+            return " ".join(f"--input-shape {n}={shape_text(s)}" for n, s in cand.items())
+    return None
+
+
+def empty_tensor(program) -> str | None:
+    """The first tensor the program would give an empty or negative dimension (an input too small), or None."""
+    producer = {o: n.name for n in program.nodes for o in n.outputs}
+    for name, t in program.tensors.items():
+        if not t.is_const and t.shape is not None and any(int(d) < 1 for d in t.shape):
+            return (f"tensor {name!r}" + (f" of node {producer[name]!r}" if name in producer else "")
+                    + f" would have shape [{shape_text(t.shape)}]")
+    return None
+
+
+def refuse_empty(program, shapes: dict) -> None:
+    """A clear error (exit 2) when the input shapes make a tensor empty or negative (the input is too small)."""
+    where = empty_tensor(program)
+    if where:
+        given = " ".join(f"{n}={shape_text(s)}" for n, s in shapes.items()) or "its input shape"
+        raise InputError(f"{program.model_path}: at {given} {where}: the input is too small for the model; give a "
+                         f"larger one with --input-shape")

@@ -1,7 +1,11 @@
 """`npu-sim estimate`: cycles per layer and in total on the board."""
 from __future__ import annotations
 
-from npu_sim.api import estimate
+import sys
+
+from npu_sim.api import Simulator, check, estimate, load_board, program_for
+from npu_sim.cli.common import fixed_shapes, refuse_empty
+from npu_sim.render.check import fit_line
 from npu_sim.render.estimate import format_table
 
 DESCRIPTION = """\
@@ -24,7 +28,16 @@ def add_arguments(parser) -> None:
 
 
 def main(args, shapes) -> int:
-    est = estimate(args.model, board=args.board, input_shapes=shapes)
+    board = load_board(args.board)
+    if board.cost is None:  # refuse before the (slower) load
+        estimate(args.model, board=board, input_shapes=shapes)
+    shapes = fixed_shapes(args.model, board, shapes, program_for=program_for)
+    sim = Simulator(program_for(args.model, board, shapes))  # lowered once, for the estimate and the check
+    refuse_empty(sim.program, shapes)
+    est = estimate(sim, board=board)
+    note = fit_line(check(sim, board=board), args.model, args.board)
+    if note:
+        print(note, file=sys.stderr)
     if args.json:
         print(est.to_json())
     elif args.csv:

@@ -34,26 +34,26 @@ def _chosen(argv: list[str]) -> str | None:
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     """The parser; the arguments of the command named in ``argv`` (only) are filled in from its module."""
     p = argparse.ArgumentParser(prog="npu-sim", description="Bit-exact integer simulation of QDQ ONNX models on "
-                                "int8/int16 NPUs.")
+                                "int8/int16 NPUs.", allow_abbrev=False)
     p.add_argument("--version", action="version", version=f"npu-sim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = _chosen(argv)
     boards = presets()
     for name, (module_name, _, add, text) in COMMANDS.items():
         if name != chosen:
-            sub.add_parser(name, help=text)
+            sub.add_parser(name, help=text, allow_abbrev=False)
             continue
         module = importlib.import_module(module_name)
         sp = sub.add_parser(name, help=text, description=getattr(module, "DESCRIPTION", None) or text,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
         if getattr(module, "POSITIONALS_FIRST", False):  # e.g. compare DUMP_DIR MODEL
             getattr(module, add)(sp)
             add_model_arguments(sp, boards)
         else:
-            add_model_arguments(sp, boards)
+            add_model_arguments(sp, boards, getattr(module, "MODEL_AFTER_LISTS", False))
             if add:
                 getattr(module, add)(sp)
-    sub.add_parser("boards", help="list the board presets")
+    sub.add_parser("boards", help="list the board presets", allow_abbrev=False)
     return p
 
 
@@ -92,7 +92,10 @@ def _dispatch(args) -> int:
         return EXIT_OK
     shapes = dict(parse_shape(s) for s in args.input_shape)
     module_name, func, _, _ = COMMANDS[args.command]
-    return getattr(importlib.import_module(module_name), func)(args, shapes)
+    command = getattr(importlib.import_module(module_name), func)
+    runs = args.command in ("run", "report", "compare") or getattr(args, "run", False) or getattr(args, "input", None)
+    with importlib.import_module("npu_sim.cli.firstuse").watch(bool(runs)):  # imports numba: model commands only
+        return command(args, shapes)
 
 
 if __name__ == "__main__":

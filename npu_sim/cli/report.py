@@ -5,7 +5,10 @@ import json
 import sys
 from pathlib import Path
 
-from npu_sim.api import AdviceOptions, accuracy_report, annotate, default_workers, load_data
+import numpy as np
+
+from npu_sim.api import AdviceOptions, accuracy_report, annotate, check, default_workers, load_data
+from npu_sim.cli.noise import quiet_logs
 from npu_sim.errors import InputError
 from npu_sim.render.report_html import to_html
 from npu_sim.render.report_text import format_summary
@@ -22,6 +25,23 @@ Data (--data): folders or files: images (.png/.jpg/.bmp, resized, scaled to [0,1
 (arrays named like the inputs, or x [+ y labels]); a leading batch dimension is split into samples.
 --data is required (the demo: models/demo/digits_test.npz, its 360 held-out digits).
 """
+MODEL_AFTER_LISTS = True  # `report --data DIR MODEL`: an .onnx file that ends --data (or --requantize) is the model
+
+
+def take_model(args) -> None:
+    """Where the MODEL positional was written after ``--data``/``--requantize`` (which take several values), the
+    list took it: an ``.onnx`` file is never data, so it is the model."""
+    for attr in ("data", "requantize"):
+        items = getattr(args, attr) or []
+        onnx_files = [i for i in items if i.lower().endswith(".onnx")]
+        if onnx_files and args.model is None and len(onnx_files) == 1:
+            args.model = onnx_files[0]
+            items.remove(onnx_files[0])
+        elif onnx_files:
+            raise InputError(f"--{attr} {onnx_files[0]!r}: an .onnx file is not data; give the model once, "
+                             f"before the options")
+    if args.model is None:
+        raise InputError("report: give the QDQ model: npu-sim report MODEL.qdq.onnx --data DIR|FILE ...")
 
 
 def add_arguments(p) -> None:
@@ -65,6 +85,20 @@ def add_arguments(p) -> None:
     p.add_argument("--json", metavar="OUT.json", help="write the JSON report (schema: docs/REPORT_SCHEMA.md)")
 
 
+def remaining_errors(result, path: str) -> str:
+    """What the check says of the re-quantized model: the errors that remain, by rule, or none."""
+    n = result.count("error")
+    if not n:
+        return f"  check of the fixed model on board '{result.board}': no errors remain (deployable)"
+    by_rule: dict[str, int] = {}
+    for _, f in result.findings:
+        if f.severity == "error":
+            by_rule[f.rule] = by_rule.get(f.rule, 0) + 1
+    rules = ", ".join(f"{k} x{v}" for k, v in sorted(by_rule.items(), key=lambda kv: -kv[1]))
+    return (f"  check of the fixed model on board '{result.board}': {n} error(s) remain ({rules}); "
+            f"`npu-sim check {path}` for why")
+
+
 class _Progress:
     def __init__(self, stream=None, label: str = "report", unit: str = "samples"):
         self.label, self.unit = label, unit
@@ -87,6 +121,9 @@ class _Progress:
 
 
 def main(args, shapes) -> int:
+    take_model(args)
+    if args.requantize == []:
+        raise InputError("--requantize: give the calibration data (folders or files)")
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers must be at least 1")
     if args.limit is not None and args.limit < 1:
@@ -125,9 +162,14 @@ def main(args, shapes) -> int:
                          eval_samples=dset.samples if calib else None)
     if opts.max_slowdown is None and opts.budget_ms is None:
         opts.max_slowdown = 1.2
-    annotate(r, dset.samples, args.board, args.float_model, shapes or None, opts,
-             progress=_Progress(label="sensitivity", unit="layers"))
+    with quiet_logs():
+        annotate(r, dset.samples, args.board, args.float_model, shapes or None, opts,
+                 progress=_Progress(label="sensitivity", unit="layers"))
     print(format_summary(r, args.top))
+    rq = (r.advisor or {}).get("requantized") or {}
+    if rq.get("model") and not rq.get("error"):
+        fixed_shapes = {name: np.shape(a) for name, a in dset.samples[0].items()}  # the shapes the report ran
+        print(remaining_errors(check(rq["model"], board=args.board, input_shapes=fixed_shapes), rq["model"]))
     if args.overrides:
         print(f"fix (quantize_static extra_options) -> {args.overrides}")
     if args.json:

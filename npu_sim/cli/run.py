@@ -8,18 +8,21 @@ from pathlib import Path
 
 import numpy as np
 
-from npu_sim.api import load
-from npu_sim.cli.common import EXIT_OK, parse_feed, read_npy
+from npu_sim.api import check, load, program_for
+from npu_sim.cli.common import EXIT_OK, fixed_shapes, model_inputs, no_repeats, parse_feed, read_npy, refuse_empty
 from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import read_image
+from npu_sim.render.check import fit_line
 from npu_sim.render.golden import FORMATS, write_golden
 
 
 
 def add_arguments(run) -> None:
-    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
-                     help="feed: .npy file, or an image (.png/.jpg; needs Pillow) resized to the input, scaled to "
-                          "[0,1] then (x-mean)/std. Without --input: seeded random values in the calibrated range")
+    run.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE",
+                     help="feed: .npy file, .npz (the array named like the input, or its only array), or an image "
+                          "(.png/.jpg; needs Pillow) resized to the input, scaled to [0,1] then (x-mean)/std; NAME= "
+                          "may be left out for a model with one input. Without --input: seeded random values in the "
+                          "calibrated range")
     run.add_argument("--mean", default="0", help="image normalization mean, per channel, comma separated")
     run.add_argument("--std", default="1", help="image normalization std, per channel, comma separated")
     run.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
@@ -33,7 +36,9 @@ def add_arguments(run) -> None:
 
 
 def lower_main(args, shapes) -> int:
+    shapes = fixed_shapes(args.model, args.board, shapes, program_for=program_for)
     sim = load(args.model, board=args.board, input_shapes=shapes)
+    refuse_empty(sim.program, shapes)
     print(sim.program.format())
     return EXIT_OK
 
@@ -41,10 +46,13 @@ def lower_main(args, shapes) -> int:
 def main(args, shapes) -> int:
     if args.format != "npy" and not args.dump_all:
         raise InputError(f"--format {args.format} writes the tensors of --dump-all: add --dump-all")
-    raw_feeds = [parse_feed(spec) for spec in args.input]
-    arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() == ".npy"}
+    names = list(model_inputs(args.model, load)) if args.input else None
+    raw_feeds = no_repeats([parse_feed(spec, names) for spec in args.input])
+    arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() in (".npy", ".npz")}
+    shapes = fixed_shapes(args.model, args.board, shapes, set(arrays), program_for)
     sim = load(args.model, board=args.board, input_shapes=shapes,
                feed_shapes={name: a.shape for name, a in arrays.items()})
+    refuse_empty(sim.program, shapes)
     for name, path in raw_feeds:
         if name not in arrays:
             arrays[name] = _read_image(path, name, sim, args.mean, args.std)
@@ -59,6 +67,9 @@ def main(args, shapes) -> int:
     prog = sim.program
     for name, tname in prog.outputs.items():
         _write_output(name, prog.tensors[tname], result.values[tname], out_dir)
+    note = fit_line(check(sim), args.model, args.board)  # after the outputs: a bad input is said first
+    if note:
+        print(note, file=sys.stderr)
     for node, count in result.overflows.items():
         print(f"warning: node {node!r}: {count} accumulator value(s) overflowed the board's accumulator "
               f"(see `npu-sim lower` for its width)", file=sys.stderr)
@@ -77,7 +88,11 @@ def _write_output(name: str, t, q: np.ndarray, out_dir: Path) -> None:
     print(f"output {name}: {t.q.dtype}{list(q.shape)} scale={float(t.q.scale):.6g} zp={int(t.q.zero_point)} "
           f"int range [{int(q.min())}, {int(q.max())}] -> {out_dir / (_safe(name) + '.int.npy')}, "
           f"dequantized -> {out_dir / (_safe(name) + '.npy')}")
-    if deq.ndim == 2 and deq.shape[1] > 1 and deq.shape[0] <= 8:
+    if q.size > 1 and int(q.min()) == int(q.max()):  # a top-5 of equal scores would say nothing
+        v = int(q.min())
+        bound = " (saturated)" if v in (t.q.qmin, t.q.qmax) else ""
+        print(f"  output is constant {v}{bound}: every value dequantizes to {float(deq.reshape(-1)[0]):.6g}")
+    elif deq.ndim == 2 and deq.shape[1] > 1 and deq.shape[0] <= 8:
         for row, scores in enumerate(deq):
             top = np.argsort(-scores, kind="stable")[:5]
             print(f"  [{row}] top-5: " + ", ".join(f"{int(c)} ({scores[c]:.3f})" for c in top))

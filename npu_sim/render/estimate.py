@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from npu_sim.analysis.cost import Estimate
+from npu_sim.render.text import NAME_CAP, column_width, cut_middle
+
 
 
 def _fmt_int(v: float) -> str:
@@ -14,17 +16,18 @@ def _fmt_int(v: float) -> str:
 
 def format_table(est: Estimate, top: int = 5) -> str:
     mems = est.memories()
-    head = (f"{'node':32s} {'op':10s} {'prec':6s} {'MACs':>7s} " + " ".join(f"{('B ' + m)[:8]:>8s}" for m in mems)
+    width = column_width([r.node for r in est.layers], 4, NAME_CAP)
+    opw = column_width([r.op for r in est.layers], 2, 18)
+    head = (f"{'node':{width}s} {'op':{opw}s} {'prec':6s} {'MACs':>7s} " + " ".join(f"{('B ' + m)[:8]:>8s}" for m in mems)
             + f" {'compute':>8s} {'memory':>8s} {'cycles':>8s} {'bound':8s} {'util%':>5s} {'%tot':>5s}")
     lines = [f"# {est.model} on board '{est.board}' ({est.macs_per_cycle} MACs/cycle at "
              f"{est.clock_hz / 1e6:g} MHz)", head, "-" * len(head)]
     for r in est.layers:
-        name = r.node if len(r.node) <= 32 else "…" + r.node[-31:]
         bound = r.bound + ("*" if r.spill else "")
-        lines.append(f"{name:32s} {r.op[:10]:10s} {r.precision[:6]:6s} {_fmt_int(r.macs):>7s} "
+        lines.append(f"{cut_middle(r.node, width):{width}s} {cut_middle(r.op, opw):{opw}s} {r.precision:6s} {_fmt_int(r.macs):>7s} "
                      + " ".join(f"{_fmt_int(r.bytes.get(m, 0)):>8s}" for m in mems)
                      + f" {_fmt_int(r.compute_cycles):>8s} {_fmt_int(r.memory_cycles):>8s} {_fmt_int(r.cycles):>8s}"
-                     f" {bound[:8]:8s} {r.utilization:5.1f} {r.share:5.1f}")
+                     f" {bound:8s} {r.utilization:5.1f} {r.share:5.1f}")
     s = est.summary
     lines.append("-" * len(head))
     lines.append(f"total: {s['total_cycles']:,.0f} cycles = {s['latency_ms']:.3f} ms at {est.clock_hz / 1e6:g} MHz "
@@ -40,7 +43,7 @@ def format_table(est: Estimate, top: int = 5) -> str:
     hot = sorted(est.layers, key=lambda r: -r.cycles)[:max(top, 0)]
     if hot:
         lines.append("hotspots:")
-        lines += [f"  {r.share:5.1f}%  {r.cycles:>12,.0f} cycles  {r.node[:80]} ({r.op}, {r.bound})"
+        lines += [f"  {r.share:5.1f}%  {r.cycles:>12,.0f} cycles  {r.node} ({r.op}, {r.bound})"
                   for r in hot if r.cycles]
     missing = est.summary.get("uncosted_nodes") or []
     if missing:

@@ -11,6 +11,9 @@ import json
 import math
 
 from npu_sim.analysis.accuracy import AccuracyReport, LayerResult
+from npu_sim.render.text import NAME_CAP, column_width, cut_end, cut_middle
+
+FIX_CHARS = 300  # the fix JSON shown on the terminal; the rest is in --overrides / --json
 
 
 def fmt_value(v, fmt="{:.5f}") -> str:
@@ -56,6 +59,19 @@ def _rule_groups(checks: dict) -> list[tuple[str, str, list[tuple[str, list[str]
 # Summary
 
 
+def fit_note(r: AccuracyReport) -> list[str]:
+    """One line when the model fails the board's check: the report's numbers are then those of a model the board
+    cannot take as it is."""
+    c = r.checks
+    if not c or c["deployable"]:
+        return []
+    groups = sorted((g for g in _rule_groups(c) if g[0] == "error"), key=lambda g: -len(g[2]))
+    rules = [f"{rule} x{len(items)}" for _, rule, items in groups]
+    return [f"note: this model fails board '{c['board']}' with {c['errors']} check error(s) ("
+            + ", ".join(rules[:3]) + (", ..." if len(rules) > 3 else "") + f"); `npu-sim check {r.model}"
+            + ("" if c["board"] == "default" else f" --board {c['board']}") + "` for why"]
+
+
 def _outputs(r: AccuracyReport) -> list[str]:
     lines = []
     for o in r.outputs:
@@ -63,6 +79,9 @@ def _outputs(r: AccuracyReport) -> list[str]:
         line = (f"  {o.name} [{'x'.join(map(str, o.shape))}]  cosine {fmt_value(m.cosine)} (worst sample "
                 f"{fmt_value(o.cosine_min_sample)})  SQNR {fmt_value(m.sqnr_db, '{:.1f}')} dB  MAE {m.mae:.4g}  "
                 f"max|err| {m.max_abs:.4g}")
+        if o.cosine_min_sample == 0.0 and m.cosine != 0.0:
+            line += ("\n    (worst sample 0: on some sample one side's output is all zeros, where cosine is 0 by "
+                     "definition; SQNR and MAE still measure it)")
         if o.top1_agreement is not None:
             line += f"\n    top-1 agreement {fmt_pct(o.top1_agreement)}"
             if o.top5_agreement is not None:
@@ -74,17 +93,20 @@ def _outputs(r: AccuracyReport) -> list[str]:
 
 
 def _worst_tables(r: AccuracyReport, top: int) -> list[str]:
-    head = (f"  {'#':>3} {'tensor':32s} {'op':18s} {'cosine':>8s} {'SQNR dB':>8s} {'mean LSB':>8s} {'max LSB':>8s} "
-            f"{'clip %':>7s}")
+    acc, iso = r.worst("accumulated", top), r.worst("isolated", top)
+    tw = column_width([l.tensor for l in acc + iso], 6, NAME_CAP)
+    ow = column_width([l.op for l in acc + iso], 2, 24)
+    head = (f"  {'#':>3} {'tensor':{tw}s} {'op':{ow}s} {'cosine':>8s} {'SQNR dB':>8s} {'mean LSB':>8s} "
+            f"{'max LSB':>8s} {'clip %':>7s}")
 
     def row(l: LayerResult, m) -> str:
-        return (f"  {l.index:>3} {l.tensor[:32]:32s} {l.op[:18]:18s} {fmt_value(m.cosine)} "
-                f"{fmt_value(m.sqnr_db, '{:8.1f}')} {m.mean_lsb:8.3f} {m.max_lsb:8.2f} {100 * l.stats.clip_rate:7.3f}")
+        return (f"  {l.index:>3} {cut_middle(l.tensor, tw):{tw}s} {cut_middle(l.op, ow):{ow}s} "
+                f"{fmt_value(m.cosine, '{:8.5f}')} {fmt_value(m.sqnr_db, '{:8.1f}')} {m.mean_lsb:8.3f} {m.max_lsb:8.2f} {100 * l.stats.clip_rate:7.3f}")
 
     lines = ["", f"worst {top} tensors, accumulated error (full integer run vs float reference)", head]
-    lines += [row(l, l.accumulated) for l in r.worst("accumulated", top)]
+    lines += [row(l, l.accumulated) for l in acc]
     lines += ["", f"worst {top} tensors, isolated error (the op alone, fed the float reference inputs)", head]
-    lines += [row(l, l.isolated) for l in r.worst("isolated", top)]
+    lines += [row(l, l.isolated) for l in iso]
     return lines
 
 
@@ -108,7 +130,9 @@ def _collapse(r: AccuracyReport) -> list[str]:
 def format_summary(r: AccuracyReport, top: int = 5) -> str:
     """The terminal summary of an accuracy report: outputs, worst tensors, collapse, then ``format_advice``."""
     lines = [f"npu-sim report: {r.model} on board {r.board}, {r.samples} sample(s) ({r.data})",
-             f"float reference: {r.reference} ({r.reference_source})", "", "outputs (integer vs float reference)"]
+             f"float reference: {r.reference} ({r.reference_source})"]
+    lines += fit_note(r)
+    lines += ["", "outputs (integer vs float reference)"]
     lines += _outputs(r)
     lines += _worst_tables(r, top)
     lines.append("")
@@ -161,23 +185,30 @@ def _latency(r: AccuracyReport) -> list[str]:
 def _sensitivity(r: AccuracyReport, top: int) -> list[str]:
     S = r.sensitivity
     b = S["baseline"]
+    rows = S["layers"][:top]
+    lw = column_width([row["layer"] for row in rows], 5, NAME_CAP)
+    tw = column_width([row["tensor"] for row in rows], 6, NAME_CAP)
     lines = ["", f"sensitivity: output similarity with only that layer at higher precision ({S['samples']} "
                  f"sample(s); baseline cosine {b['cosine']:.5f}, SQNR {fmt_value(b['sqnr_db'], '{:.1f}')} dB)"
                  + (f"; {len(S['layers'])} layer(s) measured, {len(S['not_measured'])} left out by "
                     f"--candidates {S['candidates']} (lowest isolated SQNR first)" if S.get("not_measured") else ""),
-             f"  {'rank':>4} {'layer':24s} {'tensor':28s} {'as':6s} {'cosine':>8s} {'gain dB':>8s} "
+             f"  {'rank':>4} {'layer':{lw}s} {'tensor':{tw}s} {'as':6s} {'cosine':>8s} {'gain dB':>8s} "
              f"{'+cycles':>9s}  findings"]
-    for row in S["layers"][:top]:
+    for row in rows:
         fl = ",".join(sorted({f["rule"] for f in layer_findings(r, row["layer"])
                               if f["severity"] == "error" and not f["rule"].startswith(("dtype.", "zero_point."))}))
-        mode = "int16" if row["mode"] == "int16" else ("float" if row["mode"] == "float" else "float*")
         cyc = "-" if row["delta_cycles"] is None else f"{row['delta_cycles']:+,.0f}"
-        lines.append(f"  {row['rank']:>4} {row['layer'][:24]:24s} {row['tensor'][:28]:28s} {mode:6s} "
-                     f"{row['cosine']:.5f} {fmt_value(row['gain_sqnr_db'], '{:+8.2f}')} {cyc:>9s}  {fl}")
-    if any(row["mode"] != "int16" and row["mode"] != "float" for row in S["layers"]):
+        lines.append(f"  {row['rank']:>4} {cut_middle(row['layer'], lw):{lw}s} {cut_middle(row['tensor'], tw):{tw}s} "
+                     f"{_mode(row):6s} {row['cosine']:.5f} {fmt_value(row['gain_sqnr_db'], '{:+8.2f}')} {cyc:>9s}  "
+                     f"{fl}")
+    if any(_mode(row) == "float*" for row in rows):  # the footnote only under a row that has the mark
         lines.append("  (float*: its inputs have no float-reference tensor, so the float reference replaced its "
                      "output: an upper bound, ranked last)")
     return lines
+
+
+def _mode(row: dict) -> str:
+    return row["mode"] if row["mode"] in ("int16", "float") else "float*"
 
 
 def _advisor_curve(A: dict) -> list[str]:
@@ -225,6 +256,10 @@ def _requantized(rq: dict) -> list[str]:
             f"bias.saturated findings after: {rq['bias_saturated_after']}"]
 
 
+def _channels(channels: list) -> str:
+    return "[" + ", ".join(map(str, channels[:6])) + (f", … {len(channels) - 6} more]" if len(channels) > 6 else "]")
+
+
 def _advisor(A: dict) -> list[str]:
     lines = [""]
     if A.get("skipped"):
@@ -240,10 +275,13 @@ def _advisor(A: dict) -> list[str]:
     rem = A.get("bias_remedy")
     if rem:
         lines.append("bias remedy (not a precision problem: int16 cannot fix a clipped bias): "
-                     + ", ".join(f"{l['node']} ({l['tensor']}) ch {l['channels'][:6]}" for l in rem["layers"]))
+                     + ", ".join(f"{l['node']} ({l['tensor']}) ch {_channels(l['channels'])}"
+                               for l in rem["layers"]))
         lines.append(f"  fix: {rem['remedy']}")
     if A.get("fix"):
-        lines.append(f"  fix as quantize_static extra_options: {json.dumps(A['fix'])[:300]}")
+        lines.append("  fix as quantize_static extra_options: "
+                     + cut_end(json.dumps(A["fix"]), FIX_CHARS, " (cut here: the whole fix is in --overrides FILE "
+                                                                "and --json)"))
     rq = A.get("requantized")
     if rq:
         lines += _requantized(rq)

@@ -30,8 +30,7 @@ def _npu_op(ctx, node):
 def _dtype_activation(ctx, node):
     """{op} has {dtype} activation tensor(s) ({tensors}); the NPU's {op} takes {allowed}.
 
-    Quantize the model's activations as {allowed} (quantize_static activation_type=QuantType.QInt8, or QInt16 for
-    layers that need it)."""
+    Quantize the model's activations as {allowed} (quantize_static activation_type=QuantType.{qtype})."""
     lim = ctx.limits[node.name]
     if lim is None or not ctx.rules.constrained:
         return None
@@ -42,8 +41,10 @@ def _dtype_activation(ctx, node):
         tensors = [ctx.t(n) for n in node.inputs if ctx.t(n).q is not None]
     bad = [t for t in tensors if t.q.dtype not in allowed]
     if bad:
+        wide = any(t.q.dtype in ("int16", "uint16") for t in bad) and "int16" in allowed
         return {"op": node.op, "dtype": "/".join(sorted({t.q.dtype for t in bad})),
-                "tensors": ", ".join(t.float_name for t in bad[:3]), "allowed": fmt_dtypes(allowed)}
+                "tensors": ", ".join(t.float_name for t in bad[:3]), "allowed": fmt_dtypes(allowed),
+                "qtype": "QInt16" if wide else "QInt8, or QInt16 for layers that need it"}
     return None
 
 
@@ -64,9 +65,9 @@ def _dtype_weight(ctx, node):
 
 @rule("zero_point.activation", "error", "board")
 def _zp_activation(ctx, node):
-    """{tensor} has zero point {zp}; the NPU takes {dtype} activations only symmetric (zero point 0).
+    """{tensor} has zero point {zp}; the NPU takes {dtype} activations only symmetric (zero point 0){also}.
 
-    Quantize activations symmetrically: quantize_static(..., activation_type=QuantType.QInt8,
+    Quantize activations symmetrically: quantize_static(..., activation_type=QuantType.{qtype},
     extra_options={{"ActivationSymmetric": True}})."""
     allowed = ctx.rules.activation_zero_points
     if ctx.limits[node.name] is None or allowed is True:
@@ -74,7 +75,12 @@ def _zp_activation(ctx, node):
     for t in ctx.owned(node):
         if not t.q.symmetric and (allowed is False or t.q.dtype not in allowed):
             zp = t.q.zero_point.reshape(-1)
-            return {"tensor": t.float_name, "zp": int(zp[np.argmax(zp != 0)]), "dtype": t.q.dtype}
+            taken = t.q.dtype in ctx.rules.activation_dtypes  # else the type itself is refused (dtype.activation)
+            wide = t.q.dtype in ("int16", "uint16") and "int16" in ctx.rules.activation_dtypes
+            return {"tensor": t.float_name, "zp": int(zp[np.argmax(zp != 0)]),
+                    "dtype": t.q.dtype if taken else fmt_dtypes(ctx.rules.activation_dtypes),
+                    "also": "" if taken else f", and no {t.q.dtype} at all (dtype.activation)",
+                    "qtype": "QInt16" if wide else "QInt8"}
     return None
 
 

@@ -65,14 +65,18 @@ def _large_kernel(ctx, node):
     """{op} has a {kernel} kernel (larger than {limit}x{limit}): large kernels gather poorly calibrated
     statistics and quantize badly.
 
-    Use conventional kernels (3x3, 2x2): stack several 3x3 convolutions instead of one large one, or pool in
-    steps."""
+    {advice}"""
     if node.op not in ("Conv", "ConvTranspose", "AveragePool"):
         return None
     k = geometry(node)["kernel"]
     if k is None or isinstance(k, str) or max(k) <= ctx.lint.kernel_max:
         return None
-    return {"op": node.op, "kernel": "x".join(str(v) for v in k), "limit": ctx.lint.kernel_max}
+    depthwise = node.op == "Conv" and node.attrs.get("group", 1) > 1
+    advice = ("A depthwise kernel of a pretrained network (EfficientNet, MobileNetV3) is rarely worth retraining: "
+              "look at this layer's isolated error in `npu-sim report`, and give it int16 if it stands out."
+              if depthwise else "Use conventional kernels (3x3, 2x2): stack several 3x3 convolutions instead of "
+              "one large one, or pool in steps.")
+    return {"op": node.op, "kernel": "x".join(str(v) for v in k), "limit": ctx.lint.kernel_max, "advice": advice}
 
 
 @rule("lint.concat_range", "warning", "lint")
