@@ -23,7 +23,7 @@ from onnx import helper
 import npu_sim
 from npu_sim.analysis import advisor
 from npu_sim.render.report_html import to_html
-from npu_sim.render.svg import cut_middle
+from npu_sim.render.text import cut_middle
 
 pytest.importorskip("onnxruntime")
 

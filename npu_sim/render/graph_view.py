@@ -13,7 +13,7 @@ import html
 import math
 
 from npu_sim.analysis.accuracy import AccuracyReport, LayerResult
-from npu_sim.render.svg import cut_middle
+from npu_sim.render.text import cut_middle
 
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 204, 28, 22, 20, 16
 # SQNR (dB) bins of the colour scale: (lower bound, fill, legend text), best first.

@@ -16,7 +16,8 @@ from npu_sim.analysis.accuracy import SCHEMA_VERSION, AccuracyReport
 from npu_sim.render.graph_view import graph_section
 from npu_sim.render.html_script import CSS, SCRIPT, table_filter
 from npu_sim.render.report_text import fmt_pct, fmt_value, layer_findings, point_label
-from npu_sim.render.svg import cut_middle, svg_bars, svg_curve, svg_histogram, svg_pareto
+from npu_sim.render.svg import svg_bars, svg_curve, svg_histogram, svg_pareto
+from npu_sim.render.text import cut_middle
 
 _e = html.escape
 _NAME = 40          # characters of a name in a table cell before it is cut in the middle

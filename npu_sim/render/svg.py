@@ -14,18 +14,10 @@ import re
 from npu_sim.analysis.accuracy import LayerResult, coarse_histogram
 from npu_sim.ir import DTYPES
 from npu_sim.render.report_text import point_label
+from npu_sim.render.text import cut_middle
 
 _ACC, _ISO, _FLT, _INT = "#c0392b", "#2471a3", "#7f8c8d", "#e67e22"
 _e = html.escape
-
-
-def cut_middle(s: str, n: int) -> str:
-    """``s`` at most ``n`` characters long: cut in the middle with "…", keeping a third of it from the start and
-    the rest from the end (layer names tend to differ at their ends: ``.../blocks_3/conv/Conv``, ``Conv.12``)."""
-    if len(s) <= n:
-        return s
-    head = (n - 1) // 3
-    return s[:head] + "…" + s[len(s) - (n - 1 - head):]
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:

@@ -7,8 +7,8 @@ NAME_CAP = 72  # a name column fits its names up to this width (TensorFlow expor
 
 def cut_middle(name: str, width: int) -> str:
     """``name`` if it fits in ``width`` characters, else cut in the middle with "…", a third kept from the start
-    and the rest from the end (layer names differ at their ends), as ``render.svg.cut_middle`` cuts them on the
-    page (which this module cannot import: svg imports report_text, which imports this)."""
+    and the rest from the end (layer names differ at their ends: ``.../blocks_3/conv/Conv``, ``Conv.12``); the
+    terminal tables and the HTML page (``render.svg``, ``render.graph_view``) cut names alike."""
     if len(name) <= width:
         return name
     head = (width - 1) // 3
