@@ -11,7 +11,8 @@ DESCRIPTION = """\
 One line per node: where it runs (NPU, or CPU fallback), its precision (a8w8 = 8-bit activations, 8-bit
 weights) and every finding under it: severity, rule id, measured values, and the fix. A summary ends the report.
 Severities: error = cannot deploy as is; warning = runs but hurts accuracy or speed; info.
-Exit code: 0 deployable, 1 not deployable (an error was found), 2 bad input.
+Exit code: 0 deployable, 1 not deployable (an error was found) or deployable with nodes npu-sim cannot simulate
+(`npu-sim run` refuses the model then; the last line names them), 2 bad input.
 The rules come from the board description ([rules] in its .toml); docs/SUPPORTED_OPS.md lists them."""
 
 
@@ -31,4 +32,9 @@ def main(args, shapes) -> int:
         print(json.dumps(result.to_dict(), indent=1))
     else:
         print(format_result(result, quiet=args.quiet))
-    return 0 if result.deployable else 1
+        if result.deployable and not result.simulated:
+            names = result.not_simulated
+            shown = ", ".join(map(repr, names[:4])) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            print(f"npu-sim cannot simulate {len(names)} node(s) on board '{result.board}' ({shown}), so "
+                  f"`npu-sim run` refuses this model: exit 1 (see the findings above)")
+    return 0 if result.deployable and result.simulated else 1
