@@ -45,8 +45,8 @@ def check_graph(g, sizes: bool = True) -> None:
         label = f"{g.path}: node {node.name!r} ({node.op_type})" if node.name else \
             f"{g.path}: node #{i} ({node.op_type})"
         a = {at.name: onnx.helper.get_attribute_value(at) for at in node.attribute}
-        if node.op_type in QDQ and node.domain in ("", "ai.onnx", "com.microsoft"):
-            check_scales(g, node, label)
+        if node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx", "com.microsoft"):
+            check_scales(g, node, label)  # activation scales (a bias scale s_x*s_w may be subnormal)
         elif node.domain not in ("", "ai.onnx"):
             continue
         elif node.op_type in SPATIAL:
@@ -125,7 +125,7 @@ def _check_qdq(node, label: str, const_types: dict, produced_by_q: dict):
 
 
 def check_scales(g, node, label: str) -> None:
-    """Scale values no calibration produces (subnormal floats) are refused here, before any multiplier."""
+    """Activation scales no calibration produces (subnormal floats) are refused here, before any multiplier."""
     names = list(node.input) + ["", ""]
     if names[1] not in g.consts:
         return
