@@ -26,6 +26,10 @@ from npu_sim.errors import ModelLoadError
 MIN_OPSET, MAX_OPSET = 10, 23
 MIN_IR, MAX_IR = 3, onnx.IR_VERSION
 _TWO_GB = 2 ** 31 - 1
+# sub-byte types, packed several to a byte in raw_data
+_PACKED_BITS = {getattr(onnx.TensorProto, name): bits for name, bits in
+                (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))
+                if hasattr(onnx.TensorProto, name)}
 
 
 def check_versions(model: onnx.ModelProto, path) -> int:
@@ -155,12 +159,10 @@ def check_tensor_data(tensor: onnx.TensorProto, path) -> None:
     if tensor.data_location == onnx.TensorProto.EXTERNAL or not tensor.HasField("raw_data"):
         return  # typed fields: onnx refuses a count that does not match its dims
     np_type = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
-    bits = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}.get(tensor.data_type)
-    if bits is None and hasattr(onnx.TensorProto, "FLOAT4E2M1") and tensor.data_type == onnx.TensorProto.FLOAT4E2M1:
-        bits = 4
-    want = (count * bits + 7) // 8 if bits else count * np_type.itemsize
+    bits = _PACKED_BITS.get(tensor.data_type)
+    want = (count * bits + 7) // 8 if bits else count * np_type.itemsize  # packed types: several per byte
     if len(tensor.raw_data) != want:
         kind = onnx.TensorProto.DataType.Name(tensor.data_type).lower()
         raise ModelLoadError(f"{path}: tensor {tensor.name!r} ({kind}, dims {list(tensor.dims)}) holds "
                              f"{len(tensor.raw_data)} bytes of raw data, but {count} {kind} values take {want}"
-                             + (" (two 4-bit values per byte)" if bits else "") + "; re-export the model")
+                             + (f" ({8 // bits} {bits}-bit values per byte)" if bits else "") + "; re-export the model")

@@ -74,7 +74,8 @@ def check_qdq_types(model: onnx.ModelProto, path) -> None:
     point of the type of what it dequantizes (a stored integer tensor, or a QuantizeLinear's output)."""
     graph = model.graph
     const_types = {t.name: t.data_type for t in graph.initializer}
-    produced_by_q = {}
+    produced_by_q = {i.name: (i.type.tensor_type.elem_type, f"{path}: model input {i.name!r}")
+                     for i in graph.input if i.name not in const_types and i.type.HasField("tensor_type")}
     for node in graph.node:
         if node.op_type == "Constant" and node.output:
             value = next((a.t for a in node.attribute if a.name == "value"), None)
@@ -99,29 +100,37 @@ def _check_qdq(node, label: str, const_types: dict, produced_by_q: dict):
             raise QuantizationError(f"{label}: its {role} {name!r} is not a constant (it is a graph input or "
                                     f"computed by a node); npu-sim needs constant scales and zero points, as "
                                     f"quantize_static writes them: make it an initializer")
-    if const_types[scale] != TensorProto.FLOAT:
-        raise QuantizationError(f"{label}: scale {scale!r} is {type_name(const_types[scale])}; the scale must have "
-                                f"the type of the float data it (de)quantizes, float32 here: store it as float32")
     ztype = const_types.get(zp) if zp else None
     if node.op_type == "QuantizeLinear":
         if zp and ztype not in QUANTIZED:
             raise QuantizationError(f"{label}: zero point {zp!r} is {type_name(ztype)}, but the zero point's type "
                                     f"is the quantized type, one of int8, uint8, int16, uint16, int4, uint4")
+        _check_scale_type(label, scale, const_types)
         return ztype
+    dtype, source = None, ""
     if data in const_types:
         dtype, source = const_types[data], f"the stored tensor {data!r}"
     elif data in produced_by_q:
-        dtype, source = produced_by_q[data][0], f"{data!r}, the output of {produced_by_q[data][1].split(': ', 1)[1]},"
-    else:
-        return None
+        dtype, source = produced_by_q[data][0], f"{data!r} ({produced_by_q[data][1].split(': ', 1)[1]}),"
     if dtype is not None and dtype not in DEQUANTIZABLE:
         raise QuantizationError(f"{label}: dequantizes {source} of type {type_name(dtype)}, which is not a "
                                 f"quantized integer type (int8, uint8, int16, uint16, int4, uint4, int32)")
+    if zp and ztype not in DEQUANTIZABLE:
+        raise QuantizationError(f"{label}: zero point {zp!r} is {type_name(ztype)}, which is not a quantized "
+                                f"integer type (int8, uint8, int16, uint16, int4, uint4, int32)")
     if zp and dtype is not None and ztype != dtype:
         raise QuantizationError(f"{label}: zero point {zp!r} is {type_name(ztype)} but {source} which it "
                                 f"dequantizes is {type_name(dtype)}; they must have the same type (the "
                                 f"QuantizeLinear and DequantizeLinear of one tensor must agree)")
+    _check_scale_type(label, scale, const_types)
     return None
+
+
+def _check_scale_type(label: str, scale: str, const_types: dict) -> None:
+    if const_types[scale] != TensorProto.FLOAT:
+        raise QuantizationError(f"{label}: scale {scale!r} is {type_name(const_types[scale])}; npu-sim quantizes "
+                                f"float32 data, and a scale has the type of the data it (de)quantizes: store it "
+                                f"as float32")
 
 
 def check_scales(g, node, label: str) -> None:
