@@ -504,6 +504,38 @@ def _softmax_axis(value):
     return _attr("softmax", "axis", value)
 
 
+def _external_tensor(name, location):
+    t = numpy_helper.from_array(np.zeros(4, np.float32), name)
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", "0"), ("length", "16")):
+        entry = t.external_data.add()
+        entry.key, entry.value = k, v
+    return t
+
+
+def _constant_external_escape(m, f):
+    m.graph.node.insert(0, helper.make_node("Constant", [], ["k_ext"], name="const_ext",
+                                            value=_external_tensor("k_value", "../../etc/passwd")))
+
+
+def _subgraph_external_escape(m, f):
+    branch = helper.make_graph([helper.make_node("Constant", [], ["b_out"], name="branch_const",
+                                                 value=_external_tensor("b_value", "/etc/passwd"))],
+                               "branch", [], [helper.make_tensor_value_info("b_out", TensorProto.FLOAT, [4])])
+    m.graph.initializer.append(numpy_helper.from_array(np.array(True), "cond"))
+    m.graph.node.insert(0, helper.make_node("If", ["cond"], ["if_out"], name="if_node", then_branch=branch,
+                                            else_branch=branch))
+
+
+def _sparse_bad_indices(m, f):
+    sparse_weight(m, "conv2.weight_quantized")
+    sp = m.graph.sparse_initializer[0]
+    idx = numpy_helper.to_array(sp.indices).copy()
+    idx[-1] = 10 ** 9
+    sp.indices.CopyFrom(numpy_helper.from_array(idx, sp.indices.name))
+
+
 D, X = "demo", "mixed"
 CASES = [
     # graph structure
@@ -630,6 +662,9 @@ CASES = [
          ("conv2.weight_quantized",)),
     Case("external_location_escape", D, lambda m, f: external(m, f, "conv2.weight_quantized", "../x.bin"),
          ("conv2.weight_quantized",)),
+    Case("constant_external_escape", D, _constant_external_escape, ("k_value", "outside")),
+    Case("subgraph_external_escape", D, _subgraph_external_escape, ("b_value", "outside")),
+    Case("sparse_initializer_bad_indices", D, _sparse_bad_indices, ("conv2.weight_quantized",)),
     # valid variants that must keep running
     Case("graph_input_shadowed_by_initializer", D, _shadow, (), valid=True),
     Case("sparse_initializer", D, _sparse, (), valid=True),
