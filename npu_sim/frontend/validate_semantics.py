@@ -30,7 +30,7 @@ MODEL_INPUT_TYPES = QUANTIZED | {TensorProto.FLOAT}
 MAX_ELEMENTS = 2 ** 31 - 1   # elements of one tensor (the kernels index with int32 strides on some paths)
 SPATIAL = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool")
 AXIS_OPS = {"Concat": 0, "Softmax": 0, "LogSoftmax": 0, "Hardmax": 0, "Gather": 0, "GatherElements": 0,
-            "Split": 0, "Flatten": 1, "ArgMax": 0, "ArgMin": 0, "LayerNormalization": 0}  # op -> extra at the top
+            "Split": 0, "Flatten": 1, "ArgMax": 0, "ArgMin": 0, "LayerNormalization": 0}  # op -> axes past the last
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
@@ -217,10 +217,9 @@ def check_axis(g, node, a: dict, label: str) -> None:
     x = g.shapes.get(node.input[0]) if node.input else None
     if x is None or "axis" not in a:
         return
-    rank = len(x) + AXIS_OPS[node.op_type]
+    lo, hi = -len(x), len(x) - 1 + AXIS_OPS[node.op_type]  # Flatten's axis may be the rank itself
     axis = int(a["axis"])
-    if not -rank <= axis < rank:
-        lo, hi = -rank, rank - 1
+    if not lo <= axis <= hi:
         raise ModelLoadError(f"{label}: attribute axis = {axis} is out of range for its input {node.input[0]!r} "
                              f"of rank {len(x)} (allowed {lo} to {hi})")
 
