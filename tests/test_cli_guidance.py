@@ -143,7 +143,7 @@ def test_suggested_input_shape_works(tmp_path, capsys):
     for command in ("run", "estimate", "check", "lower"):
         code, _, err = run_cli(capsys, command, path, "--input-shape", "x=1x3x8x1", "--out", tmp_path / "o")[:3] \
             if command == "run" else run_cli(capsys, command, path, "--input-shape", "x=1x3x8x1")
-        assert code == 2 and "of node 'conv' would have shape [1x4x6x-1]" in err and "internal" not in err, err
+        assert code == 2 and "node 'conv'" in err and "output would be empty" in err and "internal" not in err, err
 
 
 def test_names_are_never_cut_silently(deep, tmp_path, capsys):

@@ -13,8 +13,8 @@ with the ``onnx`` board arithmetic:
   (``kernels.conv2d.conv2d_acc``, ``kernels.gemm.int_matmul``) directly.
 
 Skipped, only when npu-sim refuses the model with an NpuSimError naming the feature: float8 / float4
-formats, 2-bit integers, blocked quantization, float16 scales (npu-sim currently accepts float16 scales, so
-those cases run and must match like the others).
+formats, 2-bit integers, blocked quantization, float16 scales (npu-sim's front door refuses scales that are
+not float32, naming the type; were one accepted, its case would run and must match like the others).
 
 Cases whose scales / zero points are 1-element 1-D tensors (shape (1,)) run twice: as given, and with those
 reshaped to scalars (``-scalar_qparams``), which tells shape handling apart from arithmetic.

@@ -15,7 +15,8 @@ the results, before board rules and lint): each rule with its severity, how many
 them, one example and the fix; then the nodes with errors: where each runs (NPU, or CPU fallback), its precision
 (a8w8 = 8-bit activations, 8-bit weights) and its error rules. --verbose lists every node with every finding.
 Severities: error = cannot deploy as is; warning = runs but hurts accuracy or speed; info.
-Exit code: 0 deployable, 1 not deployable (an error was found), 2 bad input.
+Exit code: 0 deployable, 1 not deployable (an error was found) or deployable with nodes npu-sim cannot simulate
+(`npu-sim run` refuses the model then; the last line names them), 2 bad input.
 The rules come from the board description ([rules] in its .toml); docs/SUPPORTED_OPS.md lists them."""
 
 
@@ -54,4 +55,9 @@ def main(args, shapes) -> int:
             observed = ", ".join(f"{name} {list(a.shape)}" for name, a in feeds.items())
         print(format_result(result, quiet=args.quiet, verbose=args.verbose, severity=args.severity,
                             observed=observed))
-    return 0 if result.deployable else 1
+        if result.deployable and not result.simulated:
+            names = result.not_simulated
+            shown = ", ".join(map(repr, names[:4])) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            print(f"npu-sim cannot simulate {len(names)} node(s) on board '{result.board}' ({shown}), so "
+                  f"`npu-sim run` refuses this model: exit 1 (see the findings above)")
+    return 0 if result.deployable and result.simulated else 1

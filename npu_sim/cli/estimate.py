@@ -16,7 +16,9 @@ Columns: node, op, prec (activation x weight bits), MACs, bytes read+written per
 max(compute, memory) + exposed transfers + per-op overhead, bound (compute / memory name / cpu), util
 (MACs / (cycles * MACs per cycle)), % of the network total. CPU-fallback nodes are costed separately,
 with their NPU<->CPU transfers. The summary gives total cycles, latency at the board clock, FPS,
-NPU/CPU share and the hotspots. The formulas are documented in npu_sim/analysis/cost/.
+NPU/CPU share and the hotspots. Nodes npu-sim cannot lower are named and left out: the total is then a lower
+bound (JSON: summary.lower_bound). Invalid models are refused (exit 2), as by every command.
+The formulas are documented in npu_sim/analysis/cost/.
 """
 
 
@@ -44,4 +46,9 @@ def main(args, shapes) -> int:
         print(est.to_csv(), end="")
     else:
         print(format_table(est, args.top))
+        missing = est.summary["uncosted_nodes"]
+        if missing:
+            print(f"the total is a lower bound: it leaves out {len(missing)} node(s) npu-sim cannot lower: "
+                  + "; ".join(f"{m['node']!r} ({m['op']}): {m['reason']}" for m in missing[:4])
+                  + (f"; and {len(missing) - 4} more" if len(missing) > 4 else ""))
     return 0

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +17,6 @@ from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import read_image
 from npu_sim.render.check import fit_line
 from npu_sim.render.golden import FORMATS, write_golden
-
 
 
 def add_arguments(run) -> None:
@@ -63,31 +65,106 @@ def main(args, shapes) -> int:
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {args.out!r} is a file; give a folder (it is created if missing)")
-    out_dir.mkdir(parents=True, exist_ok=True)
     prog = sim.program
-    for name, tname in prog.outputs.items():
-        _write_output(name, prog.tensors[tname], result.values[tname], out_dir)
-    note = fit_line(check(sim), args.model, args.board)  # after the outputs: a bad input is said first
-    if note:
-        print(note, file=sys.stderr)
     for node, count in result.overflows.items():
         print(f"warning: node {node!r}: {count} accumulator value(s) overflowed the board's accumulator "
               f"(see `npu-sim lower` for its width)", file=sys.stderr)
     if args.dump_all:
-        _dump_all(prog, result, out_dir)
-        if args.format != "npy":
-            print(f"golden vectors ({args.format}, {args.layout.upper()}) -> "
-                  f"{write_golden(out_dir, prog, result.values, args.format, args.layout)}")
+        _write_dump(prog, result, out_dir, golden=None if args.format == "npy" else (args.format, args.layout))
+    else:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        _remove_stale_dump(out_dir)
+        _write_outputs(prog, result, out_dir, out_dir)
+    note = fit_line(check(sim), args.model, args.board)  # after the outputs: a bad input is said first
+    if note:
+        print(note, file=sys.stderr)
     return EXIT_OK
 
 
-def _write_output(name: str, t, q: np.ndarray, out_dir: Path) -> None:
+# ---- writing: every file atomically; a dump built in a temporary folder beside --out and renamed into place ----
+DUMP_ENTRIES = ("index.json", "tensors", "c", "bin")  # c/, bin/: golden vectors (--format)
+
+
+def _save(path: Path, arr: np.ndarray) -> None:
+    """``np.save`` to a temporary name beside ``path``, then renamed: a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            np.save(f, arr)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _unique(stem: str, suffixes: tuple[str, ...], used: set[str]) -> str:
+    """``stem`` (made safe), numbered ``_2``, ``_3``... until none of its file names is taken (case-insensitively:
+    ``out:0`` and ``out_0`` both sanitize to ``out_0``)."""
+    base = _safe(stem)
+    name, i = base, 1
+    while any(f"{name}{s}".lower() in used for s in suffixes):
+        i += 1
+        name = f"{base}_{i}"
+    used.update(f"{name}{s}".lower() for s in suffixes)
+    return name
+
+
+def _write_outputs(prog, result, folder: Path, shown: Path) -> dict[str, list[str]]:
+    """Each output as NAME.int.npy and NAME.npy in ``folder`` (messages name ``shown``); tensor -> its files."""
+    used = {e.lower() for e in DUMP_ENTRIES}
+    files: dict[str, list[str]] = {}
+    for name, tname in prog.outputs.items():
+        stem = _unique(name, (".int.npy", ".npy"), used)
+        files.setdefault(tname, []).extend([f"{stem}.int.npy", f"{stem}.npy"])
+        _write_output(name, prog.tensors[tname], result.values[tname], folder, shown, stem)
+    return files
+
+
+def _remove_stale_dump(out_dir: Path) -> None:
+    """A previous dump's index (first) and tensors: new outputs never sit beside an index they do not match."""
+    if (out_dir / "index.json").is_file():
+        (out_dir / "index.json").unlink()
+        if (out_dir / "tensors").is_dir():
+            shutil.rmtree(out_dir / "tensors")
+
+
+def _write_dump(prog, result, out_dir: Path, golden: tuple[str, str] | None = None) -> None:
+    """Outputs, every integer tensor, the golden vectors (``golden`` = (format, layout)) and index.json (last) in
+    a temporary folder beside ``out_dir``, which then replaces ``out_dir``: a dump is complete or absent, never
+    mixed with an older one."""
+    if out_dir.is_dir():
+        foreign = sorted(p.name for p in out_dir.iterdir() if not (p.name in DUMP_ENTRIES or p.name.endswith(".npy")))
+        if foreign:
+            raise InputError(f"--out {str(out_dir)!r} holds other files ({', '.join(foreign[:3])}); --dump-all "
+                             f"replaces the whole folder, so give a new folder, an empty one or a previous dump")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    old = None
+    try:
+        files = _write_outputs(prog, result, tmp, out_dir)
+        if golden is not None:
+            write_golden(tmp, prog, result.values, *golden)
+        _dump_all(prog, result, tmp, files)
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=out_dir.parent))
+            os.replace(out_dir, old / "dump")
+        os.replace(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    print(f"dumped {len(json.loads((out_dir / 'index.json').read_text()))} integer tensors -> "
+          f"{out_dir / 'index.json'}")
+    if golden is not None:
+        print(f"golden vectors ({golden[0]}, {golden[1].upper()}) -> {out_dir / golden[0]}")
+
+
+def _write_output(name: str, t, q: np.ndarray, folder: Path, shown: Path, stem: str) -> None:
     deq = t.q.dequantize(q)
-    np.save(out_dir / f"{_safe(name)}.int.npy", q)
-    np.save(out_dir / f"{_safe(name)}.npy", deq)
+    _save(folder / f"{stem}.int.npy", q)
+    _save(folder / f"{stem}.npy", deq)
     print(f"output {name}: {t.q.dtype}{list(q.shape)} scale={float(t.q.scale):.6g} zp={int(t.q.zero_point)} "
-          f"int range [{int(q.min())}, {int(q.max())}] -> {out_dir / (_safe(name) + '.int.npy')}, "
-          f"dequantized -> {out_dir / (_safe(name) + '.npy')}")
+          f"int range [{int(q.min())}, {int(q.max())}] -> {shown / (stem + '.int.npy')}, "
+          f"dequantized -> {shown / (stem + '.npy')}")
     if q.size > 1 and int(q.min()) == int(q.max()):  # a top-5 of equal scores would say nothing
         v = int(q.min())
         bound = " (saturated)" if v in (t.q.qmin, t.q.qmax) else ""
@@ -111,22 +188,24 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:150] or "tensor"
 
 
-def _dump_all(prog, result, out_dir: Path) -> None:
-    tdir = out_dir / "tensors"
-    tdir.mkdir(exist_ok=True)
+def _dump_all(prog, result, folder: Path, output_files: dict) -> None:
+    """Every quantized, non-constant tensor in ``folder``/tensors (unique file names, each one's source name in
+    index.json), then index.json; an output's entry also lists its top-level files (``output_files``)."""
+    tdir = folder / "tensors"
+    tdir.mkdir()
     producer = {o: n.name for n in prog.nodes for o in n.outputs}
     index, used = {}, set()
     for tname, arr in result.values.items():
         t = prog.tensors[tname]
         if t.q is None or t.is_const or t.float_name in index:
             continue
-        fname = _safe(t.float_name)
-        while fname in used:
-            fname += "_"
-        used.add(fname)
-        np.save(tdir / f"{fname}.npy", arr)
+        fname = _unique(t.float_name, (".npy",), used)
+        _save(tdir / f"{fname}.npy", arr)
         index[t.float_name] = {"file": f"tensors/{fname}.npy", "tensor": tname, "dtype": t.q.dtype,
                                "shape": list(arr.shape), "scale": float(t.q.scale),
                                "zero_point": int(t.q.zero_point), "producer": producer.get(tname, "input")}
-    (out_dir / "index.json").write_text(json.dumps(index, indent=1))
-    print(f"dumped {len(index)} integer tensors -> {out_dir / 'index.json'}")
+        if tname in output_files:
+            index[t.float_name]["output_files"] = list(output_files[tname])
+    tmp = folder / ".index.json.tmp"
+    tmp.write_text(json.dumps(index, indent=1))
+    os.replace(tmp, folder / "index.json")

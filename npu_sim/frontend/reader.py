@@ -14,6 +14,7 @@ import onnx
 from onnx import numpy_helper
 
 from npu_sim.errors import InputError, ModelLoadError
+from npu_sim.frontend import validate, validate_semantics
 
 
 @dataclass
@@ -34,10 +35,13 @@ def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
     """``input_shapes`` fix input shapes (must agree with fixed dims); ``feed_shapes`` (the shapes of the feeds
     that will be given) only resolve dynamic dims, and are ignored where the model's shape is fixed."""
     model, path = _load(path)
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if opset < 10:
-        raise ModelLoadError(f"{path}: opset {opset} is too old for QDQ quantization (need >= 10); "
-                             f"upgrade with onnx.version_converter.convert_version(model, 13)")
+    # the front door (npu_sim.frontend.validate): every command reads its model here, so all refuse alike
+    opset = validate.check_versions(model, path)
+    validate.check_structure(model.graph, path)
+    for tensor in _all_tensors(model):
+        validate.check_tensor_data(tensor, path)
+    _densify_sparse_initializers(model, path)
+    validate_semantics.check_qdq_types(model, path)
     graph = model.graph
     init_names = {i.name for i in graph.initializer}
     inputs = [i for i in graph.input if i.name not in init_names]
@@ -58,10 +62,23 @@ def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
             out.type.tensor_type.ClearField("shape")
     _standardize_qdq_domain(model)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except Exception as exc:  # onnx raises several exception types here
-        raise ModelLoadError(f"{path}: ONNX shape inference failed: {exc}") from None
+        inferred = validate.infer_strict(model, path)
+    except ModelLoadError as strict:
+        # name the culprit where onnx names only a consequence (a wrong kernel_shape shows as a later Add's
+        # "Incompatible dimensions"): the range checks on what tolerant inference could infer, then onnx's error
+        try:
+            loose = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        except Exception:  # noqa: BLE001 - onnx raises several types; its strict error is the answer then
+            raise strict from None
+        validate_semantics.check_graph(_graph_of(loose, path, inputs, opset), sizes=False)
+        raise
+    validate.check_onnx(inferred, path)  # after inference: the checker wants every output's shape
+    read = _graph_of(inferred, path, inputs, opset)
+    validate_semantics.check_graph(read)
+    return read
 
+
+def _graph_of(inferred: onnx.ModelProto, path, inputs, opset: int) -> Graph:
     consts: dict[str, np.ndarray] = {}
     const_types: dict[str, int] = {}
     for init in inferred.graph.initializer:
@@ -89,9 +106,25 @@ def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
     for name, value in consts.items():
         shapes[name] = tuple(value.shape)
     elem_types.update(const_types)
-    return Graph(path=str(path), model=inferred, nodes=nodes, consts=consts, shapes=shapes,
-                 elem_types=elem_types, inputs=[i.name for i in inputs],
-                 outputs=[o.name for o in inferred.graph.output], opset=opset)
+    return Graph(path=str(path), model=inferred, nodes=nodes, consts=consts, shapes=shapes, elem_types=elem_types,
+                 inputs=[i.name for i in inputs], outputs=[o.name for o in inferred.graph.output], opset=opset)
+
+
+def _densify_sparse_initializers(model: onnx.ModelProto, path) -> None:
+    """Sparse initializers (valid ONNX) become ordinary ones, so every later step sees one kind of constant."""
+    for sparse in list(model.graph.sparse_initializer):
+        name = sparse.values.name
+        try:
+            dense = numpy_helper.to_array(sparse.values).reshape(-1)
+            indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
+            shape = tuple(int(d) for d in sparse.dims)
+            out = np.zeros(int(np.prod(shape)), dense.dtype)
+            flat = (np.ravel_multi_index(tuple(indices.T), shape) if indices.ndim == 2 else indices)
+            out[flat] = dense
+        except Exception as exc:  # noqa: BLE001 - onnx/numpy raise several types on malformed sparse data
+            raise ModelLoadError(f"{path}: cannot read sparse initializer {name!r}: {exc}") from None
+        model.graph.initializer.append(numpy_helper.from_array(out.reshape(shape), name))
+    del model.graph.sparse_initializer[:]
 
 
 def _standardize_qdq_domain(model: onnx.ModelProto) -> None:
@@ -137,6 +170,9 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
     for t in tensors:
         info = {e.key: e.value for e in t.external_data}
         loc = info.get("location", "")
+        if "\x00" in loc:
+            raise ModelLoadError(f"{path}: tensor {t.name!r} points its external data at {loc!r}, a name with a NUL "
+                                 f"byte; refusing to read it (fix the location)")
         target = (base / loc).resolve()
         if not loc or os.path.isabs(loc) or ".." in Path(loc).parts or not target.is_relative_to(base):
             raise ModelLoadError(f"{path}: tensor {t.name!r} points its external data at {loc!r}, outside the "
@@ -152,11 +188,25 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
 
 
 def _all_tensors(model):
-    yield from model.graph.initializer
-    for node in model.graph.node:
+    """Every stored tensor: initializers, sparse ones, Constant values, in the graph and in its sub-graphs."""
+    yield from _graph_tensors(model.graph)
+
+
+def _graph_tensors(graph):
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
         for attr in node.attribute:
             if attr.HasField("t"):
                 yield attr.t
+            if attr.HasField("sparse_tensor"):
+                yield attr.sparse_tensor.values
+                yield attr.sparse_tensor.indices
+            yield from attr.tensors
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                yield from _graph_tensors(sub)
 
 
 def _fix_input_shape(inp, override, path) -> None:

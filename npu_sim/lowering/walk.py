@@ -137,10 +137,18 @@ class Lowering:
                 continue
             try:
                 self.visit(onode)
-            except Problem as p:
-                self.problems.append((onode.name or onode.output[0], onode.op_type, str(p)))
+            except (Problem, ValueError) as p:
+                if isinstance(p, ValueError) and "fixed-point multiplier" not in str(p):
+                    raise  # only kernels.fixedpoint's "factor too large": the model's scales, not a bug
+                why = str(p) if isinstance(p, Problem) else (f"its scales give a requantization {p}; check the "
+                                                             f"scales of its inputs and output (re-run calibration)")
+                self.problems.append((onode.name or onode.output[0], onode.op_type, why))
                 if isinstance(p, Refusal):
                     self.refusals.append(self.problems[-1])
+                    if onode.op_type == "QuantizeLinear" and onode.output[0] in self.tensors:
+                        # the op's output tensor stands: its consumers are still judged on their own quantization
+                        self.ints[onode.output[0]] = onode.output[0]
+                        continue
                 self.failed.update(onode.output)
         self._outputs()
         if self.problems and not self.tolerant:

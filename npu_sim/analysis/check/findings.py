@@ -57,10 +57,21 @@ class CheckResult:
     def deployable(self) -> bool:
         return self.count("error") == 0
 
+    @property
+    def not_simulated(self) -> list[str]:
+        """Nodes npu-sim cannot simulate on this board (not lowered, refused, or outside the board's arithmetic):
+        `npu-sim run` refuses the model while any is left."""
+        return [n.node for n in self.nodes if not n.simulated]
+
+    @property
+    def simulated(self) -> bool:
+        return not self.not_simulated
+
     def to_dict(self) -> dict:
         return {
             "schema": "npu-sim-check", "version": SCHEMA_VERSION, "model": self.model, "board": self.board,
             "deployable": self.deployable,
+            "simulated": self.simulated,
             "summary": {"nodes": len(self.nodes), "npu": sum(n.placement == "NPU" for n in self.nodes),
                         "cpu": sum(n.placement == "CPU" for n in self.nodes),
                         **{s + "s": self.count(s) for s in SEVERITIES}},

@@ -126,5 +126,6 @@ def estimate_program(program, board=None) -> Estimate:
         "hotspots": [{"node": r.node, "op": r.op, "cycles": r.cycles, "share_pct": r.share} for r in hot],
         # ONNX nodes npu-sim could not lower at all (unknown ops, float islands): not in the total
         "uncosted_nodes": [{"node": n, "op": op, "reason": why} for n, op, why in program.problems],
+        "lower_bound": bool(program.problems),  # the total leaves out the uncosted nodes
     }
     return Estimate(program.model_path, board.name, cfg.clock_hz, cfg.macs_per_cycle, rows, summary)

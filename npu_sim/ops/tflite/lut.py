@@ -11,7 +11,7 @@ from kernels.tflite_lut8 import build_lut8, lut8_lookup
 from kernels.tflite_sigmoid16 import input_rescale, tfl_sigmoid16
 
 from npu_sim.ir import Node
-from npu_sim.lowering.problem import Problem
+from npu_sim.lowering.problem import Problem, Refusal
 from npu_sim.ops.tflite.common import act_tensor, activation_range
 
 
@@ -36,7 +36,7 @@ def _lower_sigmoid16(lowering, onode, x, out, act):
     """TFLite's int16 LOGISTIC/TANH reference kernels (``kernels/tflite_sigmoid16.py``); LiteRT's prepare
     requires zero points 0 and the output scale 2**-15."""
     if int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0 or np.float32(out.q.scale) != np.float32(2.0 ** -15):
-        raise Problem(f"TFLite's int16 {onode.op_type} needs zero points 0 and output scale 2**-15 (LiteRT refuses "
+        raise Refusal(f"TFLite's int16 {onode.op_type} needs zero points 0 and output scale 2**-15 (LiteRT refuses "
                        f"others at prepare time); got input zp {int(x.q.zero_point)}, output scale "
                        f"{float(out.q.scale):g} zp {int(out.q.zero_point)}")
     if act is not None:
@@ -69,7 +69,7 @@ def lower_hardswish(lowering, onode, args, out, act):
         raise Problem("TFLite computes HardSwish int8 -> int8 only (no 16x8 HARD_SWISH, no fused activation)")
     m_out, e_out, m_relu, e_relu = hardswish_params(x.q.scale, out.q.scale)
     if e_out > 0:  # LiteRT: TF_LITE_ENSURE(output_multiplier_exponent <= 0)
-        raise Problem("LiteRT refuses this HardSwish at prepare time: output scale below input scale / 128")
+        raise Refusal("LiteRT refuses this HardSwish at prepare time: output scale below input scale / 128")
     if e_out < -15 or not -15 <= e_relu <= 15:
         raise Problem("HardSwish scales outside the range TFLite's 16-bit arithmetic handles")
     p = {"in_zp": int(x.q.zero_point), "out_zp": int(out.q.zero_point), "m_out": m_out, "e_out": e_out,

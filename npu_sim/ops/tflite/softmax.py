@@ -8,7 +8,7 @@ from kernels.tflite_softmax import (softmax8_params, softmax16_params, softmax16
                                     tfl_softmax16)
 
 from npu_sim.ir import Node
-from npu_sim.lowering.problem import Problem
+from npu_sim.lowering.problem import Problem, Refusal
 from npu_sim.ops.common import attrs
 from npu_sim.ops.tflite.common import act_tensor
 
@@ -25,15 +25,16 @@ def lower_softmax(lowering, onode, args, out, act):
     f32 = np.float32
     if x.q.dtype == "int8" and out.q.dtype == "int8":
         if int(out.q.zero_point) != -128 or f32(out.q.scale) != f32(1 / 256):
-            raise Problem("TFLite's int8 SOFTMAX needs output scale 1/256 and zero point -128 (LiteRT refuses "
+            raise Refusal("TFLite's int8 SOFTMAX needs output scale 1/256 and zero point -128 (LiteRT refuses "
                            "others at prepare time)")
         if not float(f32(x.q.scale)) * 2.0 ** 26 > 1.0:
-            raise Problem("input scale too small for TFLite's int8 SOFTMAX (beta * scale * 2**26 must exceed 1)")
+            raise Refusal("input scale too small for TFLite's int8 SOFTMAX (beta * scale * 2**26 must exceed 1; "
+                          "LiteRT refuses it at prepare time)")
         m, ls, diff_min = softmax8_params(float(x.q.scale))
         p = {"wide": False, "m": m, "ls": ls, "diff_min": diff_min}
     elif x.q.dtype == "int16" and out.q.dtype == "int16":
         if int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0 or abs(float(out.q.scale) * 32768 - 1) > 1e-3:
-            raise Problem("TFLite's int16 SOFTMAX needs zero points 0 and output scale 1/32768 (LiteRT refuses "
+            raise Refusal("TFLite's int16 SOFTMAX needs zero points 0 and output scale 1/32768 (LiteRT refuses "
                            "others at prepare time)")
         m, sh = softmax16_params(float(x.q.scale))
         exp_lut, recip_lut = softmax16_tables()

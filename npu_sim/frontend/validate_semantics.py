@@ -1,0 +1,324 @@
+"""The front door's last step: what ONNX shape inference lets through but the spec (or npu-sim) forbids.
+
+Run on the read graph (static shapes, constants as arrays), before any lowering:
+
+* the Q/DQ type rules: scale and zero point constants, scale float32 (the type of the float data), zero point of
+  the quantized type, a QuantizeLinear -> DequantizeLinear pair of one tensor agreeing in type;
+* attribute ranges: strides, dilations and kernels >= 1, pads >= 0 (and inside a pooling window), group dividing
+  the channels, the kernel fitting its padded input, axes in range, constant Gather indices in range, Resize
+  scales > 0 and sizes >= 1, Gemm operands that agree;
+* sizes: every tensor's element count, and the whole program's bytes, before anything is allocated.
+
+Every refusal names the file, node and attribute or tensor (``ModelLoadError``; ``QuantizationError`` for Q/DQ).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from npu_sim.errors import ModelLoadError, QuantizationError
+
+QDQ = ("QuantizeLinear", "DequantizeLinear")
+QUANTIZED = {TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16, TensorProto.INT4,
+             TensorProto.UINT4}
+DEQUANTIZABLE = QUANTIZED | {TensorProto.INT32, TensorProto.INT64}  # int32 biases (int64: tf2onnx 16x8 biases)
+MODEL_INPUT_TYPES = QUANTIZED | {TensorProto.FLOAT}
+MAX_ELEMENTS = 2 ** 31 - 1   # elements of one tensor (the kernels index with int32 strides on some paths)
+SPATIAL = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool")
+AXIS_OPS = {"Concat": 0, "Softmax": 0, "LogSoftmax": 0, "Hardmax": 0, "Gather": 0, "GatherElements": 0,
+            "Split": 0, "Flatten": 1, "ArgMax": 0, "ArgMin": 0, "LayerNormalization": 0}  # op -> axes past the last
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def type_name(etype) -> str:
+    return TensorProto.DataType.Name(etype).lower() if etype in TensorProto.DataType.values() else str(etype)
+
+
+def check_graph(g, sizes: bool = True) -> None:
+    """All the checks above on ``g`` (an ``npu_sim.frontend.reader.Graph``); ``sizes``: the size checks too."""
+    check_model_inputs(g)
+    for i, node in enumerate(g.nodes):
+        label = f"{g.path}: node {node.name!r} ({node.op_type})" if node.name else \
+            f"{g.path}: node #{i} ({node.op_type})"
+        a = {at.name: onnx.helper.get_attribute_value(at) for at in node.attribute}
+        if node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx", "com.microsoft"):
+            check_scales(g, node, label)  # activation scales (a bias scale s_x*s_w may be subnormal)
+        elif node.domain not in ("", "ai.onnx"):
+            continue
+        elif node.op_type in SPATIAL:
+            check_spatial(g, node, a, label)
+        if node.op_type in AXIS_OPS:
+            check_axis(g, node, a, label)
+        check_op(g, node, a, label)
+    if sizes:
+        check_sizes(g)
+
+
+def check_model_inputs(g) -> None:
+    for name in g.inputs:
+        etype = g.elem_types.get(name)
+        if etype is not None and etype not in MODEL_INPUT_TYPES:
+            raise ModelLoadError(f"{g.path}: model input {name!r} is {type_name(etype)}; npu-sim feeds float32 "
+                                 f"inputs (quantized by the model's QuantizeLinear) or already quantized integer "
+                                 f"ones (int8, uint8, int16, uint16, int4, uint4): re-export with a float32 input")
+
+
+# ---- Q/DQ ----------------------------------------------------------------------------------------------------------
+def check_qdq_types(model: onnx.ModelProto, path) -> None:
+    """The ONNX spec's Q/DQ type rules, on the stored graph (before shape inference, whose messages are vaguer):
+    scale and zero point constant, scale float32, zero point of a quantized type, and a DequantizeLinear's zero
+    point of the type of what it dequantizes (a stored integer tensor, or a QuantizeLinear's output)."""
+    graph = model.graph
+    const_types = {t.name: t.data_type for t in graph.initializer}
+    produced_by_q = {i.name: (i.type.tensor_type.elem_type, f"{path}: model input {i.name!r}")
+                     for i in graph.input if i.name not in const_types and i.type.HasField("tensor_type")}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            const_types[node.output[0]] = value.data_type if value is not None else TensorProto.FLOAT
+    for i, node in enumerate(graph.node):
+        if node.op_type not in QDQ or node.domain not in ("", "ai.onnx", "com.microsoft"):
+            continue
+        label = f"{path}: node {node.name!r} ({node.op_type})" if node.name else f"{path}: node #{i} ({node.op_type})"
+        qtype = _check_qdq(node, label, const_types, produced_by_q)
+        if node.op_type == "QuantizeLinear" and node.output:
+            produced_by_q[node.output[0]] = (qtype, label)
+
+
+def _check_qdq(node, label: str, const_types: dict, produced_by_q: dict):
+    names = list(node.input) + ["", ""]
+    data, scale, zp = names[0], names[1], names[2]
+    if not scale:
+        raise QuantizationError(f"{label}: has no scale input; QuantizeLinear and DequantizeLinear need "
+                                f"(x, scale[, zero_point])")
+    for role, name in (("scale", scale), ("zero point", zp)):
+        if name and name not in const_types:
+            raise QuantizationError(f"{label}: its {role} {name!r} is not a constant (it is a graph input or "
+                                    f"computed by a node); npu-sim needs constant scales and zero points, as "
+                                    f"quantize_static writes them: make it an initializer")
+    ztype = const_types.get(zp) if zp else None
+    if node.op_type == "QuantizeLinear":
+        if zp and ztype not in QUANTIZED:
+            raise QuantizationError(f"{label}: zero point {zp!r} is {type_name(ztype)}, but the zero point's type "
+                                    f"is the quantized type, one of int8, uint8, int16, uint16, int4, uint4")
+        _check_scale_type(label, scale, const_types)
+        return ztype
+    dtype, source = None, ""
+    if data in const_types:
+        dtype, source = const_types[data], f"the stored tensor {data!r}"
+    elif data in produced_by_q:
+        dtype, source = produced_by_q[data][0], f"{data!r} ({produced_by_q[data][1].split(': ', 1)[1]}),"
+    if dtype is not None and dtype not in DEQUANTIZABLE:
+        raise QuantizationError(f"{label}: dequantizes {source} of type {type_name(dtype)}, which is not a "
+                                f"quantized integer type (int8, uint8, int16, uint16, int4, uint4, int32)")
+    if zp and ztype not in DEQUANTIZABLE:
+        raise QuantizationError(f"{label}: zero point {zp!r} is {type_name(ztype)}, which is not a quantized "
+                                f"integer type (int8, uint8, int16, uint16, int4, uint4, int32)")
+    if zp and dtype is not None and ztype != dtype:
+        raise QuantizationError(f"{label}: zero point {zp!r} is {type_name(ztype)} but {source} which it "
+                                f"dequantizes is {type_name(dtype)}; they must have the same type (the "
+                                f"QuantizeLinear and DequantizeLinear of one tensor must agree)")
+    _check_scale_type(label, scale, const_types)
+    return None
+
+
+def _check_scale_type(label: str, scale: str, const_types: dict) -> None:
+    if const_types[scale] != TensorProto.FLOAT:
+        raise QuantizationError(f"{label}: scale {scale!r} is {type_name(const_types[scale])}; npu-sim quantizes "
+                                f"float32 data, and a scale has the type of the data it (de)quantizes: store it "
+                                f"as float32")
+
+
+def check_scales(g, node, label: str) -> None:
+    """Activation scales no calibration produces (subnormal floats) are refused here, before any multiplier."""
+    names = list(node.input) + ["", ""]
+    if names[1] not in g.consts:
+        return
+    values = np.asarray(g.consts[names[1]], np.float32).reshape(-1)
+    tiny = values[np.isfinite(values) & (values > 0) & (values < np.finfo(np.float32).tiny)]
+    if tiny.size:
+        raise QuantizationError(f"{label}: scale {names[1]!r} is {float(tiny[0])!r}, a subnormal float32 that no "
+                                f"calibration produces; re-run calibration")
+
+
+# ---- attribute ranges ----------------------------------------------------------------------------------------------
+def check_spatial(g, node, a: dict, label: str) -> None:
+    x = g.shapes.get(node.input[0]) if node.input else None
+    if x is None or len(x) < 3:
+        return
+    n = len(x) - 2
+    conv = node.op_type in ("Conv", "ConvTranspose")
+    w = g.shapes.get(node.input[1]) if conv and len(node.input) > 1 else None
+    kernel = list(a.get("kernel_shape", w[2:] if w is not None else []))
+    if a.get("auto_pad", b"NOTSET") not in [p.encode() for p in AUTO_PADS] + list(AUTO_PADS):
+        raise ModelLoadError(f"{label}: auto_pad {a['auto_pad']!r} is not one of {', '.join(AUTO_PADS)}")
+    for key, size, least in (("strides", n, 1), ("dilations", n, 1), ("pads", 2 * n, 0), ("kernel_shape", n, 1)):
+        values = list(a.get(key, []))
+        if not values:
+            continue
+        if len(values) != size:
+            raise ModelLoadError(f"{label}: attribute {key} has {len(values)} values {values}; the input has {n} "
+                                 f"spatial axes, so it needs {size}")
+        if min(values) < least:
+            raise ModelLoadError(f"{label}: attribute {key} = {values}: every value must be at least {least}")
+    if conv:
+        _check_conv_weight(node, a, x, w, kernel, label)
+    pads = list(a.get("pads", [0] * 2 * n))
+    if node.op_type in ("MaxPool", "AveragePool", "LpPool"):
+        for i, k in enumerate(kernel):
+            if max(pads[i], pads[i + n]) >= k:
+                raise ModelLoadError(f"{label}: pads {pads} reach a whole kernel ({kernel}) on spatial axis {i}: "
+                                     f"some pooling window would lie entirely in the padding; pads must be "
+                                     f"smaller than the kernel")
+    if node.op_type == "ConvTranspose" or len(kernel) != n or a.get("auto_pad", b"NOTSET") not in (b"NOTSET",
+                                                                                               "NOTSET", b"VALID"):
+        return
+    dil = list(a.get("dilations", [1] * n))
+    for i, k in enumerate(kernel):
+        span = dil[i] * (k - 1) + 1
+        if x[2 + i] + pads[i] + pads[i + n] < span:
+            raise ModelLoadError(f"{label}: the kernel {kernel} (dilations {dil}) spans {span} on spatial axis {i}, "
+                                 f"more than the padded input ({x[2 + i]} + pads {pads[i]}+{pads[i + n]}): the "
+                                 f"output would be empty; fix the kernel, pads or input shape")
+
+
+def _check_conv_weight(node, a: dict, x, w, kernel, label: str) -> None:
+    group = int(a.get("group", 1))
+    if group < 1:
+        raise ModelLoadError(f"{label}: attribute group = {group}; it must be at least 1")
+    if w is None:
+        return
+    if len(w) != len(x):
+        raise ModelLoadError(f"{label}: weight {node.input[1]!r} has shape {list(w)}, rank {len(w)}, but the input "
+                             f"has rank {len(x)}; a weight is [out channels, in channels / group, *kernel]")
+    c_in = x[1]
+    per_group = w[1] if node.op_type == "Conv" else w[0]
+    out_axis = w[0] if node.op_type == "Conv" else None
+    if c_in % group or (out_axis is not None and out_axis % group):
+        raise ModelLoadError(f"{label}: group = {group} does not divide the {c_in} input channels"
+                             + (f" and the {out_axis} output channels" if out_axis is not None else "")
+                             + "; fix the group attribute")
+    want = c_in // group if node.op_type == "Conv" else c_in
+    if per_group != want:
+        raise ModelLoadError(f"{label}: weight {node.input[1]!r} has shape {list(w)}: "
+                             f"{'input channels per group' if node.op_type == 'Conv' else 'input channels'} "
+                             f"{per_group}, but the input {node.input[0]!r} (shape {list(x)}) with group {group} "
+                             f"needs {want}")
+    if "kernel_shape" in a and list(a["kernel_shape"]) != list(w[2:]):
+        raise ModelLoadError(f"{label}: attribute kernel_shape {list(a['kernel_shape'])} differs from the weight's "
+                             f"kernel {list(w[2:])}")
+
+
+def check_axis(g, node, a: dict, label: str) -> None:
+    x = g.shapes.get(node.input[0]) if node.input else None
+    if x is None or "axis" not in a:
+        return
+    lo, hi = -len(x), len(x) - 1 + AXIS_OPS[node.op_type]  # Flatten's axis may be the rank itself
+    axis = int(a["axis"])
+    if not lo <= axis <= hi:
+        raise ModelLoadError(f"{label}: attribute axis = {axis} is out of range for its input {node.input[0]!r} "
+                             f"of rank {len(x)} (allowed {lo} to {hi})")
+
+
+def check_op(g, node, a: dict, label: str) -> None:
+    op = node.op_type
+    if op in ("Gather", "GatherElements") and len(node.input) > 1 and node.input[1] in g.consts:
+        _check_indices(g, node, a, label)
+    elif op == "Resize":
+        _check_resize(g, node, label)
+    elif op == "Gemm":
+        _check_gemm(g, node, a, label)
+    elif op.startswith("Reduce") or op in ("Squeeze", "Unsqueeze"):
+        _check_axes(g, node, a, label)
+    elif op == "Transpose" and "perm" in a and node.input[0] in g.shapes:
+        perm = list(a["perm"])
+        if sorted(perm) != list(range(len(g.shapes[node.input[0]]))):
+            raise ModelLoadError(f"{label}: attribute perm {perm} is not a permutation of the input's "
+                                 f"{len(g.shapes[node.input[0]])} axes")
+
+
+def _check_indices(g, node, a: dict, label: str) -> None:
+    x = g.shapes.get(node.input[0])
+    if x is None:
+        return
+    axis = int(a.get("axis", 0))
+    n = x[axis]
+    idx = np.asarray(g.consts[node.input[1]]).reshape(-1)
+    bad = idx[(idx < -n) | (idx >= n)]
+    if bad.size:
+        raise ModelLoadError(f"{label}: index {int(bad[0])} in {node.input[1]!r} is out of range for axis {axis} "
+                             f"of {node.input[0]!r}, which has {n} entries (allowed {-n} to {n - 1})")
+
+
+def _check_resize(g, node, label: str) -> None:
+    x = g.shapes.get(node.input[0])
+    names = list(node.input) + ["", "", ""]
+    for role, name, least in (("scales", names[2], 0.0), ("sizes", names[3], 1)):
+        if not name or name not in g.consts or g.consts[name].size == 0:
+            continue
+        values = np.asarray(g.consts[name], np.float64).reshape(-1)
+        if x is not None and not any(at.name == "axes" for at in node.attribute) and values.size != len(x):
+            raise ModelLoadError(f"{label}: {role} {name!r} has {values.size} values but the input has rank "
+                                 f"{len(x)}; give one per axis")
+        if not np.all(np.isfinite(values)) or np.any(values < least) or (role == "scales" and np.any(values <= 0)):
+            rule = "positive" if role == "scales" else "at least 1"
+            raise ModelLoadError(f"{label}: {role} {name!r} = {values.tolist()}: every value must be finite and "
+                                 f"{rule} (the output would be empty)")
+
+
+def _check_gemm(g, node, a: dict, label: str) -> None:
+    sa, sb = g.shapes.get(node.input[0]), g.shapes.get(node.input[1])
+    if sa is None or sb is None or len(sa) != 2 or len(sb) != 2:
+        return
+    m, k = (sa[1], sa[0]) if a.get("transA", 0) else sa
+    k2, n = (sb[1], sb[0]) if a.get("transB", 0) else sb
+    if k != k2:
+        raise ModelLoadError(f"{label}: A {list(sa)} (transA={a.get('transA', 0)}) and B {list(sb)} "
+                             f"(transB={a.get('transB', 0)}) disagree on the inner dimension ({k} vs {k2})")
+    sc = g.shapes.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    if sc is not None:
+        padded = (1,) * (2 - len(sc)) + tuple(sc)
+        if len(sc) > 2 or padded[0] not in (1, m) or padded[1] not in (1, n):
+            raise ModelLoadError(f"{label}: bias C {node.input[2]!r} has shape {list(sc)}, which does not "
+                                 f"broadcast to the output [{m}, {n}]")
+
+
+def _check_axes(g, node, a: dict, label: str) -> None:
+    x = g.shapes.get(node.input[0]) if node.input else None
+    axes = a.get("axes")
+    if axes is None and len(node.input) > 1 and node.input[1] in g.consts:
+        axes = np.asarray(g.consts[node.input[1]]).reshape(-1).tolist()
+    if x is None or axes is None:
+        return
+    rank = len(x) + (len(axes) if node.op_type == "Unsqueeze" else 0)
+    for axis in axes:
+        if not -rank <= int(axis) < rank:
+            raise ModelLoadError(f"{label}: axes {list(axes)}: {axis} is out of range for rank {rank}")
+
+
+# ---- sizes ---------------------------------------------------------------------------------------------------------
+def memory_bytes() -> int:
+    """Physical memory of this machine (0 when unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def check_sizes(g) -> None:
+    total = 0
+    for name, shape in g.shapes.items():
+        count = math.prod(shape)
+        if count > MAX_ELEMENTS:
+            raise ModelLoadError(f"{g.path}: tensor {name!r} would have {count} elements (shape "
+                                 f"{'x'.join(map(str, shape))}); npu-sim handles at most {MAX_ELEMENTS} elements "
+                                 f"per tensor: give smaller input shapes (--input-shape)")
+        total += count * 4
+    ram = memory_bytes()
+    if ram and total > ram:
+        raise ModelLoadError(f"{g.path}: the model's tensors need about {total} bytes ({total / 2**30:.1f} GiB), "
+                             f"more than this machine's {ram} bytes of memory; give smaller input shapes")
