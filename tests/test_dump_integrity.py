@@ -56,6 +56,20 @@ def test_rerun_replaces_the_dump(model, tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary folder left
 
 
+def test_golden_vectors_are_part_of_the_dump_they_replace(model, tmp_path, capsys):
+    """``--format c`` writes OUT/c inside the dump's temporary folder: a re-run into the dump replaces it whole
+    (c/ is the dump's own, not a foreign file), and a later plain dump leaves no golden vectors behind."""
+    out = tmp_path / "dump"
+    assert run_dump(model, out, extra=("--format", "c")) == 0
+    (out / "c" / "stale.h").write_text("old")
+    assert run_dump(model, out, extra=("--format", "c")) == 0
+    assert (out / "c" / "golden.h").is_file() and not (out / "c" / "stale.h").exists()
+    assert run_dump(model, out) == 0
+    capsys.readouterr()
+    assert not (out / "c").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
 def test_a_failed_run_leaves_the_old_dump_whole(model, tmp_path, capsys, monkeypatch):
     out = tmp_path / "dump"
     assert run_dump(model, out) == 0
