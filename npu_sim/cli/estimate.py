@@ -13,6 +13,9 @@ max(compute, memory) + exposed transfers + per-op overhead, bound (compute / mem
 (MACs / (cycles * MACs per cycle)), % of the network total. CPU-fallback nodes are costed separately,
 with their NPU<->CPU transfers. The summary gives total cycles, latency at the board clock, FPS,
 NPU/CPU share and the hotspots. The formulas are documented in npu_sim/analysis/cost/.
+The memory section (board section [memory]) gives the flash the constants take (weights, biases, scales,
+lookup tables), the peak of live activation bytes in the program's order and the SRAM it needs, whether they
+fit, and the largest live sets; --json has every layer's live set (memory.layers).
 """
 
 
