@@ -106,6 +106,20 @@ def test_views_share_their_input_buffer():
     assert live_at(prog, 2) == ["r", "y"]
 
 
+def test_a_pad_before_a_convolution_is_folded():
+    """x -> Pad -> p -> Conv -> y: the padded copy is never held (Vela folds it into the convolution's padding);
+    a Pad feeding an Add is a real tensor."""
+    def prog(consumer):
+        ts = {n: _t(n, s) for n, s in (("x", (1, 1, 4, 4)), ("p", (1, 1, 6, 6)), ("y", (1, 1, 6, 6)))}
+        ts["w"] = _t("w", (1, 1, 1, 1), const=True)
+        last = (Node("conv", "Conv", ["p", "w"], ["y"], None) if consumer == "Conv"
+                else Node("add", "Add", ["p", "p"], ["y"], None))
+        return Program(ts, [Node("pad", "Pad", ["x"], ["p"], None), last], {"x": "x"}, {"y": "y"},
+                       load_board("default"))
+    assert live_sets(prog("Conv")) == [16, 16 + 36]
+    assert live_sets(prog("Add")) == [16 + 36, 36 + 36]
+
+
 def test_lut_bytes_at_their_stored_width():
     assert lut_bytes({"table": np.arange(-128, 128, dtype=np.int64)}) == 256            # int8 entries
     assert lut_bytes({"_recip": {"table": np.arange(513, dtype=np.int32) * 60}}) == 513 * 2  # uint16 entries

@@ -9,7 +9,8 @@
   x the narrowest integer width that holds them).
 * **Activations** (SRAM, the tensor arena) under the executor's schedule, the program's node order: a tensor
   is live from the node that produces it (model inputs: from the start) to its last consumer (model outputs: to
-  the end); a view (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) shares its input's buffer. The live
+  the end); a view (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) shares its input's buffer, and so
+  does a Pad whose consumers are all convolutions or pools (folded into their padding, as Vela does). The live
   set of a node is the bytes of every tensor live while it runs (its inputs and outputs included); the peak is
   the largest. A float model input is quantized by the host: the board holds its integer copy only.
 * **SRAM used** = peak activations + the constants when ``weight_memory = "sram"``; **flash used** = the
@@ -26,6 +27,7 @@ from npu_sim.ir import Program
 from npu_sim.opset import WEIGHT_INPUT, kind_of
 
 VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
+PAD_FOLDING_OPS = ("Conv", "AveragePool", "MaxPool")  # a Pad feeding only these is folded into their padding
 # node parameters that hold a lookup table (the lowering's names, leading underscores dropped)
 _LUT_KEYS = ("table", "exp", "recip")
 
@@ -91,9 +93,14 @@ def buffer_spans(program: Program) -> dict[str, tuple[int, int]]:
     """Every activation buffer (named by the tensor that owns it; a view's output is its input's buffer) and the
     first and last node index it is live at."""
     nodes = program.nodes
+    consumers: dict[str, set[str]] = {}
+    for node in nodes:
+        for name in node.inputs:
+            consumers.setdefault(name, set()).add(node.op)
     owner: dict[str, str] = {}
     for node in nodes:
-        if node.op in VIEW_OPS and node.inputs and len(node.outputs) == 1:
+        folded = node.op == "Pad" and consumers.get(node.outputs[0], {""}) <= set(PAD_FOLDING_OPS)
+        if (node.op in VIEW_OPS or folded) and node.inputs and len(node.outputs) == 1:
             src = node.inputs[0]
             if src in program.tensors and not program.tensors[src].is_const:
                 owner[node.outputs[0]] = owner.get(src, src)
