@@ -69,13 +69,13 @@ def test_closed_form_bytes_default(residual):
 
 
 def test_closed_form_bytes_ethos(residual):
-    """Vela's 10-byte per-channel record (40-bit bias, 32-bit scale, 6-bit shift); Sram_Only: constants in SRAM."""
+    """Vela's 10-byte per-channel record (40-bit bias, 32-bit scale, 6-bit shift); Sram_Only as Vela 5.2 runs it:
+    constants in on-chip flash, feature maps in a 4 MiB SRAM arena."""
     rep = memory_report(npu_sim.load(residual, board="ethos-u55-128").program)
     assert rep["bias_bytes"] == 5 * CHANNELS and rep["scale_bytes"] == 5 * CHANNELS
     assert rep["flash_used_bytes"] == WEIGHTS + 10 * CHANNELS
-    assert rep["weight_memory"] == "sram"
-    assert rep["sram_used_bytes"] == 3 * ACT + WEIGHTS + 10 * CHANNELS
-    assert rep["sram_bytes"] == 0 and rep["fits_sram"] is None       # Sram_Only sets no size
+    assert rep["weight_memory"] == "flash" and rep["sram_used_bytes"] == 3 * ACT
+    assert rep["sram_bytes"] == 4 * 1024 * 1024 and rep["fits_sram"] is True and rep["fits_flash"] is None
 
 
 def test_int16_activations_double_the_live_bytes(tmp_path, residual):
