@@ -7,6 +7,10 @@ One float Keras MobileNetV2-224 (fixed-seed random weights) is exported twice:
     estimated by `npu-sim estimate --board ethos-u55-128 --json`.
 It prints the per-network totals, per-layer-type cycles and MAC totals side by side, and the ratios.
 
+``--memory``: Keras MobileNetV1-224 and MobileNetV2-224 int8 the same way; Vela's "Total SRAM used" and "Total
+On-chip Flash used" (in Sram_Only Vela moves the constants to an on-chip flash with SRAM's timing) against
+npu-sim's peak live activation bytes and constant bytes (estimate's memory section).
+
 Needs the optional extra `vela-anchor` (tensorflow-cpu, tf2onnx, ethos-u-vela, onnxruntime) in its own
 virtualenv, never the project's:
 
@@ -19,6 +23,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,10 +43,11 @@ def calibration(count: int, seed: int) -> list[np.ndarray]:
     return [rng.uniform(-1.0, 1.0, (1, SIZE, SIZE, 3)).astype(np.float32) for _ in range(count)]
 
 
-def build_keras():
+def build_keras(net: str = "mobilenetv2"):
     import tensorflow as tf
     tf.keras.utils.set_random_seed(SEED)
-    return tf.keras.applications.MobileNetV2(input_shape=(SIZE, SIZE, 3), alpha=1.0, weights=None, classes=1000)
+    app = tf.keras.applications.MobileNet if net == "mobilenetv1" else tf.keras.applications.MobileNetV2
+    return app(input_shape=(SIZE, SIZE, 3), alpha=1.0, weights=None, classes=1000)
 
 
 def to_tflite(model, path: Path, mode: str) -> None:
@@ -87,15 +93,19 @@ def quantize(float_path: Path, path: Path, activation: str) -> None:
 
 def run_vela(tflite: Path, out_dir: Path) -> dict:
     exe = shutil.which("vela") or str(Path(sys.executable).with_name("vela"))
-    subprocess.run([exe, *VELA_ARGS, "--output-dir", str(out_dir), str(tflite)], check=True,
-                   stdout=subprocess.DEVNULL)
+    text = subprocess.run([exe, *VELA_ARGS, "--output-dir", str(out_dir), str(tflite)], check=True,
+                          capture_output=True, text=True).stdout
+    memory = {key: float(m.group(1).replace(",", "")) * 1024
+              for key, label in (("sram", "Total SRAM used"), ("flash", "Total (?:On|Off)-chip Flash used"))
+              if (m := re.search(label + r"\s+([\d.,]+) KiB", text))}
     rows = list(csv.DictReader((out_dir / f"{tflite.stem}_per-layer.csv").open()))
     layers = []
     for r in rows:
         r = {k.strip(): (v.strip() if isinstance(v, str) else v) for k, v in r.items() if k}
         layers.append({"op": r["Original Operator"], "target": r["Target"], "cycles": float(r["Op Cycles"] or 0),
                        "macs": int(float(r["MAC Count"] or 0))})
-    return {"layers": layers, "total": sum(x["cycles"] for x in layers), "macs": sum(x["macs"] for x in layers)}
+    return {"layers": layers, "total": sum(x["cycles"] for x in layers), "macs": sum(x["macs"] for x in layers),
+            "memory": memory}
 
 
 def vela_class(op: str) -> str:
@@ -113,14 +123,37 @@ def run_npu_sim(model: Path, python: str) -> dict:
     return json.loads(out)
 
 
+def memory_anchor(out: Path, python: str) -> int:
+    """Keras MobileNetV1/V2-224 int8: Vela's SRAM and flash against npu-sim's peak activations and constants."""
+    print(f"{'network':12s} {'Vela SRAM':>12s} {'npu-sim peak':>13s} {'ratio':>6s} {'Vela flash':>12s} "
+          f"{'npu-sim const':>14s} {'ratio':>6s}   (bytes; Vela: KiB x 1024)")
+    for net in ("mobilenetv1", "mobilenetv2"):
+        tfl, onx, flt = out / f"{net}_int8.tflite", out / f"{net}_a8w8.qdq.onnx", out / f"{net}_float.onnx"
+        if not (tfl.is_file() and onx.is_file()):
+            model = build_keras(net)
+            to_tflite(model, tfl, "int8")
+            to_onnx(model, flt)
+            quantize(flt, onx, "int8")
+        vela = run_vela(tfl, out / f"vela_{net}")["memory"]
+        mem = run_npu_sim(onx, python)["memory"]
+        peak, const = mem["peak_activation_bytes"], mem["flash_used_bytes"]
+        print(f"{net:12s} {vela['sram']:12,.0f} {peak:13,d} {peak / vela['sram']:6.3f} {vela['flash']:12,.0f} "
+              f"{const:14,d} {const / vela['flash']:6.3f}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.expanduser("~/.cache/npu-sim/vela-anchor"), help="work folder")
     ap.add_argument("--npu-sim-python", default=sys.executable,
                     help="python that has npu_sim installed (default: this one)")
+    ap.add_argument("--memory", action="store_true",
+                    help="compare SRAM and flash (MobileNetV1/V2 int8) instead of cycles (MobileNetV2)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.memory:
+        return memory_anchor(out, args.npu_sim_python)
     names = {"int8": ("mobilenetv2_int8.tflite", "mobilenetv2_a8w8.qdq.onnx"),
              "16x8": ("mobilenetv2_16x8.tflite", "mobilenetv2_a16w8.qdq.onnx")}
     float_onnx = out / "mobilenetv2_float.onnx"

@@ -2,7 +2,8 @@
 
 A board is chosen by preset name (a file in ``npu_sim/boards/``) or by the path of a user TOML file.
 Sections: ``[arithmetic]`` (how integers are computed, here), ``[rules]`` (what the NPU accepts: parsed and
-checked by ``npu_sim.analysis.check``) and ``[cost]`` (the latency model: parsed by ``npu_sim.analysis.cost``).
+checked by ``npu_sim.analysis.check``), ``[cost]`` (the latency model: parsed by ``npu_sim.analysis.cost``) and
+``[memory]`` (memory sizes and how constants are stored: ``memory_config.py``).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from npu_sim.boards.cost_config import CostConfig, parse_cost
+from npu_sim.boards.memory_config import MemoryConfig, parse_memory
 from npu_sim.boards.rules import Rules, parse_rules
 from npu_sim.errors import BoardError
 
@@ -66,6 +68,7 @@ class Board:
     arithmetic: Arithmetic = field(default_factory=Arithmetic)
     rules: Rules | None = None  # the [rules] section, parsed (boards/rules.py)
     cost: CostConfig | None = None  # the [cost] section, parsed (boards/cost_config.py); None: no latency model
+    memory: MemoryConfig = field(default_factory=MemoryConfig)  # the [memory] section (boards/memory_config.py)
     source: str = ""    # file it was read from
 
     def __str__(self) -> str:
@@ -95,7 +98,7 @@ def load_board(spec: "str | Path | Board" = "default") -> Board:
     return _board_from_dict(data, path)
 
 
-_TOP_LEVEL = ("name", "description", "arithmetic", "rules", "cost")
+_TOP_LEVEL = ("name", "description", "arithmetic", "rules", "cost", "memory")
 
 
 def _board_from_dict(data: dict, path: Path) -> Board:
@@ -123,9 +126,10 @@ def _board_from_dict(data: dict, path: Path) -> Board:
         raise BoardError(f"board file {path}: arithmetic.lut_entries_16 = {e + 1}; must be 2**k + 1 (e.g. 257, 513)")
     if arithmetic.requantize == "fixedpoint" and arithmetic.rounding != "half_up":
         raise BoardError(f"board file {path}: fixedpoint requantization rounds half_up (see kernels/fixedpoint.py)")
-    for section in ("rules", "cost"):
+    for section in ("rules", "cost", "memory"):
         if not isinstance(data.get(section, {}), dict):
             raise BoardError(f"board file {path}: [{section}] must be a table")
+    cost = parse_cost(data.get("cost", {}), path)
     return Board(name=str(data.get("name", path.stem)), description=str(data.get("description", "")),
-                 arithmetic=arithmetic, rules=parse_rules(data.get("rules", {}), path),
-                 cost=parse_cost(data.get("cost", {}), path), source=str(path))
+                 arithmetic=arithmetic, rules=parse_rules(data.get("rules", {}), path), cost=cost,
+                 memory=parse_memory(data.get("memory", {}), cost, path), source=str(path))

@@ -19,6 +19,9 @@ with their NPU<->CPU transfers. The summary gives total cycles, latency at the b
 NPU/CPU share and the hotspots. Nodes npu-sim cannot lower are named and left out: the total is then a lower
 bound (JSON: summary.lower_bound). Invalid models are refused (exit 2), as by every command.
 The formulas are documented in npu_sim/analysis/cost/.
+The memory section (board section [memory]) gives the flash the constants take (weights, biases, scales,
+lookup tables), the peak of live activation bytes in the program's order and the SRAM it needs, whether they
+fit, and the largest live sets; --json has every layer's live set (memory.layers).
 """
 
 

@@ -1,4 +1,5 @@
-"""The latency estimate as a table: per-layer rows, totals and the hotspots."""
+"""The latency estimate as a table: per-layer rows, totals, the hotspots, and the memory section (what the
+board's SRAM and flash must hold, the largest live sets; every layer's live set is in ``--json``)."""
 from __future__ import annotations
 
 from npu_sim.analysis.cost import Estimate
@@ -45,9 +46,40 @@ def format_table(est: Estimate, top: int = 5) -> str:
         lines.append("hotspots:")
         lines += [f"  {r.share:5.1f}%  {r.cycles:>12,.0f} cycles  {r.node} ({r.op}, {r.bound})"
                   for r in hot if r.cycles]
+    if est.memory:
+        lines += memory_lines(est.memory)
     missing = est.summary.get("uncosted_nodes") or []
     if missing:
         lines.append(f"not costed ({len(missing)} node(s) npu-sim cannot lower; see `npu-sim check`): "
                      + ", ".join(f"{m['node']} ({m['op']})" for m in missing[:8])
                      + (" ..." if len(missing) > 8 else ""))
     return "\n".join(lines)
+
+
+def _short(name: str, n: int = 40) -> str:
+    return name if len(name) <= n else "…" + name[-(n - 1):]
+
+
+def _limit(used: int, size: int, key: str) -> str:
+    if not size:
+        return f"board: no size set ({key} = 0)"
+    return f"board: {size:,} ({key}): " + ("fits" if used <= size else f"DOES NOT FIT, {used - size:,} bytes over")
+
+
+def memory_lines(m: dict, top: int = 3) -> list[str]:
+    """The memory section: constants (flash), the peak live activations and the SRAM they need, the fit, and the
+    largest live sets (bytes live while a node runs)."""
+    in_sram = m["weight_memory"] == "sram"
+    lines = [f"memory: flash {m['flash_used_bytes']:,} bytes = weights {m['weight_bytes']:,} + biases "
+             f"{m['bias_bytes']:,} + scales {m['scale_bytes']:,} + other {m['other_constant_bytes']:,} + LUTs "
+             f"{m['lut_bytes']:,}",
+             "        " + _limit(m["flash_used_bytes"], m["flash_bytes"], "memory.flash_bytes"),
+             f"        SRAM {m['sram_used_bytes']:,} bytes = peak live activations {m['peak_activation_bytes']:,}"
+             + (" + constants (weight_memory = sram)" if in_sram else " (constants in flash)"),
+             "        " + _limit(m["sram_used_bytes"], m["sram_bytes"], m["sram_key"])
+             + ("; feature maps past it spill" if m["feature_map_spill"] else "")]
+    peaks = sorted(m["layers"], key=lambda r: -r["live_bytes"])[:top]
+    if peaks:
+        lines.append("        largest live sets: " + ", ".join(f"{_short(r['node'], 28)} {r['live_bytes']:,}"
+                                                              for r in peaks))
+    return lines

@@ -6,7 +6,7 @@ numeric hazards, lint) is the order of the findings on a node and of docs/SUPPOR
 """
 from __future__ import annotations
 
-from npu_sim.analysis.check import board_rules, hazards, lint  # noqa: F401  (registers the rules, in this order)
+from npu_sim.analysis.check import board_rules, hazards, lint, memory_rules  # noqa: F401  (registers, in order)
 from npu_sim.analysis.check.findings import RULES, CheckResult, Context, Finding, NodeReport, Rule
 from npu_sim.analysis.check.measures import precision, reduction
 from npu_sim.boards.rules import Rules

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from npu_sim.analysis import check as checks
 from npu_sim.analysis.cost.layer import LayerCost, cpu_layer_cost, layer_cost, tensor_bits, tensor_bytes
+from npu_sim.analysis.cost.memory import memory_report
 from npu_sim.errors import BoardError
 
 
@@ -24,11 +25,12 @@ class Estimate:
     macs_per_cycle: int
     layers: list[LayerCost]
     summary: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)  # does it fit: analysis/cost/memory.py's memory_report
 
     def to_dict(self) -> dict:
         return {"model": self.model, "board": self.board, "clock_hz": self.clock_hz,
                 "macs_per_cycle": self.macs_per_cycle, "summary": self.summary,
-                "layers": [asdict(r) for r in self.layers]}
+                "layers": [asdict(r) for r in self.layers], **({"memory": self.memory} if self.memory else {})}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
@@ -128,4 +130,5 @@ def estimate_program(program, board=None) -> Estimate:
         "uncosted_nodes": [{"node": n, "op": op, "reason": why} for n, op, why in program.problems],
         "lower_bound": bool(program.problems),  # the total leaves out the uncosted nodes
     }
-    return Estimate(program.model_path, board.name, cfg.clock_hz, cfg.macs_per_cycle, rows, summary)
+    return Estimate(program.model_path, board.name, cfg.clock_hz, cfg.macs_per_cycle, rows, summary,
+                    memory_report(program, board))

@@ -1,0 +1,171 @@
+"""Does it fit: the bytes a program needs in the board's memories (``npu-sim estimate``'s memory section, the
+``memory.*`` rules of ``npu-sim check``).
+
+* **Constants** (flash/ROM), each constant tensor counted once, at the integer width the board stores:
+  weights of multiply-accumulate ops at their dtype (int8, int16; int4 packs two per byte), biases at
+  ``[memory] bias_bytes`` per element (0: the tensor's own width, int32 or int64), ``scale_bytes_per_channel``
+  per output channel of every multiply-accumulate op (its requantization multiplier and shift), other quantized
+  constants (an Add's constant operand, ...) at their dtype, and the lookup tables the lowering built (entries
+  x the narrowest integer width that holds them).
+* **Activations** (SRAM, the tensor arena) under the executor's schedule, the program's node order: a tensor
+  is live from the node that produces it (model inputs: from the start) to its last consumer (model outputs: to
+  the end); a view (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) shares its input's buffer, and so
+  does a Pad whose consumers are all convolutions or pools (folded into their padding, as Vela does). The live
+  set of a node is the bytes of every tensor live while it runs (its inputs and outputs included); the peak is
+  the largest. A float model input is quantized by the host: the board holds its integer copy only.
+* **SRAM used** = peak activations + the constants when ``weight_memory = "sram"``; **flash used** = the
+  constants. They fit when at most ``sram_bytes`` / ``flash_bytes`` (0: not limited).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from npu_sim.analysis.cost.layer import tensor_bytes
+from npu_sim.ir import Program
+from npu_sim.opset import WEIGHT_INPUT, kind_of
+
+VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
+PAD_FOLDING_OPS = ("Conv", "AveragePool", "MaxPool")  # a Pad feeding only these is folded into their padding
+# node parameters that hold a lookup table (the lowering's names, leading underscores dropped)
+_LUT_KEYS = ("table", "exp", "recip")
+
+
+def _table_bytes(arr: np.ndarray) -> int:
+    """Entries x the narrowest integer width (1, 2, 4 or 8 bytes) that holds every entry."""
+    if arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+        return int(arr.nbytes)
+    lo, hi = int(arr.min()), int(arr.max())
+    for width in (1, 2, 4):
+        bits = 8 * width
+        if -(2 ** (bits - 1)) <= lo and hi < 2 ** bits and (lo >= 0 or hi < 2 ** (bits - 1)):
+            return arr.size * width
+    return arr.size * 8
+
+
+def lut_bytes(params: dict) -> int:
+    """Bytes of the lookup tables among a node's prepared parameters (``table``, ``exp``, ``recip``, ``*_lut``,
+    also inside a nested table description)."""
+    total = 0
+    for key, value in params.items():
+        name = str(key).lstrip("_")
+        if isinstance(value, dict):
+            total += lut_bytes(value)
+        elif isinstance(value, np.ndarray) and (name in _LUT_KEYS or name.endswith("_lut")):
+            total += _table_bytes(value)
+    return total
+
+
+def _out_channels(program: Program, node) -> int:
+    out = program.tensors[node.outputs[0]].shape
+    if not out:
+        return 1
+    return out[1] if node.op in ("Conv", "ConvTranspose") and len(out) >= 2 else out[-1]
+
+
+def constant_bytes(program: Program, board=None) -> dict:
+    """Bytes of the program's constants as the board stores them: weights, biases, scales, other, LUTs."""
+    mem = (board or program.board).memory
+    seen: set[str] = set()
+    out = {"weights": 0, "biases": 0, "scales": 0, "other": 0, "luts": 0}
+    for node in program.nodes:
+        mac = kind_of(node.op) == "mac"
+        if mac and any(program.tensors[i].is_const for i in node.inputs[WEIGHT_INPUT:WEIGHT_INPUT + 1]):
+            out["scales"] += mem.scale_bytes_per_channel * _out_channels(program, node)
+        for pos, name in enumerate(node.inputs):
+            t = program.tensors[name]
+            if not t.is_const or t.q is None or name in seen:
+                continue
+            seen.add(name)
+            if mac and pos == WEIGHT_INPUT:
+                out["weights"] += tensor_bytes(t)
+            elif mac and pos == WEIGHT_INPUT + 1:
+                out["biases"] += (mem.bias_bytes * math.prod(t.shape) if mem.bias_bytes
+                                  else int(t.data.dtype.itemsize) * t.data.size)
+            else:
+                out["other"] += tensor_bytes(t)
+        out["luts"] += lut_bytes(node.params)
+    return out
+
+
+def buffer_spans(program: Program) -> dict[str, tuple[int, int]]:
+    """Every activation buffer (named by the tensor that owns it; a view's output is its input's buffer) and the
+    first and last node index it is live at."""
+    nodes = program.nodes
+    consumers: dict[str, set[str]] = {}
+    for node in nodes:
+        for name in node.inputs:
+            consumers.setdefault(name, set()).add(node.op)
+    owner: dict[str, str] = {}
+    for node in nodes:
+        folded = node.op == "Pad" and consumers.get(node.outputs[0], {""}) <= set(PAD_FOLDING_OPS)
+        if (node.op in VIEW_OPS or folded) and node.inputs and len(node.outputs) == 1:
+            src = node.inputs[0]
+            if src in program.tensors and not program.tensors[src].is_const:
+                owner[node.outputs[0]] = owner.get(src, src)
+    span: dict[str, list[int]] = {}
+
+    def touch(name: str, at: int) -> None:
+        t = program.tensors.get(name)  # a tolerant lowering may have left a producer out
+        if t is None or t.is_const or t.q is None:
+            return
+        s = span.setdefault(owner.get(name, name), [at, at])
+        s[0], s[1] = min(s[0], at), max(s[1], at)
+
+    if not nodes:
+        return {}
+    for name in program.inputs.values():
+        touch(name, 0)
+    for i, node in enumerate(nodes):
+        for name in node.inputs + node.outputs:
+            touch(name, i)
+        # a float input's Quantize runs on the host: its integer output is there from the start
+        src = program.tensors.get(node.inputs[0]) if node.inputs else None
+        if node.op == "Quantize" and src is not None and src.q is None:
+            touch(node.outputs[0], 0)
+    for name in program.outputs.values():
+        touch(name, len(nodes) - 1)
+    return {b: (a, e) for b, (a, e) in span.items()}
+
+
+def live_sets(program: Program) -> list[int]:
+    """Bytes live while each node runs (every buffer whose span covers the node)."""
+    delta = np.zeros(len(program.nodes) + 1, np.int64)
+    for buf, (a, e) in buffer_spans(program).items():
+        n = tensor_bytes(program.tensors[buf])
+        delta[a] += n
+        delta[e + 1] -= n
+    return [int(v) for v in np.cumsum(delta)[:-1]]
+
+
+def live_at(program: Program, index: int) -> list[str]:
+    """The buffers live while node ``index`` runs, largest first."""
+    bufs = [b for b, (a, e) in buffer_spans(program).items() if a <= index <= e]
+    return sorted(bufs, key=lambda b: -tensor_bytes(program.tensors[b]))
+
+
+def memory_report(program: Program, board=None) -> dict:
+    """The memory section of the estimate (JSON-ready): constants, the live activation bytes per node and their
+    peak, what the board's SRAM and flash hold, and whether they fit (None: the board sets no size)."""
+    board = board or program.board
+    mem = board.memory
+    consts = constant_bytes(program, board)
+    flash = sum(consts.values())
+    live = live_sets(program)
+    peak_at = max(range(len(live)), key=live.__getitem__) if live else None
+    peak = live[peak_at] if peak_at is not None else 0
+    sram = peak + (flash if mem.weight_memory == "sram" else 0)
+    largest = live_at(program, peak_at)[:4] if live else []
+    return {
+        "weight_bytes": consts["weights"], "bias_bytes": consts["biases"], "scale_bytes": consts["scales"],
+        "other_constant_bytes": consts["other"], "lut_bytes": consts["luts"], "flash_used_bytes": flash,
+        "peak_activation_bytes": peak, "peak_node": program.nodes[peak_at].name if live else "",
+        "peak_tensors": [{"tensor": b, "bytes": tensor_bytes(program.tensors[b])} for b in largest],
+        "weight_memory": mem.weight_memory, "sram_used_bytes": sram,
+        "sram_bytes": mem.sram_bytes, "flash_bytes": mem.flash_bytes, "sram_key": mem.sram_key,
+        "feature_map_spill": mem.feature_map_spill,
+        "fits_sram": (sram <= mem.sram_bytes) if mem.sram_bytes else None,
+        "fits_flash": (flash <= mem.flash_bytes) if mem.flash_bytes else None,
+        "layers": [{"node": n.name, "live_bytes": b} for n, b in zip(program.nodes, live)],
+    }
