@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from npu_sim.errors import InputError, ModelLoadError
+from npu_sim.frontend.paths import model_file
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 ARRAY_SUFFIXES = (".npy", ".npz")
@@ -37,6 +38,7 @@ class Dataset:
 def model_inputs(path) -> dict[str, tuple[list[int | None], str]]:
     """ONNX graph inputs (initializers excluded): name -> (dims with None for dynamic ones, element type)."""
     import onnx
+    path = model_file(path)
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:

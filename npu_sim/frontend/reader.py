@@ -15,6 +15,7 @@ from onnx import numpy_helper
 
 from npu_sim.errors import InputError, ModelLoadError
 from npu_sim.frontend import validate, validate_semantics
+from npu_sim.frontend.paths import model_file
 
 
 @dataclass
@@ -148,11 +149,7 @@ def _standardize_qdq_domain(model: onnx.ModelProto) -> None:
 def _load(path) -> tuple[onnx.ModelProto, Path]:
     if isinstance(path, onnx.ModelProto):
         return path, Path("<in-memory model>")
-    p = Path(path)
-    if not p.exists():
-        raise ModelLoadError(f"model file {str(p)!r} not found")
-    if not p.is_file():
-        raise ModelLoadError(f"{str(p)!r} is not a file")
+    p = model_file(path)
     try:
         model = onnx.load(str(p), load_external_data=False)
     except Exception as exc:
