@@ -11,11 +11,19 @@ For each network and each precision (``int8``: int8 activations and weights; ``a
   and the builtin reference kernels (``OpResolverType.BUILTIN_REF``, no delegates), run on a copy of the model
   whose every op output is also a graph output (so no op may overwrite an intermediate tensor in place).
 
+With ``--optimized``, each built network is also run by LiteRT's default *optimized* builtin kernels
+(``OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES``: the optimized kernels, no XNNPACK), on the same model copy
+(every op output a graph output) and the same input as the oracle; where any op output differs from the reference
+kernels' ``NAME.optimized.npz`` is written: the model input and every op output, NHWC, keyed by the plain TFLite
+tensor name (a board's dump, as ``npu-sim compare MODEL DUMP`` reads it). Equal networks get no file.
+``--optimized-only`` does this for the fixtures already in ``--out`` without rebuilding them (a rebuild with
+``--only`` renames Keras layers, so the committed fixtures are kept as they are).
+
 Refusal fixtures (LiteRT refuses them at prepare time) get ``NAME.tflite``/``NAME.onnx`` and ``NAME.refusal.txt``
 (LiteRT's message) instead of an ``.npz``.
 
 Needs the optional extra ``tflite-fixtures`` (tensorflow-cpu, tf2onnx) in a virtualenv of its own; npu-sim never
-imports this at run time. Usage: ``python models/tflite_fixtures.py [--only NAME ...] [--out DIR]``.
+imports this at run time. Usage: ``python models/tflite_fixtures.py [--only NAME ...] [--out DIR] [--optimized]``.
 """
 from __future__ import annotations
 
@@ -154,13 +162,44 @@ def every_tensor_an_output(tflite_bytes: bytes) -> bytes:
     return bytes(fb.convert_object_to_bytearray(model))
 
 
-def interpreter(tflite_path: Path):
-    """LiteRT with the builtin reference kernels (no delegates), every tensor kept."""
+def interpreter(tflite_path: Path, optimized: bool = False):
+    """LiteRT with the builtin reference kernels (or the optimized ones), no delegates, every tensor kept."""
     import tensorflow as tf
+    kind = tf.lite.experimental.OpResolverType
     it = tf.lite.Interpreter(model_content=every_tensor_an_output(Path(tflite_path).read_bytes()),
                              experimental_preserve_all_tensors=True,
-                             experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF)
+                             experimental_op_resolver_type=kind.BUILTIN_WITHOUT_DEFAULT_DELEGATES if optimized
+                             else kind.BUILTIN_REF)
     return it
+
+
+def optimized_dump(tflite_path: Path, x: np.ndarray) -> dict[str, np.ndarray]:
+    """The model input and every op output computed by LiteRT's optimized kernels, by TFLite tensor name."""
+    it = interpreter(tflite_path, optimized=True)
+    it.allocate_tensors()
+    inp = it.get_input_details()[0]
+    it.set_tensor(inp["index"], x)
+    it.invoke()
+    names = {d["index"]: d["name"] for d in it.get_tensor_details()}
+    out = {names[inp["index"]]: np.array(x)}
+    for d in it.get_output_details():  # every op output (every_tensor_an_output)
+        out[names[d["index"]]] = np.array(it.get_tensor(d["index"]))
+    return out
+
+
+def _write_optimized(stem: str, out_dir: Path) -> None:
+    ref = np.load(out_dir / f"{stem}.npz")
+    dump = optimized_dump(out_dir / f"{stem}.tflite", ref["input"])
+    differ = {k: int((v.astype(np.int64) != ref["t:" + k]).sum()) for k, v in dump.items()
+              if "t:" + k in ref.files and ref["t:" + k].shape == v.shape}
+    differ = {k: n for k, n in differ.items() if n}
+    target = out_dir / f"{stem}.optimized.npz"
+    if not differ:
+        target.unlink(missing_ok=True)
+        print(f"{stem}: optimized kernels equal the reference kernels")
+        return
+    np.savez_compressed(target, **dump)
+    print(f"{stem}: optimized kernels differ in {differ}")
 
 
 def _oracle(tflite_path: Path, seed: int) -> dict[str, np.ndarray]:
@@ -187,7 +226,7 @@ def _oracle(tflite_path: Path, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-def build(name: str, precision: str, out_dir: Path) -> None:
+def build(name: str, precision: str, out_dir: Path, optimized: bool = False) -> None:
     import tensorflow as tf
     shape, body = _nets()[name]
     tf.keras.utils.set_random_seed(SEED)
@@ -207,6 +246,8 @@ def build(name: str, precision: str, out_dir: Path) -> None:
         return
     np.savez_compressed(out_dir / f"{stem}.npz", **arrays)
     print(f"{stem}: {len(arrays) - 1} integer tensors")
+    if optimized:
+        _write_optimized(stem, out_dir)
 
 
 def main(argv=None) -> None:
@@ -214,13 +255,21 @@ def main(argv=None) -> None:
     ap.add_argument("--only", nargs="*", help="network names (default: all)")
     ap.add_argument("--precision", nargs="*", default=["int8", "a16w8"])
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--optimized", action="store_true",
+                    help="also write NAME.optimized.npz where LiteRT's optimized kernels differ from the reference")
+    ap.add_argument("--optimized-only", action="store_true",
+                    help="only write NAME.optimized.npz for the fixtures already built in --out")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     for name in a.only or list(_nets()):
         for prec in a.precision:
             if prec not in PRECISIONS.get(name, (prec,)):
                 continue
-            build(name, prec, a.out)
+            if a.optimized_only:
+                if (a.out / f"{name}_{prec}.npz").exists():
+                    _write_optimized(f"{name}_{prec}", a.out)
+            else:
+                build(name, prec, a.out, a.optimized)
 
 
 if __name__ == "__main__":
