@@ -1,8 +1,8 @@
 """compare MODEL DUMP on dumps of LiteRT's *optimized* kernels (issue 18, acceptance bullet 2).
 
-``tests/fixtures/tflite/NAME.optimized.npz`` holds what LiteRT's default optimized builtin kernels computed for the
-fixture network NAME (same input as the reference-kernel oracle ``NAME.npz``; the model input and every op output,
-NHWC, keyed by TFLite tensor name; ``models/tflite_fixtures.py --optimized-only`` writes it, only for the networks
+``tests/fixtures/tflite/optimized/NAME.optimized.npz`` holds what LiteRT's default optimized builtin kernels
+computed for the fixture network NAME (same input as the reference-kernel oracle ``NAME.npz``; the model input
+and every op output, NHWC, keyed by TFLite tensor name; ``models/tflite_fixtures.py --optimized-only`` writes it, only for the networks
 where the optimized kernels differ from the reference kernels). On ``ethos-u55-128`` (whose arithmetic is the
 reference kernels') the reference dump compares equal and the optimized dump differs: exit 1, the first divergent
 node named, each of its differing elements attributed to a cause or counted 'unexplained'."""
@@ -29,13 +29,13 @@ def _reference(name: str) -> dict[str, np.ndarray]:
 
 
 def _optimized(name: str) -> dict[str, np.ndarray]:
-    dump = np.load(TFLITE / f"{name}.optimized.npz")
+    dump = np.load(TFLITE / "optimized" / f"{name}.optimized.npz")
     return {k: dump[k] for k in dump.files}
 
 
 def test_optimized_fixtures_differ_from_reference_and_are_small():
     for name in OPTIMIZED:
-        path = TFLITE / f"{name}.optimized.npz"
+        path = TFLITE / "optimized" / f"{name}.optimized.npz"
         assert path.stat().st_size < 200_000
         ref, opt = _reference(name), _optimized(name)
         assert set(opt) <= set(ref) and len(opt) >= 2
@@ -56,7 +56,7 @@ def test_reference_dump_of_the_same_tensors_is_equal(name, tmp_path, capsys):
 
 @pytest.mark.parametrize("name", OPTIMIZED)
 def test_optimized_dump_first_divergent_node_and_causes(name, capsys):
-    model, dump = TFLITE / f"{name}.onnx", TFLITE / f"{name}.optimized.npz"
+    model, dump = TFLITE / f"{name}.onnx", TFLITE / "optimized" / f"{name}.optimized.npz"
     ref, opt = _reference(name), _optimized(name)
     assert cli_main(["compare", str(model), str(dump), "--board", "ethos-u55-128", "--layout", "nhwc"]) == 1
     out = capsys.readouterr().out
@@ -82,8 +82,8 @@ def test_optimized_activations_inherited_through_a_tensor_not_in_the_dump():
     """activations_int8: the requantized Tanh (TFLite QUANTIZE) differs; the Concat after it is not in the ONNX
     dump (TFLite's concat output is matched to tf2onnx's output Transpose), so the Transpose is re-run on the
     simulation's Concat and its 40 differing elements are honestly 'unexplained', its missing input listed."""
-    c = npu_sim.compare_dump(TFLITE / "activations_int8.onnx", TFLITE / "activations_int8.optimized.npz",
-                             board="ethos-u55-128", layout="nhwc")
+    dump = TFLITE / "optimized" / "activations_int8.optimized.npz"
+    c = npu_sim.compare_dump(TFLITE / "activations_int8.onnx", dump, board="ethos-u55-128", layout="nhwc")
     last = [t for t in c.tensors if t.status != "equal"][-1]
     assert last.op == "Transpose" and last.causes == {"unexplained": last.differing} and last.differing == 40
     assert last.inputs_not_in_dump and not last.inputs_differ
