@@ -2,10 +2,11 @@
 
 ``tests/fixtures/tflite/optimized/NAME.optimized.npz`` holds what LiteRT's default optimized builtin kernels
 computed for the fixture network NAME (same input as the reference-kernel oracle ``NAME.npz``; the model input
-and every op output, NHWC, keyed by TFLite tensor name; ``models/tflite_fixtures.py --optimized-only`` writes it, only for the networks
-where the optimized kernels differ from the reference kernels). On ``ethos-u55-128`` (whose arithmetic is the
-reference kernels') the reference dump compares equal and the optimized dump differs: exit 1, the first divergent
-node named, each of its differing elements attributed to a cause or counted 'unexplained'."""
+and every op output, NHWC, keyed by TFLite tensor name; ``models/tflite_fixtures.py --optimized-only`` writes it,
+only for the networks where the optimized kernels differ from the reference kernels). On ``ethos-u55-128``
+(whose arithmetic is the reference kernels') the reference dump compares equal and the optimized dump differs:
+exit 1, the first divergent node named, each of its differing elements attributed to a cause or counted
+'unexplained'."""
 from __future__ import annotations
 
 from pathlib import Path
