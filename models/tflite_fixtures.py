@@ -11,11 +11,28 @@ For each network and each precision (``int8``: int8 activations and weights; ``a
   and the builtin reference kernels (``OpResolverType.BUILTIN_REF``, no delegates), run on a copy of the model
   whose every op output is also a graph output (so no op may overwrite an intermediate tensor in place).
 
+With ``--optimized``, each built network is also run by LiteRT's default *optimized* builtin kernels
+(``OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES``: the optimized kernels, no XNNPACK), on the same model copy
+(every op output a graph output) and the same input as the oracle; where any op output differs from the reference
+kernels' ``optimized/NAME.optimized.npz`` is written (a folder of its own: ``*.npz`` beside the models are the
+reference oracles): the model input and every op output, NHWC, keyed by the plain TFLite
+tensor name (a board's dump, as ``npu-sim compare MODEL DUMP`` reads it). Equal networks get no file.
+``--optimized-only`` does this for the fixtures already in ``--out`` without rebuilding them (a rebuild with
+``--only`` renames Keras layers, so the committed fixtures are kept as they are).
+
 Refusal fixtures (LiteRT refuses them at prepare time) get ``NAME.tflite``/``NAME.onnx`` and ``NAME.refusal.txt``
-(LiteRT's message) instead of an ``.npz``.
+(LiteRT's message) instead of an ``.npz``. LiteRT's prepare stops at the first op that fails, so the message names
+one op only; to record LiteRT's own *full* list, every op of the model is also prepared alone
+(:func:`refused_ops`): a copy of the .tflite whose subgraph runs only that op (its activation inputs become the
+graph inputs, its outputs the graph outputs; tensors, quantization parameters and weights are the model's own), so
+LiteRT's prepare judges each op with exactly the parameters it has in the whole model. Each op it refuses is one
+line ``refused:<TAB><op index><TAB><OPERATOR><TAB><output tensor name><TAB><LiteRT's message>`` after the first
+message.
+``refusal_chain`` (16x8) has three consecutive convolution+ReLU6 layers with tiny weights, so each has an
+almost empty output range and a tiny output scale, and every one of them is refused.
 
 Needs the optional extra ``tflite-fixtures`` (tensorflow-cpu, tf2onnx) in a virtualenv of its own; npu-sim never
-imports this at run time. Usage: ``python models/tflite_fixtures.py [--only NAME ...] [--out DIR]``.
+imports this at run time. Usage: ``python models/tflite_fixtures.py [--only NAME ...] [--out DIR] [--optimized]``.
 """
 from __future__ import annotations
 
@@ -105,6 +122,13 @@ def _nets():
                                        depthwise_initializer=tf.keras.initializers.Constant(1e-9),
                                        bias_initializer="zeros")(x)
 
+    def refusal_chain(x):  # three conv+ReLU6 in a row, each with outputs ~0: every one refused (6/scale > int32)
+        x = L.Conv2D(4, 1)(x)
+        for _ in range(3):
+            x = _layers.Conv2D(4, 3, padding="same", activation="relu6", bias_initializer="zeros",
+                               kernel_initializer=tf.keras.initializers.Constant(1e-9))(x)
+        return x
+
     def softmax(x):
         x = L.Flatten()(x)
         x = L.Dense(10)(x)
@@ -115,11 +139,11 @@ def _nets():
         "add_mul": ((6, 6, 3), add_mul), "pools": ((8, 8, 3), pools), "mean": ((6, 6, 3), mean),
         "concat": ((6, 6, 3), concat), "resize": ((4, 4, 3), resize), "activations": ((6, 6, 3), activations),
         "hardswish": ((6, 6, 3), hardswish), "softmax": ((4, 4, 2), softmax),
-        "refusal_depthwise": ((6, 6, 3), refusal_depthwise),
+        "refusal_depthwise": ((6, 6, 3), refusal_depthwise), "refusal_chain": ((6, 6, 3), refusal_chain),
     }
 
 
-PRECISIONS = {"hardswish": ("int8",), "refusal_depthwise": ("a16w8",)}
+PRECISIONS = {"hardswish": ("int8",), "refusal_depthwise": ("a16w8",), "refusal_chain": ("a16w8",)}
 
 
 def _convert(model, shape, precision: str, seed: int) -> bytes:
@@ -154,13 +178,45 @@ def every_tensor_an_output(tflite_bytes: bytes) -> bytes:
     return bytes(fb.convert_object_to_bytearray(model))
 
 
-def interpreter(tflite_path: Path):
-    """LiteRT with the builtin reference kernels (no delegates), every tensor kept."""
+def interpreter(tflite_path: Path, optimized: bool = False):
+    """LiteRT with the builtin reference kernels (or the optimized ones), no delegates, every tensor kept."""
     import tensorflow as tf
+    kind = tf.lite.experimental.OpResolverType
     it = tf.lite.Interpreter(model_content=every_tensor_an_output(Path(tflite_path).read_bytes()),
                              experimental_preserve_all_tensors=True,
-                             experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF)
+                             experimental_op_resolver_type=kind.BUILTIN_WITHOUT_DEFAULT_DELEGATES if optimized
+                             else kind.BUILTIN_REF)
     return it
+
+
+def optimized_dump(tflite_path: Path, x: np.ndarray) -> dict[str, np.ndarray]:
+    """The model input and every op output computed by LiteRT's optimized kernels, by TFLite tensor name."""
+    it = interpreter(tflite_path, optimized=True)
+    it.allocate_tensors()
+    inp = it.get_input_details()[0]
+    it.set_tensor(inp["index"], x)
+    it.invoke()
+    names = {d["index"]: d["name"] for d in it.get_tensor_details()}
+    out = {names[inp["index"]]: np.array(x)}
+    for d in it.get_output_details():  # every op output (every_tensor_an_output)
+        out[names[d["index"]]] = np.array(it.get_tensor(d["index"]))
+    return out
+
+
+def _write_optimized(stem: str, out_dir: Path) -> None:
+    ref = np.load(out_dir / f"{stem}.npz")
+    dump = optimized_dump(out_dir / f"{stem}.tflite", ref["input"])
+    differ = {k: int((v.astype(np.int64) != ref["t:" + k]).sum()) for k, v in dump.items()
+              if "t:" + k in ref.files and ref["t:" + k].shape == v.shape}
+    differ = {k: n for k, n in differ.items() if n}
+    target = out_dir / "optimized" / f"{stem}.optimized.npz"
+    target.parent.mkdir(exist_ok=True)
+    if not differ:
+        target.unlink(missing_ok=True)
+        print(f"{stem}: optimized kernels equal the reference kernels")
+        return
+    np.savez_compressed(target, **dump)
+    print(f"{stem}: optimized kernels differ in {differ}")
 
 
 def _oracle(tflite_path: Path, seed: int) -> dict[str, np.ndarray]:
@@ -187,7 +243,37 @@ def _oracle(tflite_path: Path, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-def build(name: str, precision: str, out_dir: Path) -> None:
+def refused_ops(tflite_bytes: bytes) -> list[str]:
+    """LiteRT's own verdict on every op: each op prepared alone (see the module docstring); one line per refusal."""
+    import tensorflow as tf
+    from tensorflow.lite.tools import flatbuffer_utils as fb
+    from tensorflow.lite.python import schema_py_generated as schema
+    base = fb.convert_bytearray_to_object(bytearray(tflite_bytes))
+    codes = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    lines = []
+    for i, op in enumerate(base.subgraphs[0].operators):
+        model = fb.convert_bytearray_to_object(bytearray(tflite_bytes))
+        sg = model.subgraphs[0]
+        tensors = sg.tensors
+        op_code = model.operatorCodes[op.opcodeIndex]
+        code = max(op_code.builtinCode, op_code.deprecatedBuiltinCode)
+        sg.operators = [sg.operators[i]]
+        data = [model.buffers[tensors[t].buffer].data if t >= 0 else None for t in op.inputs]
+        sg.inputs = [int(t) for t, d in zip(op.inputs, data) if t >= 0 and (d is None or len(d) == 0)]
+        sg.outputs = [int(t) for t in op.outputs if t >= 0]
+        it = tf.lite.Interpreter(model_content=bytes(fb.convert_object_to_bytearray(model)),
+                                 experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF)
+        try:
+            it.allocate_tensors()
+        except Exception as exc:  # LiteRT refuses this op at prepare time
+            name = tensors[op.outputs[0]].name
+            name = name.decode() if isinstance(name, bytes) else name
+            msg = " ".join(str(exc).split())
+            lines.append("\t".join(["refused:", str(i), str(codes.get(code, code)), name, msg]))
+    return lines
+
+
+def build(name: str, precision: str, out_dir: Path, optimized: bool = False) -> None:
     import tensorflow as tf
     shape, body = _nets()[name]
     tf.keras.utils.set_random_seed(SEED)
@@ -202,11 +288,14 @@ def build(name: str, precision: str, out_dir: Path) -> None:
     try:
         arrays = _oracle(tfl, SEED)
     except Exception as exc:  # LiteRT refused the model at prepare time
-        (out_dir / f"{stem}.refusal.txt").write_text(str(exc) + "\n")
+        lines = [str(exc).strip()] + refused_ops(tfl.read_bytes())
+        (out_dir / f"{stem}.refusal.txt").write_text("\n".join(lines) + "\n")
         print(f"{stem}: refused by LiteRT: {str(exc).splitlines()[0]}")
         return
     np.savez_compressed(out_dir / f"{stem}.npz", **arrays)
     print(f"{stem}: {len(arrays) - 1} integer tensors")
+    if optimized:
+        _write_optimized(stem, out_dir)
 
 
 def main(argv=None) -> None:
@@ -214,13 +303,22 @@ def main(argv=None) -> None:
     ap.add_argument("--only", nargs="*", help="network names (default: all)")
     ap.add_argument("--precision", nargs="*", default=["int8", "a16w8"])
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--optimized", action="store_true",
+                    help="also write optimized/NAME.optimized.npz where LiteRT's optimized kernels differ "
+                         "from the reference kernels")
+    ap.add_argument("--optimized-only", action="store_true",
+                    help="only write optimized/NAME.optimized.npz for the fixtures already built in --out")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     for name in a.only or list(_nets()):
         for prec in a.precision:
             if prec not in PRECISIONS.get(name, (prec,)):
                 continue
-            build(name, prec, a.out)
+            if a.optimized_only:
+                if (a.out / f"{name}_{prec}.npz").exists():
+                    _write_optimized(f"{name}_{prec}", a.out)
+            else:
+                build(name, prec, a.out, a.optimized)
 
 
 if __name__ == "__main__":

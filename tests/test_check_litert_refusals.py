@@ -1,0 +1,88 @@
+"""check and run on a LiteRT-made 16x8 network with several refused nodes in a row (issue 17, item 6).
+
+``tests/fixtures/tflite/refusal_chain_a16w8`` (``models/tflite_fixtures.py``): a 1x1 convolution, then three
+consecutive convolution+ReLU6 layers with tiny weights, so each has an almost empty output range, a tiny output
+scale, and a ReLU6 bound 6/scale that leaves int32. LiteRT's prepare stops at the first failing op; its full list
+(``refused:`` lines of ``NAME.refusal.txt``) was recorded by preparing every op of the .tflite alone with the
+model's own tensors. ``check`` must report every one of them as a board.refusal error, and ``run`` refuse them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import npu_sim
+from npu_sim.cli.main import main as cli_main
+
+TFLITE = Path(__file__).resolve().parent / "fixtures" / "tflite"
+NAME = "refusal_chain_a16w8"
+MODEL = TFLITE / f"{NAME}.onnx"
+U55 = "ethos-u55-128"
+
+
+def litert_refusals() -> list[tuple[int, str, str]]:
+    """(op index, TFLite operator, output tensor name) of every op LiteRT refuses, as recorded."""
+    rows = [line.split("\t") for line in (TFLITE / f"{NAME}.refusal.txt").read_text().splitlines()
+            if line.startswith("refused:\t")]
+    assert all("no_integer_overflow_from_quantization" in r[4] for r in rows)
+    return [(int(r[1]), r[2], r[3]) for r in rows]
+
+
+def onnx_nodes_of(tflite_tensors: list[str]) -> dict[str, tuple[str, str]]:
+    """TFLite output tensor -> (the ONNX node computing it, the QuantizeLinear that quantizes it): tf2onnx keeps
+    the TFLite name as the QuantizeLinear's output (a graph output's through the Transpose it adds), and writes the
+    fused ReLU6 as a Clip between the Conv and it."""
+    graph = onnx.load(str(MODEL)).graph
+    producer = {o: n for n in graph.node for o in n.output}
+    out = {}
+    for t in tflite_tensors:
+        q = producer[t]
+        while q.op_type == "Transpose":
+            q = producer[q.input[0]]
+        assert q.op_type == "QuantizeLinear"
+        conv = producer[q.input[0]]
+        while conv.op_type in ("Clip", "Relu"):
+            conv = producer[conv.input[0]]
+        assert conv.op_type == "Conv"
+        out[t] = (conv.name, q.name)
+    return out
+
+
+def test_litert_refuses_several_consecutive_convolutions():
+    refused = litert_refusals()
+    assert [op for _, op, _ in refused] == ["CONV_2D"] * 3
+    assert [i for i, _, _ in refused] == [1, 2, 3]  # consecutive: op 0 (a sane 1x1 convolution) prepares
+    first = (TFLITE / f"{NAME}.refusal.txt").read_text().splitlines()[0]
+    assert "Node number 1 (CONV_2D) failed to prepare" in first  # the whole model stops at the first one
+
+
+def test_check_reports_every_litert_refusal(capsys):
+    expected = onnx_nodes_of([t for _, _, t in litert_refusals()])
+    result = npu_sim.check(MODEL, board=U55)
+    refused = {n.node for n in result.nodes for f in n.findings
+               if f.rule == "board.refusal" and f.severity == "error"}
+    assert refused == {node for node, _ in expected.values()}
+    assert not result.deployable
+    assert cli_main(["check", str(MODEL), "--board", U55]) == 1
+    out = capsys.readouterr().out
+    assert f"board.refusal x{len(expected)}:" in out
+    for node, _ in expected.values():
+        assert node in out
+
+
+def test_run_refuses_the_same_nodes(tmp_path, capsys):
+    expected = onnx_nodes_of([t for _, _, t in litert_refusals()])
+    with pytest.raises(npu_sim.UnsupportedModelError) as info:
+        npu_sim.load(MODEL, board=U55)
+    problems = info.value.problems
+    assert len(problems) == len(expected)
+    assert all("no_integer_overflow" in why for _, _, why in problems)
+    np.save(tmp_path / "x.npy", np.zeros((1, 6, 6, 3), np.float32))
+    assert cli_main(["run", str(MODEL), "--board", U55, "--input", str(tmp_path / "x.npy"),
+                     "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{len(expected)} node(s) cannot run as integer ops on board '{U55}'" in err
+    for node, quantize in expected.values():
+        assert f"node {node!r}" in err and f"node {quantize!r}" in err
