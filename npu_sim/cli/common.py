@@ -60,18 +60,15 @@ def parse_feed(spec: str, input_names: list[str] | None = None) -> tuple[str, Pa
 
 def read_npy(path: Path, name: str) -> np.ndarray:
     """A ``.npy`` file, or from a ``.npz`` the array named like the input (else its only array)."""
-    try:
-        if path.suffix.lower() != ".npz":
-            return np.load(path, allow_pickle=False)
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except Exception as exc:
-        raise InputError(f"--input {name}: cannot read {str(path)!r} as a .npy/.npz array ({exc})") from None
+    arrays = dataset.read_arrays(path, f"--input {name}")
+    if "" in arrays:
+        return arrays[""]
     if name in arrays:
         return arrays[name]
     if len(arrays) == 1:
         return next(iter(arrays.values()))
-    raise InputError(f"--input {name}: {str(path)!r} holds arrays {sorted(arrays)}; name one like the input "
+    held = f"arrays {sorted(arrays)}" if arrays else "no array"
+    raise InputError(f"--input {name}: {str(path)!r} holds {held}; name one like the input "
                      f"({name!r}) or keep a single array in the file")
 
 

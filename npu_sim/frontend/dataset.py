@@ -79,14 +79,21 @@ def resolve_shapes(inputs: dict, given: dict | None, first_arrays: dict | None =
     return shapes
 
 
-def _read_array_file(path: Path) -> dict[str, np.ndarray]:
+def read_arrays(path: Path, what: str) -> dict[str, np.ndarray]:
+    """The arrays of a .npy (one, named "") or .npz file, read by what the file holds, not by its name (a .npz
+    named .npy is read as the .npz it is); never unpickles. ``what`` names the option in the message."""
+    path = Path(path)
+    if not path.is_file():
+        kind = "missing" if not path.exists() else "not a regular file (a folder, a FIFO or a device)"
+        raise InputError(f"{what}: {str(path)!r} is {kind}; give a .npy or .npz file")
     try:
-        if path.suffix.lower() == ".npy":
-            return {"": np.load(path, allow_pickle=False)}
-        with np.load(path, allow_pickle=False) as z:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            return {"": loaded}
+        with loaded as z:
             return {k: z[k] for k in z.files}
     except Exception as exc:
-        raise InputError(f"--data: cannot read {str(path)!r} as a numpy array file ({exc})") from None
+        raise InputError(f"{what}: cannot read {str(path)!r} as a .npy/.npz array file ({exc})") from None
 
 
 def _files(paths) -> list[Path]:
@@ -112,7 +119,7 @@ def peek_arrays(paths, input_names) -> dict[str, np.ndarray]:
     out = {}
     for f in _files(paths):
         if f.suffix.lower() in ARRAY_SUFFIXES:
-            for name, arr in _assign(_read_array_file(f), input_names, f).items():
+            for name, arr in _assign(read_arrays(f, "--data"), input_names, f).items():
                 out.setdefault(name, arr)
         if len(out) == len(input_names):
             break
@@ -206,7 +213,7 @@ def load_dataset(paths, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, st
             samples.append({names[0]: read_image(f, shapes[names[0]], mean, std)})
             have_labels = False
             continue
-        arrays = _read_array_file(f)
+        arrays = read_arrays(f, "--data")
         assigned = _assign(arrays, names, f)
         per_input = {}
         if assigned:
