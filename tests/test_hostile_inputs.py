@@ -151,6 +151,29 @@ def test_bad_report_data(kind, tmp_path, capsys):
     _assert_clean(code, capsys.readouterr().err, f"report {kind}")
 
 
+@pytest.mark.parametrize("kind,needle", [("png_named_npy", "is a PNG image"), ("empty_file", "is an empty file"),
+                                         ("object_pickle", "holds Python objects"), ("missing", "not found"),
+                                         ("folder", "not a regular file")])
+def test_bad_input_file_messages_say_what_it_is(kind, needle, tmp_path, capsys):
+    """The message says what the file is, not numpy's advice to unpickle it or a wrong 'write NAME=FILE'."""
+    path = _make(kind, tmp_path)
+    assert main(["run", str(MODEL), "--input", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "allow_pickle" not in err, err
+
+
+@pytest.mark.parametrize("mean,std", [("0", "nan"), ("inf", "1"), ("0", "0")])
+def test_bad_image_normalization(mean, std, tmp_path, capsys):
+    pytest.importorskip("PIL")
+    from PIL import Image
+    img = tmp_path / "digit.png"
+    Image.fromarray((np.arange(64).reshape(8, 8) * 4).astype(np.uint8)).save(img)
+    assert main(["run", str(MODEL), "--input", str(img), "--mean", mean, "--std", std,
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--std" in err and "contains NaN" not in err, err
+
+
 def test_fifo_input_does_not_hang(tmp_path):
     """A FIFO given as the input file is refused at once (opening it would wait for a writer forever)."""
     fifo = tmp_path / "feed.npy"

@@ -44,7 +44,10 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
 def parse_feed(spec: str, input_names: list[str] | None = None) -> tuple[str, Path]:
     """``NAME=FILE``, or ``FILE`` alone for a model with one input (``input_names`` given)."""
     name, sep, path = spec.partition("=")
-    if not sep and input_names is not None and Path(spec).is_file():
+    if not sep and input_names is not None and not Path(spec).exists():
+        raise InputError(f"--input {spec!r}: file not found; write NAME=FILE (or FILE alone for a model with one "
+                         f"input)")
+    if not sep and input_names is not None:
         if len(input_names) != 1:
             raise InputError(f"--input {spec!r}: the model has {len(input_names)} inputs {input_names}; "
                              f"name the one this file feeds: --input NAME=FILE")
@@ -54,7 +57,8 @@ def parse_feed(spec: str, input_names: list[str] | None = None) -> tuple[str, Pa
         raise InputError(f"--input {spec!r}: write NAME=FILE{one}")
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"--input {name}: file {path!r} not found")
+        kind = "not found" if not p.exists() else "not a regular file (a folder, a FIFO or a device)"
+        raise InputError(f"--input {name}: file {path!r} is {kind}")
     return name, p
 
 

@@ -79,6 +79,10 @@ def resolve_shapes(inputs: dict, given: dict | None, first_arrays: dict | None =
     return shapes
 
 
+_NOT_ARRAYS = ((b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"BM", "a BMP image"),
+               (b"\x08\x01\x12", "an ONNX model"), (b"", "an empty file"))
+
+
 def read_arrays(path: Path, what: str) -> dict[str, np.ndarray]:
     """The arrays of a .npy (one, named "") or .npz file, read by what the file holds, not by its name (a .npz
     named .npy is read as the .npz it is); never unpickles. ``what`` names the option in the message."""
@@ -86,6 +90,12 @@ def read_arrays(path: Path, what: str) -> dict[str, np.ndarray]:
     if not path.is_file():
         kind = "missing" if not path.exists() else "not a regular file (a folder, a FIFO or a device)"
         raise InputError(f"{what}: {str(path)!r} is {kind}; give a .npy or .npz file")
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if not head.startswith((b"\x93NUMPY", b"PK")):  # a .npy's magic string; a .npz is a zip archive
+        kind = next((k for magic, k in _NOT_ARRAYS if head.startswith(magic)), "neither a .npy nor a .npz file")
+        raise InputError(f"{what}: {str(path)!r} is {kind}, not a numpy array file; save the array with numpy.save "
+                         f"(.npy) or numpy.savez (.npz), or give an image with its own suffix (.png, .jpg, .bmp)")
     try:
         loaded = np.load(path, allow_pickle=False)
         if isinstance(loaded, np.ndarray):
@@ -93,6 +103,9 @@ def read_arrays(path: Path, what: str) -> dict[str, np.ndarray]:
         with loaded as z:
             return {k: z[k] for k in z.files}
     except Exception as exc:
+        if "pickle" in str(exc):
+            raise InputError(f"{what}: {str(path)!r} holds Python objects (pickled data), which npu-sim never "
+                             f"loads; save a numeric array (numpy.save of a float or integer array)") from None
         raise InputError(f"{what}: cannot read {str(path)!r} as a .npy/.npz array file ({exc})") from None
 
 
@@ -184,6 +197,8 @@ def read_image(path: Path, shape: tuple[int, ...], mean: str = "0", std: str = "
         s = np.array([float(v) for v in str(std).split(",")], np.float32).reshape(-1, 1, 1)
     except ValueError:
         raise InputError(f"--mean/--std must be comma-separated numbers, got {mean!r} / {std!r}") from None
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(s))):
+        raise InputError(f"--mean/--std must be finite numbers, got {mean!r} / {std!r}")
     if np.any(s == 0):
         raise InputError("--std must not contain zero")
     if m.shape[0] not in (1, shape[1]) or s.shape[0] not in (1, shape[1]):
