@@ -24,33 +24,32 @@ class LowerContext:
         self.arith = arith
         self.opset = graph.opset
         self.layernorm_chains = layernorm_chains  # output name -> the decomposed LayerNorm chain it stands for
-        self.graph_path = graph.path
-        self.graph_outputs = frozenset(graph.outputs)
-        self.graph_consts = graph.consts
-        self.graph_shapes = graph.shapes
-        self.graph_nodes = graph.nodes
-        self.consumer_map = consumers
+        self._outputs = frozenset(graph.outputs)
+        self._consts = graph.consts
+        self._shapes = graph.shapes
+        self._nodes = graph.nodes
+        self._consumer_map = consumers
         self.node_name: Callable[[object], str] = node_name   # a unique program name for an ONNX node
         self.add_tensor: Callable[[Tensor], Tensor] = add_tensor
         self.emit: Callable[[Node], None] = emit           # append a node to the program (multi-node ops)
 
     def const(self, name: str):
         """The value of a constant (initializer or Constant node), or None."""
-        return self.graph_consts.get(name)
+        return self._consts.get(name)
 
     def consumers(self, name: str) -> list:
         """The ONNX nodes that read tensor ``name``."""
-        return self.consumer_map.get(name, [])
+        return self._consumer_map.get(name, [])
 
     def producer(self, name: str):
         """The ONNX node that writes tensor ``name``, or None (graph input, initializer)."""
-        return next((n for n in self.graph_nodes if name in n.output), None)
+        return next((n for n in self._nodes if name in n.output), None)
 
     def is_output(self, name: str) -> bool:
-        return name in self.graph_outputs
+        return name in self._outputs
 
-    def shape(self, name: str, onode=None) -> tuple[int, ...]:
-        shape = self.graph_shapes.get(name)
+    def shape(self, name: str) -> tuple[int, ...]:
+        shape = self._shapes.get(name)
         if shape is None:
             raise Problem(f"the shape of {name!r} could not be inferred (give fixed input shapes)")
         return shape

@@ -27,7 +27,7 @@ def lower_movement(lowering, onode, args, _out, _act) -> list[str]:
     outs = [o for o in onode.output if o]
     if op == "Dropout":
         outs = outs[:1]
-    out_shapes = [lowering.shape(o, onode) for o in outs]
+    out_shapes = [lowering.shape(o) for o in outs]
     fn, params, out_axis = _prepare(lowering, onode, args, x, out_shapes)
     if not x.q.per_tensor and out_axis is None:
         raise Problem(f"{op} of per-axis quantized tensor {x.float_name!r} is not supported")

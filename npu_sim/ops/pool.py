@@ -78,7 +78,7 @@ def lower_maxpool(lowering, onode, args, _out, _act) -> list[str]:
     if len(onode.output) > 1 and onode.output[1]:
         raise Problem("MaxPool with an Indices output is not supported")
     name = onode.output[0]
-    out = lowering.add_tensor(Tensor(name, name, lowering.shape(name, onode), x.q))
+    out = lowering.add_tensor(Tensor(name, name, lowering.shape(name), x.q))
     if onode.op_type == "GlobalMaxPool":
         p = {"global": True}
     else:
