@@ -270,19 +270,26 @@ def test_layout_of():
     assert layout_of((1, 9, 8, 8), (1, 16, 8, 8), None) is None
 
 
+def _unary_qdq(path, op: str, name: str, q_in, q_out) -> Path:
+    """A one-op QDQ model ``x -> Q/DQ -> op -> Q/DQ`` on int8 [1, 64], ``q_in``/``q_out`` = (scale, zero point); the
+    op's node is ``name``, its float output ``y`` (the input's dequantized tensor ``xd``)."""
+    (si, zi), (so, zo) = q_in, q_out
+    inits = [numpy_helper.from_array(np.array(v, dt), n) for n, v, dt in
+             (("si", si, np.float32), ("so", so, np.float32), ("zi", zi, np.int8), ("zo", zo, np.int8))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "si", "zi"], ["xq"], name="x_q"),
+             helper.make_node("DequantizeLinear", ["xq", "si", "zi"], ["xd"], name="x_dq"),
+             helper.make_node(op, ["xd"], ["y"], name=name),
+             helper.make_node("QuantizeLinear", ["y", "so", "zo"], ["yq"], name="y_q"),
+             helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["yd"], name="y_dq")]
+    graph = helper.make_graph(nodes, op.lower(), [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("yd", TensorProto.FLOAT, [1, 64])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
 def test_rescale_node_rounding(tmp_path):
     """A Relu lowered to a one-multiplier rescale (0.5 -> 1.0: every odd code a tie): onnx vs default."""
-    inits = [numpy_helper.from_array(np.array(v, dt), n) for n, v, dt in
-             (("s1", 0.5, np.float32), ("s2", 1.0, np.float32), ("z", 0, np.int8))]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z"], ["xq"], name="x_q"),
-             helper.make_node("DequantizeLinear", ["xq", "s1", "z"], ["xd"], name="x_dq"),
-             helper.make_node("Relu", ["xd"], ["r"], name="relu"),
-             helper.make_node("QuantizeLinear", ["r", "s2", "z"], ["rq"], name="r_q"),
-             helper.make_node("DequantizeLinear", ["rq", "s2", "z"], ["rd"], name="r_dq")]
-    graph = helper.make_graph(nodes, "rq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
-                              [helper.make_tensor_value_info("rd", TensorProto.FLOAT, [1, 64])], inits)
-    model = tmp_path / "rq.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    model = _unary_qdq(tmp_path / "rq.onnx", "Relu", "relu", (0.5, 0), (1.0, 0))
     np.save(tmp_path / "x.npy", np.linspace(-20, 20, 64, dtype=np.float32).reshape(1, 64))
     dump = _run_dump(model, tmp_path / "dump", tmp_path / "x.npy", "onnx")
     t = npu_sim.compare_dump(model, dump).first_divergent_tensor
@@ -319,17 +326,7 @@ def test_add_of_two_activations(tmp_path):
 
 def test_lut_entry_off_by_one_index(tmp_path):
     """A Sigmoid table (int8 input): board values taken from the neighbouring input code's entry are named so."""
-    inits = [numpy_helper.from_array(np.array(v, dt), n) for n, v, dt in
-             (("s", 0.05, np.float32), ("so", 1 / 256, np.float32), ("z", 0, np.int8), ("zo", -128, np.int8))]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="x_q"),
-             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="x_dq"),
-             helper.make_node("Sigmoid", ["xd"], ["y"], name="sig"),
-             helper.make_node("QuantizeLinear", ["y", "so", "zo"], ["yq"], name="y_q"),
-             helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["yd"], name="y_dq")]
-    graph = helper.make_graph(nodes, "lut", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
-                              [helper.make_tensor_value_info("yd", TensorProto.FLOAT, [1, 64])], inits)
-    model = tmp_path / "lut.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    model = _unary_qdq(tmp_path / "lut.onnx", "Sigmoid", "sig", (0.05, 0), (1 / 256, -128))
     np.save(tmp_path / "x.npy", np.linspace(-3, 3, 64, dtype=np.float32).reshape(1, 64))
     dump = _run_dump(model, tmp_path / "dump", tmp_path / "x.npy", "generic")
     sim = npu_sim.load(model, board="generic")
