@@ -75,14 +75,14 @@ def test_a_failed_run_leaves_the_old_dump_whole(model, tmp_path, capsys, monkeyp
     assert run_dump(model, out) == 0
     before = files_of(out)
     calls = []
-    real_save = run_module._save
+    real_save = run_module.save_npy
 
     def failing_save(path, arr):
         calls.append(path)
         if len(calls) == 5:
             raise OSError(28, "No space left on device", str(path))
         real_save(path, arr)
-    monkeypatch.setattr(run_module, "_save", failing_save)
+    monkeypatch.setattr(run_module, "save_npy", failing_save)
     other = tmp_path / "other.npy"
     np.save(other, -np.load(SAMPLE))
     assert run_dump(model, out, other) == 2

@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from npu_sim.cli.common import EXIT_OK, fixed_shapes, model_inputs, no_repeats, 
 from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import read_image
 from npu_sim.render.check import fit_line
+from npu_sim.render.files import replace_folder, save_npy
 from npu_sim.render.golden import FORMATS, write_golden
 
 
@@ -85,17 +85,6 @@ def main(args, shapes) -> int:
 DUMP_ENTRIES = ("index.json", "tensors", "c", "bin")  # c/, bin/: golden vectors (--format)
 
 
-def _save(path: Path, arr: np.ndarray) -> None:
-    """``np.save`` to a temporary name beside ``path``, then renamed: a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            np.save(f, arr)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _unique(stem: str, suffixes: tuple[str, ...], used: set[str]) -> str:
     """``stem`` (made safe), numbered ``_2``, ``_3``... until none of its file names is taken (case-insensitively:
     ``out:0`` and ``out_0`` both sanitize to ``out_0``)."""
@@ -136,22 +125,13 @@ def _write_dump(prog, result, out_dir: Path, golden: tuple[str, str] | None = No
         if foreign:
             raise InputError(f"--out {str(out_dir)!r} holds other files ({', '.join(foreign[:3])}); --dump-all "
                              f"replaces the whole folder, so give a new folder, an empty one or a previous dump")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
-    old = None
-    try:
+    def fill(tmp: Path) -> None:
         files = _write_outputs(prog, result, tmp, out_dir)
         if golden is not None:
             write_golden(tmp, prog, result.values, *golden)
         _dump_all(prog, result, tmp, files)
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=out_dir.parent))
-            os.replace(out_dir, old / "dump")
-        os.replace(tmp, out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+
+    replace_folder(out_dir, fill)
     print(f"dumped {len(json.loads((out_dir / 'index.json').read_text()))} integer tensors -> "
           f"{out_dir / 'index.json'}")
     if golden is not None:
@@ -160,8 +140,8 @@ def _write_dump(prog, result, out_dir: Path, golden: tuple[str, str] | None = No
 
 def _write_output(name: str, t, q: np.ndarray, folder: Path, shown: Path, stem: str) -> None:
     deq = t.q.dequantize(q)
-    _save(folder / f"{stem}.int.npy", q)
-    _save(folder / f"{stem}.npy", deq)
+    save_npy(folder / f"{stem}.int.npy", q)
+    save_npy(folder / f"{stem}.npy", deq)
     print(f"output {name}: {t.q.dtype}{list(q.shape)} scale={float(t.q.scale):.6g} zp={int(t.q.zero_point)} "
           f"int range [{int(q.min())}, {int(q.max())}] -> {shown / (stem + '.int.npy')}, "
           f"dequantized -> {shown / (stem + '.npy')}")
@@ -200,7 +180,7 @@ def _dump_all(prog, result, folder: Path, output_files: dict) -> None:
         if t.q is None or t.is_const or t.float_name in index:
             continue
         fname = _unique(t.float_name, (".npy",), used)
-        _save(tdir / f"{fname}.npy", arr)
+        save_npy(tdir / f"{fname}.npy", arr)
         index[t.float_name] = {"file": f"tensors/{fname}.npy", "tensor": tname, "dtype": t.q.dtype,
                                "shape": list(arr.shape), "scale": float(t.q.scale),
                                "zero_point": int(t.q.zero_point), "producer": producer.get(tname, "input")}

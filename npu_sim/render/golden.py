@@ -14,15 +14,13 @@ place).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from npu_sim.ir import Program
+from npu_sim.render.files import replace_folder
 
 FORMATS = ("c", "bin")
 C_TYPES = {"int4": "int8_t", "int8": "int8_t", "uint4": "uint8_t", "uint8": "uint8_t", "int16": "int16_t",
@@ -143,22 +141,9 @@ def golden_files(prog: Program, values: dict, fmt: str, layout: str = "nchw") ->
 def write_golden(out_dir, prog: Program, values: dict, fmt: str, layout: str = "nchw") -> Path:
     """Write ``golden_files`` into ``<out_dir>/<fmt>`` (replacing it whole, atomically); returns that folder."""
     files = golden_files(prog, values, fmt, layout)
-    out_dir = Path(out_dir)
-    target = out_dir / fmt
-    tmp = Path(tempfile.mkdtemp(prefix=f".{fmt}.", dir=out_dir))
-    try:
+
+    def fill(tmp: Path) -> None:
         for name, content in files.items():
-            mode = "wb" if isinstance(content, bytes) else "w"
-            with open(tmp / name, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
-                f.write(content)
-        old = None
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{fmt}.old.", dir=out_dir))
-            os.replace(target, old / fmt)
-        os.replace(tmp, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+            (tmp / name).write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+
+    return replace_folder(Path(out_dir) / fmt, fill)
