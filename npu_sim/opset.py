@@ -18,8 +18,9 @@ import numpy as np
 MAC_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 LUT_OPS = ("Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos", "Erf", "Gelu", "HardSigmoid",
            "HardSwish", "Softplus", "Elu", "Pow")
-MOVEMENT_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice",
-                "Split", "Pad", "Gather")
+# Movement ops that only re-label their input's elements (same data, same order): a view, no copy
+VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
+MOVEMENT_OPS = VIEW_OPS + ("Transpose", "Slice", "Split", "Pad", "Gather")
 # Ops the board would compute with lookup tables of their own (the nonlinear-ops feature); reported by name.
 NONLINEAR = frozenset({"LogSoftmax", "Selu", "Mish", "InstanceNormalization"})
 # The program's own conversions (the model input's QuantizeLinear, a QuantizeLinear between quantizations).

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from npu_sim.ir import Node, QParams, Tensor
+from npu_sim.opset import VIEW_OPS
 from npu_sim.lowering.problem import Problem
 from npu_sim.ops.common import attrs, int_const
 
@@ -55,7 +56,7 @@ def _prepare(lowering, onode, args, x: Tensor, out_shapes):
     op = onode.op_type
     a = attrs(onode)
     axis = x.q.axis
-    if op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"):
+    if op in VIEW_OPS:
         shape = out_shapes[0]
         return ((lambda v, p: [v.reshape(p["shape"])]), {"shape": shape},
                 (axis if op in ("Identity", "Dropout") else None))

@@ -24,9 +24,8 @@ import numpy as np
 
 from npu_sim.analysis.cost.layer import tensor_bytes
 from npu_sim.ir import Program
-from npu_sim.opset import WEIGHT_INPUT, kind_of
+from npu_sim.opset import VIEW_OPS, WEIGHT_INPUT, kind_of
 
-VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
 PAD_FOLDING_OPS = ("Conv", "AveragePool", "MaxPool")  # a Pad feeding only these is folded into their padding
 # node parameters that hold a lookup table (the lowering's names, leading underscores dropped)
 _LUT_KEYS = ("table", "exp", "recip")
