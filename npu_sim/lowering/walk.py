@@ -14,6 +14,7 @@ once, by node.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -420,12 +421,15 @@ def lower_for_analysis(path, board: Board, input_shapes=None, feed_shapes=None) 
     op yet (e.g. an op the tflite arithmetic does not cover) the op's structure comes from the fixed-point
     lowering instead and the node is listed in ``arith_gaps`` (shapes, dtypes and quantization do not depend on
     the arithmetic; such a program must not be run)."""
-    program = lower_graph(read_model(str(path), input_shapes, feed_shapes), board, tolerant=True)
-    if not program.problems or board.arithmetic.own_recipe:
+    graph = read_model(str(path), input_shapes, feed_shapes)  # read and validated once
+    # the lowering rewrites its graph in place: a second lowering needs an untouched copy
+    spare = None if board.arithmetic.own_recipe else copy.deepcopy(graph)
+    program = lower_graph(graph, board, tolerant=True)
+    if not program.problems or spare is None:
         return program
     fixed = dataclasses.replace(board, arithmetic=dataclasses.replace(
         board.arithmetic, requantize="fixedpoint", rounding="half_up"))
-    alt = lower_graph(read_model(str(path), input_shapes, feed_shapes), fixed, tolerant=True)
+    alt = lower_graph(spare, fixed, tolerant=True)
     structural = {name for name, _, _ in alt.problems}
     refused = {name for name, _, _ in program.refusals}
     gaps = [pr for pr in program.problems if pr[0] not in structural and pr[0] not in refused]
