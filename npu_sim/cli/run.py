@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sys
@@ -129,10 +128,11 @@ def _write_dump(prog, result, out_dir: Path, golden: tuple[str, str] | None = No
         files = _write_outputs(prog, result, tmp, out_dir)
         if golden is not None:
             write_golden(tmp, prog, result.values, *golden)
-        _dump_all(prog, result, tmp, files)
+        counted.append(_dump_all(prog, result, tmp, files))
 
+    counted: list[int] = []
     replace_folder(out_dir, fill)
-    print(f"dumped {len(json.loads((out_dir / 'index.json').read_text()))} integer tensors -> "
+    print(f"dumped {counted[0]} integer tensors -> "
           f"{out_dir / 'index.json'}")
     if golden is not None:
         print(f"golden vectors ({golden[0]}, {golden[1].upper()}) -> {out_dir / golden[0]}")
@@ -168,9 +168,10 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:150] or "tensor"
 
 
-def _dump_all(prog, result, folder: Path, output_files: dict) -> None:
+def _dump_all(prog, result, folder: Path, output_files: dict) -> int:
     """Every quantized, non-constant tensor in ``folder``/tensors (unique file names, each one's source name in
-    index.json), then index.json; an output's entry also lists its top-level files (``output_files``)."""
+    index.json), then index.json; an output's entry also lists its top-level files (``output_files``). ``folder``
+    is the dump's temporary folder (``replace_folder`` swaps it in whole). Returns the count."""
     tdir = folder / "tensors"
     tdir.mkdir()
     producer = {o: n.name for n in prog.nodes for o in n.outputs}
@@ -186,6 +187,5 @@ def _dump_all(prog, result, folder: Path, output_files: dict) -> None:
                                "zero_point": int(t.q.zero_point), "producer": producer.get(tname, "input")}
         if tname in output_files:
             index[t.float_name]["output_files"] = list(output_files[tname])
-    tmp = folder / ".index.json.tmp"
-    tmp.write_text(json.dumps(index, indent=1))
-    os.replace(tmp, folder / "index.json")
+    (folder / "index.json").write_text(json.dumps(index, indent=1))
+    return len(index)
