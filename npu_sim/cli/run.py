@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from npu_sim.analysis.compare.match import sanitize
 from npu_sim.api import check, load, program_for
 from npu_sim.cli.common import EXIT_OK, fixed_shapes, model_inputs, no_repeats, parse_feed, read_npy, refuse_empty
 from npu_sim.errors import InputError
@@ -165,7 +165,7 @@ def _read_image(path: Path, name: str, sim, mean: str, std: str) -> np.ndarray:
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:150] or "tensor"
+    return sanitize(name)[:150] or "tensor"
 
 
 def _dump_all(prog, result, folder: Path, output_files: dict) -> int:

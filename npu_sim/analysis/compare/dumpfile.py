@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npu_sim.analysis.compare.match import sanitize
 from npu_sim.errors import InputError
 
 MANIFESTS = ("index.json", "manifest.json", "manifest.csv")
@@ -195,8 +196,7 @@ def read_input(path, name: str) -> np.ndarray:
     entries = read_dump(path)
     if len(entries) == 1:
         return next(iter(entries.values())).array
-    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)
-    for key in (name, safe):
+    for key in (name, sanitize(name)):
         if key in entries:
             return entries[key].array
     raise InputError(f"--input {name}: {str(path)!r} holds {len(entries)} arrays and none is named {name!r}")
