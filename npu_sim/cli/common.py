@@ -9,6 +9,7 @@ import numpy as np
 
 from npu_sim.errors import InputError, NpuSimError
 from npu_sim.frontend import dataset
+from npu_sim.runtime.engines import ENGINES, EngineOptions
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
 
@@ -160,3 +161,24 @@ def refuse_empty(program, shapes: dict) -> None:
         given = " ".join(f"{n}={shape_text(s)}" for n, s in shapes.items()) or "its input shape"
         raise InputError(f"{program.model_path}: at {given} {where}: the input is too small for the model; give a "
                          f"larger one with --input-shape")
+
+
+def add_job_arguments(sp, what: str) -> None:
+    """Where a dataset job runs (``--engine``, ``--workers``, ``--ray-address``) and ``--quiet``."""
+    sp.add_argument("--engine", choices=ENGINES, default="local",
+                    help=f"where {what} runs: local (processes on this machine, default) or ray (a Ray cluster; "
+                         "pip install 'npu-sim[ray]')")
+    sp.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="worker processes (local: default one per core) or Ray actors (default: the cluster's "
+                         "CPUs); results do not depend on it")
+    sp.add_argument("--ray-address", default=None, metavar="ADDR",
+                    help="with --engine ray: the cluster to join (default: $RAY_ADDRESS, else a local cluster "
+                         "started for the job)")
+    sp.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a "
+                                                        "terminal either)")
+
+
+def engine_options(args) -> EngineOptions:
+    if args.ray_address and args.engine != "ray":
+        raise InputError("--ray-address needs --engine ray")
+    return EngineOptions(args.engine, args.workers, args.ray_address)
