@@ -13,6 +13,7 @@ GROUP_ORDER = {"hazard": 0, "board": 1, "lint": 2}
 MODEL = "(model)"
 TABLE_ROWS = 15      # nodes with errors listed by default; --verbose lists all
 NODES_NAMED = 3      # nodes named per rule group
+_GROUP_OF = {r.id: r.group for r in RULES}
 
 
 def _keep(f: Finding, severity: str) -> bool:
@@ -44,17 +45,41 @@ def _summary(result: CheckResult) -> list[str]:
             f"{result.count('info')} info -> {verdict} on board '{result.board}'"]
 
 
-def rule_groups(result: CheckResult, severity: str = "info") -> list[tuple[str, str, list[tuple[str, Finding]]]]:
-    """(severity, rule, [(node, finding)]) in the order of consequence: severity, then numeric hazards before
+def rule_order(severity: str, rule: str, count: int) -> tuple:
+    """Sort key of a rule's group of findings, in the order of consequence: severity, then numeric hazards before
     board rules before lint, then the most hits first."""
-    group_of = {r.id: r.group for r in RULES}
+    return (SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES),
+            GROUP_ORDER.get(_GROUP_OF.get(rule, ""), 3), -count, rule)
+
+
+def rule_groups(result: CheckResult, severity: str = "info") -> list[tuple[str, str, list[tuple[str, Finding]]]]:
+    """(severity, rule, [(node, finding)]) in :func:`rule_order`."""
     groups: dict[tuple[str, str], list] = {}
     for node, f in result.findings:
         if _keep(f, severity):
             groups.setdefault((f.severity, f.rule), []).append((MODEL if node == "<model>" else node, f))
-    order = sorted(groups, key=lambda k: (SEVERITIES.index(k[0]), GROUP_ORDER.get(group_of.get(k[1], ""), 3),
-                                          -len(groups[k]), k[1]))
+    order = sorted(groups, key=lambda k: rule_order(k[0], k[1], len(groups[k])))
     return [(sev, rule, groups[(sev, rule)]) for sev, rule in order]
+
+
+def report_rule_groups(checks: dict) -> list[tuple[str, str, list[tuple[str, list[str], dict]]]]:
+    """The same groups from a report's ``checks`` section (JSON): (severity, rule, [(node, tensors, finding)]),
+    model-wide findings under node ``(model)``, in :func:`rule_order`."""
+    groups: dict[tuple[str, str], list] = {}
+    items = [(MODEL, [], f) for f in checks["model_findings"]]
+    items += [(lay["node"], lay["tensors"], f) for lay in checks["layers"] for f in lay["findings"]]
+    for node, tensors, f in items:
+        groups.setdefault((f["severity"], f["rule"]), []).append((node, tensors, f))
+    order = sorted(groups, key=lambda k: rule_order(k[0], k[1], len(groups[k])))
+    return [(sev, rule, groups[(sev, rule)]) for sev, rule in order]
+
+
+def fit_sentence(board: str, errors: int, rules: list[tuple[str, int]], model: str, board_arg: str) -> str:
+    """The note run, estimate and report print when the model fails the board's check."""
+    shown = ", ".join(f"{rule} x{n}" for rule, n in rules[:3]) + (", ..." if len(rules) > 3 else "")
+    flag = "" if board_arg == "default" else f" --board {board_arg}"
+    return (f"note: this model fails board '{board}' with {errors} check error(s) ({shown}); "
+            f"`npu-sim check {model}{flag}` for why")
 
 
 def _grouped(result: CheckResult, quiet: bool, severity: str, ran: bool) -> list[str]:
@@ -142,12 +167,9 @@ def _finding_lines(f: Finding, first_fix: dict[str, str], where: str) -> list[st
 
 
 def fit_line(result: CheckResult, model: str, board_arg: str) -> str | None:
-    """One line for run/estimate/report when the model fails the board's check (None when it fits)."""
+    """One line for run/estimate when the model fails the board's check (None when it fits)."""
     n = result.count("error")
     if not n:
         return None
-    rules = [f"{rule} x{len(hits)}" for _, rule, hits in rule_groups(result, "error")]
-    shown = ", ".join(rules[:3]) + (", ..." if len(rules) > 3 else "")
-    board = "" if board_arg == "default" else f" --board {board_arg}"
-    return (f"note: this model fails board '{result.board}' with {n} check error(s) ({shown}); "
-            f"`npu-sim check {model}{board}` for why")
+    rules = [(rule, len(hits)) for _, rule, hits in rule_groups(result, "error")]
+    return fit_sentence(result.board, n, rules, model, board_arg)

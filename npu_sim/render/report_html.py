@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from npu_sim.analysis.accuracy import SCHEMA_VERSION, AccuracyReport
+from npu_sim.render.check import report_rule_groups
 from npu_sim.render.graph_view import graph_section
 from npu_sim.render.html_script import CSS, SCRIPT, table_filter
 from npu_sim.render.report_text import fmt_pct, fmt_value, layer_findings, point_label
@@ -52,22 +53,6 @@ _END = "</tbody></table></div>"
 # Advice: checks, latency, sensitivity, int16 advisor
 
 
-def _rule_groups(c: dict) -> list[tuple[str, str, list[str], list[dict]]]:
-    """(severity, rule, nodes, findings) per rule: errors first, numeric hazards before format rules
-    (``dtype.``, ``zero_point.``), then by count."""
-    groups: dict[tuple[str, str], tuple[list, list]] = {}
-    items = [("(model)", f) for f in c["model_findings"]] + [(l["node"], f) for l in c["layers"] for f in l["findings"]]
-    for node, f in items:
-        nodes, fs = groups.setdefault((f["severity"], f["rule"]), ([], []))
-        if node not in nodes:
-            nodes.append(node)
-        fs.append(f)
-    order = {"error": 0, "warning": 1, "info": 2}
-    keys = sorted(groups, key=lambda k: (order.get(k[0], 3), k[1].startswith(("dtype.", "zero_point.")),
-                                         -len(groups[k][1]), k[1]))
-    return [(sev, rule, *groups[(sev, rule)]) for sev, rule in keys]
-
-
 def _checks(r: AccuracyReport) -> list[str]:
     c = r.checks
     total = c["errors"] + c["warnings"] + c["infos"]
@@ -75,7 +60,8 @@ def _checks(r: AccuracyReport) -> list[str]:
            f"{c['warnings']} warning(s), {c['infos']} info: <b>{'deployable' if c['deployable'] else 'not deployable'}"
            f"</b>." + (" Grouped by rule; each node links to its row in the per-layer table, the model graph marks "
                        "them too.</p>" if total else " No findings.</p>")]
-    groups = _rule_groups(c)
+    groups = [(sev, rule, list(dict.fromkeys(n for n, _, _ in items)), [f for _, _, f in items])
+              for sev, rule, items in report_rule_groups(c)]
     if not groups:
         return out
     out += _table("checks-table", [("severity", "l"), ("rule", "l"), ("count", ""), ("nodes", "l"),

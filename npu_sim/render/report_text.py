@@ -11,6 +11,7 @@ import json
 import math
 
 from npu_sim.analysis.accuracy import AccuracyReport, LayerResult
+from npu_sim.render.check import fit_sentence, report_rule_groups
 from npu_sim.render.text import NAME_CAP, column_width, cut_end, cut_middle
 
 FIX_CHARS = 300  # the fix JSON shown on the terminal; the rest is in --overrides / --json
@@ -44,17 +45,6 @@ def layer_findings(r: AccuracyReport, node: str) -> list[dict]:
     return next((l["findings"] for l in r.checks["layers"] if l["node"] == node), [])
 
 
-def _rule_groups(checks: dict) -> list[tuple[str, str, list[tuple[str, list[str], dict]]]]:
-    """(severity, rule, [(node, tensors, finding)]) for the check findings, errors first."""
-    groups: dict[tuple[str, str], list] = {}
-    for lay in checks["layers"]:
-        for f in lay["findings"]:
-            groups.setdefault((f["severity"], f["rule"]), []).append((lay["node"], lay["tensors"], f))
-    order = {"error": 0, "warning": 1, "info": 2}
-    return [(sev, rule, items) for (sev, rule), items in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 3),
-                                                                                                   kv[0][1]))]
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Summary
 
@@ -65,11 +55,8 @@ def fit_note(r: AccuracyReport) -> list[str]:
     c = r.checks
     if not c or c["deployable"]:
         return []
-    groups = sorted((g for g in _rule_groups(c) if g[0] == "error"), key=lambda g: -len(g[2]))
-    rules = [f"{rule} x{len(items)}" for _, rule, items in groups]
-    return [f"note: this model fails board '{c['board']}' with {c['errors']} check error(s) ("
-            + ", ".join(rules[:3]) + (", ..." if len(rules) > 3 else "") + f"); `npu-sim check {r.model}"
-            + ("" if c["board"] == "default" else f" --board {c['board']}") + "` for why"]
+    rules = [(rule, len(items)) for sev, rule, items in report_rule_groups(c) if sev == "error"]
+    return [fit_sentence(c["board"], c["errors"], rules, r.model, c["board"])]
 
 
 def _outputs(r: AccuracyReport) -> list[str]:
@@ -155,9 +142,7 @@ def _checks(r: AccuracyReport) -> list[str]:
     c = r.checks
     lines = ["", f"check findings on board {c['board']}: {c['errors']} error(s), {c['warnings']} warning(s), "
                  f"{c['infos']} info -> {'deployable' if c['deployable'] else 'NOT DEPLOYABLE'}"]
-    for f in c["model_findings"]:
-        lines.append(f"  {f['severity']:7s} {f['rule']} (model)")
-    for sev, rule, items in _rule_groups(c):
+    for sev, rule, items in report_rule_groups(c):
         shown = []
         for node, tensors, f in items[:4]:
             ch = f["values"].get("channels")
