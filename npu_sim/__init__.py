@@ -7,8 +7,10 @@
     tensors = sim.trace({"input": x})          # every quantized tensor, keyed by ONNX float tensor name
     rep = npu_sim.accuracy_report("model.qdq.onnx", data=["images/"], float_model="model.onnx")
     est = npu_sim.estimate("model.qdq.onnx", board="ethos-u55-128")   # cycles per layer and in total
+    npu_sim.run_dataset("model.qdq.onnx", ["images/"], npu_sim.DatasetWriter("out"))  # shards + manifest in out/
 
-``import npu_sim`` is cheap: the names below are loaded on first use (``npu_sim.api`` and ``npu_sim.errors``),
+``import npu_sim`` is cheap: the names below are loaded on first use (``npu_sim.api``, ``npu_sim.errors``, and
+``npu_sim.render.dataset_out`` for ``DatasetWriter``),
 so ``npu-sim --help`` and ``--version`` load neither numba nor onnx.
 """
 from __future__ import annotations
@@ -21,6 +23,8 @@ _EXPORTS = {
     "load": "npu_sim.api", "check": "npu_sim.api", "estimate": "npu_sim.api", "accuracy_report": "npu_sim.api",
     "compare_dump": "npu_sim.api", "Simulator": "npu_sim.api", "AccuracyReport": "npu_sim.api",
     "Estimate": "npu_sim.api", "Board": "npu_sim.api", "load_board": "npu_sim.api", "presets": "npu_sim.api",
+    "run_dataset": "npu_sim.api", "DatasetSummary": "npu_sim.api", "EngineOptions": "npu_sim.api",
+    "DatasetWriter": "npu_sim.render.dataset_out",
     **{name: "npu_sim.errors" for name in ("NpuSimError", "ModelLoadError", "QuantizationError",
                                            "UnsupportedModelError", "InputError", "BoardError", "FloatReferenceError")},
 }

@@ -5,6 +5,7 @@
     estimate(model, board)               -> Estimate         (npu_sim.analysis.cost)
     accuracy_report(model, data, ...)    -> AccuracyReport   (npu_sim.analysis.accuracy; annotate() adds the advisor)
     compare_dump(model, dump, board)     -> Comparison       (npu_sim.analysis.compare)
+    run_dataset(model, data, writer)     -> DatasetSummary   (npu_sim.analysis.dataset_run; files: a DatasetWriter)
 
 ``model`` is a QDQ ONNX path or a ``Simulator``; ``board`` a preset name, a TOML path or a ``Board``.
 """
@@ -18,15 +19,18 @@ from npu_sim.analysis.advisor import AdviceOptions, annotate
 from npu_sim.analysis.check import CheckResult, check_program
 from npu_sim.analysis.compare import Comparison, compare_dump
 from npu_sim.analysis.cost import Estimate, estimate_program
+from npu_sim.analysis.dataset_run import Summary as DatasetSummary
+from npu_sim.analysis.dataset_run import execute, plan_dataset
 from npu_sim.boards import Board, load_board, presets
 from npu_sim.errors import BoardError
 from npu_sim.ir import Program
 from npu_sim.lowering.walk import lower_for_analysis
+from npu_sim.runtime.engines import EngineOptions
 from npu_sim.runtime.simulator import Simulator, load
 
 __all__ = ["load", "check", "estimate", "accuracy_report", "annotate", "compare_dump", "program_for", "Simulator",
            "Board", "load_board", "presets", "CheckResult", "Estimate", "AccuracyReport", "AdviceOptions",
-           "Comparison", "default_workers", "load_data"]
+           "Comparison", "default_workers", "load_data", "run_dataset", "DatasetSummary", "EngineOptions"]
 
 
 def program_for(model, board=None, input_shapes: dict | None = None, feed_shapes: dict | None = None) -> Program:
@@ -72,3 +76,18 @@ def estimate(model, board=None, input_shapes=None) -> Estimate:
         raise BoardError(f"board {brd.name!r} ({brd.source}) has no [cost] section, so it has no latency model: "
                          f"use --board ethos-u55-128 or default, or add a [cost] section")
     return estimate_program(program_for(model, brd, input_shapes), brd)
+
+
+def run_dataset(model, data, writer, float_model=None, board="default", input_shapes: dict | None = None,
+                shard_size: int = 64, engine: EngineOptions | None = None, mean: str = "0", std: str = "1",
+                progress=None, notify=None) -> DatasetSummary:
+    """Run every sample of ``data`` (folders or files of images, .npy, .npz, read as ``accuracy_report`` reads
+    them) through the QDQ ``model`` on ``board``, in shards of ``shard_size`` samples, and hand the outputs to
+    ``writer``: ``npu_sim.DatasetWriter(out, resume=False)`` writes them into the folder ``out`` (shards,
+    manifest.json, and with ``float_model`` metrics.csv: cosine, SQNR, top-1 agreement and label accuracy per
+    sample against the float model on onnxruntime). ``engine``: where the shards run
+    (``EngineOptions("local", workers)`` by default; the outputs do not depend on it). ``progress(done, total)``
+    counts samples; ``notify(message)`` is told of each sample that fails. Returns a ``DatasetSummary``
+    (``.failed`` names the samples that failed; the others are written)."""
+    plan = plan_dataset(model, data, board, input_shapes, float_model, shard_size, mean, std)
+    return execute(plan, writer, engine, progress, notify)

@@ -1,0 +1,375 @@
+"""The dataset mode of ``run``: every sample of a dataset through the board's integer program, in fixed-size shards.
+
+``plan_dataset`` reads the data as ``report --data`` does (``npu_sim.frontend.dataset``), one file at a time so a
+file that cannot be read is named and the others still run, and numbers the samples in file order; shard ``k``
+holds samples ``[k * shard_size, (k + 1) * shard_size)``, whatever the engine or the number of workers.
+``execute`` sends the shards that are not already written as tasks to ``npu_sim.runtime.engines.run_tasks``
+(``dataset_task.setup`` / ``shard_task``) and hands each finished shard to a *writer* (the files are the render
+layer's: ``npu_sim.render.dataset_out.DatasetWriter``), which also rewrites the manifest as shards finish, so a
+killed run resumes where it stopped and gives the same bytes.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from npu_sim.analysis.accuracy.engine import class_rows
+from npu_sim.analysis.dataset_task import JobSpec, ShardPayload, ShardResult, setup, shard_task
+from npu_sim.boards import Board
+from npu_sim.errors import InputError, ModelLoadError
+from npu_sim.frontend import dataset as ds
+from npu_sim.runtime.engines import EngineOptions, TaskFailed, run_tasks
+
+MANIFEST_FORMAT = "npu-sim dataset run"
+MANIFEST_VERSION = 1
+# What must match between a previous run's manifest and this one for --resume to reuse its shards.
+RESUME_KEYS = ("model_sha256", "board", "float_model", "shard_size", "inputs", "sources")
+
+
+@dataclass
+class SampleRecord:
+    index: int
+    file: str
+    item: int | None                  # position in a .npy/.npz (its batch split into samples); None for an image
+    labels: np.ndarray | None = None
+
+    @property
+    def name(self) -> str:
+        return self.file if self.item is None else f"{self.file}[{self.item}]"
+
+
+@dataclass
+class Plan:
+    spec: JobSpec
+    model_sha256: str
+    board: str
+    shard_size: int
+    sources: list[str]
+    samples: list[SampleRecord]
+    feeds: list[dict[str, np.ndarray]]
+    load_errors: list[dict]                # {"sample": file, "error": message}: files that could not be read
+    outputs: dict[str, dict]               # name -> dtype, shape, scale, zero_point
+    qparams: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shards(self) -> int:
+        return -(-len(self.samples) // self.shard_size)
+
+    def shard_samples(self, k: int) -> range:
+        return range(k * self.shard_size, min(len(self.samples), (k + 1) * self.shard_size))
+
+    def payload(self, k: int) -> ShardPayload:
+        r = self.shard_samples(k)
+        return ShardPayload(k, list(r), [self.feeds[i] for i in r], [self.samples[i].labels for i in r])
+
+    def columns(self) -> list[str] | None:
+        """The metrics CSV's columns (with ``--float``), else None."""
+        if self.spec.float_model is None:
+            return None
+        labelled = any(s.labels is not None for s in self.samples)
+        cols = ["index", "file", "item"] + (["label"] if labelled else [])
+        for name, out in self.outputs.items():
+            cols += [f"{name}.cosine", f"{name}.sqnr_db"]
+            if class_rows(out["shape"]):
+                cols.append(f"{name}.top1_agree")
+                if labelled:
+                    cols += [f"{name}.correct", f"{name}.float_correct"]
+        return cols
+
+
+def shard_file(k: int) -> str:
+    return f"shard-{k:05d}.npz"
+
+
+def data_files(paths) -> list[Path]:
+    """The files of ``--data`` in the order the report reads them: a folder's images and arrays by name."""
+    suffixes = ds.IMAGE_SUFFIXES + ds.ARRAY_SUFFIXES
+    files: list[Path] = []
+    for spec in paths:
+        p = Path(spec)
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in suffixes)
+            if not found:
+                raise InputError(f"--data: folder {str(p)!r} holds no .png/.jpg/.bmp/.npy/.npz file")
+            files.extend(found)
+        elif p.is_file():
+            if p.suffix.lower() not in suffixes:
+                raise InputError(f"--data: {str(p)!r} is not an image (.png/.jpg/.bmp) or a .npy/.npz file")
+            files.append(p)
+        else:
+            raise InputError(f"--data: {str(p)!r} does not exist; give a folder of images or .npy/.npz files")
+    return files
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def plan_dataset(model, data, board="default", input_shapes: dict | None = None, float_model=None,
+                 shard_size: int = 64, mean: str = "0", std: str = "1") -> Plan:
+    """Read the data (file by file) and load the model once here (a bad model or board fails before any work)."""
+    model = str(model)
+    if not Path(model).is_file():
+        raise ModelLoadError(f"{model}: file not found")
+    if shard_size < 1:
+        raise InputError(f"--shard-size {shard_size}: give at least 1")
+    if not data:
+        raise InputError("--data: give folders or files of images, .npy or .npz")
+    inputs = ds.model_inputs(model)
+    files = data_files([data] if isinstance(data, (str, Path)) else list(data))
+    shapes = ds.resolve_shapes(inputs, input_shapes, _first_arrays(files, list(inputs)))
+    dtypes = {n: d for n, (_, d) in inputs.items()}
+    samples, feeds, errors = [], [], []
+    for f in files:
+        try:
+            part = ds.load_dataset([f], shapes, dtypes, mean, std)
+        except InputError as exc:
+            errors.append({"sample": str(f), "error": str(exc)})
+            continue
+        array = f.suffix.lower() in ds.ARRAY_SUFFIXES
+        for j, s in enumerate(part.samples):
+            b = next(iter(s.values())).shape[0]
+            lab = None if part.labels is None else part.labels[j * b:(j + 1) * b]
+            samples.append(SampleRecord(len(samples), str(f), j if array else None, lab))
+            feeds.append(s)
+    if not samples:
+        raise InputError(errors[0]["error"] + (f" (and {len(errors) - 1} more file(s) failed)" if len(errors) > 1
+                                               else "") if errors else "--data: no samples found")
+    spec = JobSpec(model, _board_spec(board), tuple((n, tuple(s)) for n, s in shapes.items()),
+                   None if float_model is None else str(float_model))
+    prog = setup(spec).sim.program
+    plan = Plan(spec, file_sha256(model), prog.board.name, int(shard_size), [str(f) for f in files], samples, feeds,
+                errors, {})
+    for name, tname in prog.outputs.items():
+        t = prog.tensors[tname]
+        plan.outputs[name] = {"dtype": t.q.dtype, "shape": [int(d) for d in t.shape],
+                              "scale": np.asarray(t.q.scale, np.float64).tolist(),
+                              "zero_point": np.asarray(t.q.zero_point).tolist()}
+        plan.qparams[name] = t.q
+    return plan
+
+
+def _first_arrays(files: list[Path], names: list[str]) -> dict:
+    """The first readable array of each input (``dataset.peek_arrays``), skipping files that cannot be read (they
+    fail by name later)."""
+    first: dict = {}
+    for f in files:
+        if f.suffix.lower() in ds.ARRAY_SUFFIXES:
+            try:
+                for name, arr in ds.peek_arrays([f], names).items():
+                    first.setdefault(name, arr)
+            except InputError:
+                continue
+        if len(first) == len(names):
+            break
+    return first
+
+
+def _board_spec(board):
+    """A board as a worker can load it: a Board read from a file travels as its path."""
+    if isinstance(board, Board) and board.source and Path(board.source).is_file():
+        return board.source
+    return board
+
+
+def header(plan: Plan) -> dict:
+    spec = plan.spec
+    return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "model": spec.model,
+            "model_sha256": plan.model_sha256, "board": plan.board, "float_model": spec.float_model,
+            "shard_size": plan.shard_size, "inputs": {n: list(s) for n, s in spec.shapes},
+            "outputs": plan.outputs, "sources": plan.sources}
+
+
+@dataclass
+class Progress:
+    """The state of a run: the written shards (shard -> its manifest entry), each written sample's shard row,
+    the samples that failed (index -> error), and the metrics rows (index -> row)."""
+    shards: dict[int, dict] = field(default_factory=dict)
+    rows: dict[int, int] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+    metrics: dict[int, dict] = field(default_factory=dict)
+
+
+def manifest(plan: Plan, state: Progress) -> dict:
+    """The manifest: the header, every sample (index, source, shard, and its row once written or its error),
+    the failed samples by name, the written shards, and whether every shard is written."""
+    samples = []
+    for s in plan.samples:
+        k = s.index // plan.shard_size
+        entry: dict[str, Any] = {"index": s.index, "file": s.file, "item": s.item, "shard": shard_file(k)}
+        if s.index in state.rows:
+            entry["row"] = state.rows[s.index]
+        if s.labels is not None:
+            entry["label"] = [int(v) for v in s.labels]
+        if s.index in state.errors:
+            entry["error"] = state.errors[s.index]
+        samples.append(entry)
+    failed = list(plan.load_errors) + [{"index": i, "sample": plan.samples[i].name, "error": e}
+                                       for i, e in sorted(state.errors.items())]
+    return {**header(plan), "samples": samples, "failed": failed,
+            "shards": [state.shards[k] for k in sorted(state.shards)], "complete": len(state.shards) == plan.shards}
+
+
+def resume_state(plan: Plan, previous: dict, hashes: dict[str, str], metrics: dict[int, dict]) -> Progress:
+    """What a previous run (its ``previous`` manifest, the sha256 of the shard files found, its metrics rows by
+    index) already wrote that this run can keep: shards listed in its manifest whose file is intact (and whose
+    metrics rows are there, with ``--float``). A previous run of another model, board, data or shard size is an
+    ``InputError``."""
+    mine = header(plan)
+    if previous.get("format") != MANIFEST_FORMAT or previous.get("version") != MANIFEST_VERSION:
+        raise InputError("--resume: the manifest.json in --out is not one this npu-sim writes; give a new --out")
+    differ = [k for k in RESUME_KEYS if previous.get(k) != mine[k]]
+    if differ:
+        raise InputError(f"--resume: --out holds a run with another {', '.join(differ)} (its manifest.json); give "
+                         f"the same model, board, --float, --shard-size and --data, or a new --out")
+    state = Progress()
+    by_index = {e.get("index"): e for e in previous.get("samples", []) if isinstance(e, dict)}
+    for entry in previous.get("shards", []):
+        k = entry.get("shard")
+        if not isinstance(k, int) or not 0 <= k < plan.shards or hashes.get(entry.get("file")) != entry.get("sha256"):
+            continue
+        idx = list(plan.shard_samples(k))
+        old = [by_index.get(i, {}) for i in idx]
+        if any(o.get("file") != plan.samples[i].file or o.get("item") != plan.samples[i].item
+               for i, o in zip(idx, old)):
+            continue
+        done = [i for i, o in zip(idx, old) if "row" in o]
+        if plan.spec.float_model is not None and any(i not in metrics for i in done):
+            continue
+        state.shards[k] = entry
+        for i, o in zip(idx, old):
+            if "row" in o:
+                state.rows[i] = o["row"]
+                if i in metrics:
+                    state.metrics[i] = metrics[i]
+            elif "error" in o:
+                state.errors[i] = o["error"]
+    return state
+
+
+@dataclass
+class Summary:
+    """A finished run: samples written (of those read), the failed ones (by name, with the error; a file that
+    could not be read counts once), shards reused by ``--resume``, and
+    with ``--float`` per output the mean cosine, the top-1 agreement and, with labels, both models' accuracy."""
+    samples: int
+    planned: int
+    failed: list[dict]
+    reused_shards: int
+    shards: int
+    metrics: dict[str, dict[str, float | None]]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def execute(plan: Plan, writer, options: EngineOptions | None = None,
+            progress: Callable[[int, int], None] | None = None,
+            notify: Callable[[str], None] | None = None) -> Summary:
+    """Run the shards not yet written and hand each to ``writer`` as it finishes (any order).
+
+    ``writer.start(plan) -> Progress`` (what a resumed run keeps), ``writer.shard(k, arrays) -> entry`` (writes
+    shard ``k``; returns its ``file`` and ``sha256``), ``writer.update(manifest, rows, columns, final)``.
+    ``progress(done, total)`` counts samples; ``notify(message)`` is told of each failed sample or shard."""
+    state = writer.start(plan)
+    todo = [k for k in range(plan.shards) if k not in state.shards]
+    total = len(plan.samples)
+    done = sum(len(plan.shard_samples(k)) for k in state.shards)
+    reused = len(state.shards)
+    for e in plan.load_errors:
+        _tell(notify, f"{e['sample']}: {e['error']}")
+    if progress:
+        progress(done, total)
+    payloads = [plan.payload(k) for k in todo]
+    for pos, res in run_tasks(setup, plan.spec, shard_task, payloads, options or EngineOptions()):
+        k = todo[pos]
+        payloads[pos] = None  # its samples are no longer needed here
+        if isinstance(res, TaskFailed):
+            for i in plan.shard_samples(k):
+                state.errors[i] = f"its shard's task failed: {res.error}"
+            _tell(notify, f"{shard_file(k)} (samples {', '.join(plan.samples[i].name for i in plan.shard_samples(k))})"
+                          f": {res.error}")
+        else:
+            _record(plan, state, writer, k, res, notify)
+            writer.update(manifest(plan, state), metric_rows(plan, state), plan.columns(), final=False)
+        done += len(plan.shard_samples(k))
+        if progress:
+            progress(done, total)
+    writer.update(manifest(plan, state), metric_rows(plan, state), plan.columns(), final=True)
+    return summarize(plan, state, reused)
+
+
+def _tell(notify, message: str) -> None:
+    if notify:
+        notify(message)
+
+
+def _record(plan: Plan, state: Progress, writer, k: int, res: ShardResult, notify) -> None:
+    """Write shard ``k``'s outputs (integers and dequantized, stacked over its samples that ran) and note them."""
+    ints: dict[str, list] = {name: [] for name in plan.outputs}
+    deq: dict[str, list] = {name: [] for name in plan.outputs}
+    rows: dict[int, int] = {}
+    for i, out, met in zip(res.indices, res.outputs, res.metrics):
+        if out is None:
+            continue
+        rows[i] = len(rows)
+        for name, q in plan.qparams.items():
+            ints[name].append(out[name])
+            deq[name].append(q.dequantize(out[name]))
+        if met is not None:
+            state.metrics[i] = met
+    arrays: dict[str, np.ndarray] = {}
+    for name, q in plan.qparams.items():
+        shape = tuple(plan.outputs[name]["shape"])
+        arrays[f"{name}.int"] = np.stack(ints[name]) if rows else np.zeros((0,) + shape, q.np_dtype)
+        arrays[name] = np.stack(deq[name]) if rows else np.zeros((0,) + shape, np.float32)
+    entry = writer.shard(k, arrays)
+    state.shards[k] = {"shard": k, "file": entry["file"], "samples": len(rows), "sha256": entry["sha256"]}
+    state.rows.update(rows)
+    for i, err in res.errors.items():
+        state.errors[i] = err
+        _tell(notify, f"{plan.samples[i].name}: {err}")
+
+
+def metric_rows(plan: Plan, state: Progress) -> list[dict]:
+    """The metrics CSV's rows (with ``--float``), in sample order: the sample, then its metrics."""
+    if plan.spec.float_model is None:
+        return []
+    rows = []
+    for i in sorted(state.metrics):
+        s = plan.samples[i]
+        base = {"index": i, "file": s.file, "item": s.item}
+        if s.labels is not None:
+            base["label"] = " ".join(str(int(v)) for v in s.labels)
+        rows.append({**state.metrics[i], **base})
+    return rows
+
+
+def summarize(plan: Plan, state: Progress, reused: int) -> Summary:
+    failed = list(plan.load_errors) + [{"index": i, "sample": plan.samples[i].name, "error": e}
+                                       for i, e in sorted(state.errors.items())]
+    metrics: dict[str, dict[str, float | None]] = {}
+    if plan.spec.float_model is not None:
+        rows = [state.metrics[i] for i in sorted(state.metrics)]
+        batch = plan.spec.shapes[0][1][0]
+        for name in plan.outputs:
+            metrics[name] = {"cosine": _mean(rows, f"{name}.cosine", 1),
+                             "top1_agree": _mean(rows, f"{name}.top1_agree", batch),
+                             "accuracy": _mean(rows, f"{name}.correct", batch),
+                             "float_accuracy": _mean(rows, f"{name}.float_correct", batch)}
+    return Summary(len(state.rows), len(plan.samples), failed, reused, plan.shards, metrics)
+
+
+def _mean(rows: list[dict], key: str, per: int) -> float | None:
+    """Mean of ``key`` over the rows that have it (values may be the CSV's text), per ``per`` batch rows."""
+    vals = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
+    return sum(vals) / (len(vals) * per) if vals else None

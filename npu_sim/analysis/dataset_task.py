@@ -1,0 +1,134 @@
+"""The worker side of a dataset run (``npu_sim.analysis.dataset_run``): load the model once, run shards of samples.
+
+``setup(spec)`` loads and lowers the model (and builds the float reference with ``--float``) once per worker;
+``shard_task(worker, payload)`` runs one shard's samples and returns their integer outputs and, with a float
+reference, per-sample metrics. Both are module-level functions and ``JobSpec``, ``ShardPayload`` and
+``ShardResult`` are plain data, so a worker process or a Ray actor on another machine needs only the model
+files: the samples travel in the payload.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from npu_sim.analysis.accuracy.engine import class_rows
+from npu_sim.analysis.metrics import error_metrics
+from npu_sim.analysis.reference import FloatReference
+from npu_sim.errors import FloatReferenceError
+from npu_sim.runtime.simulator import Simulator, load
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a worker needs to build its simulator: the QDQ model, the board (preset name, .toml path or Board),
+    the fixed input shapes (name, shape) pairs, and the float model of ``--float`` (or None)."""
+    model: str
+    board: Any
+    shapes: tuple
+    float_model: str | None = None
+
+
+@dataclass
+class ShardPayload:
+    shard: int
+    indices: list[int]                  # the samples' indices in the dataset
+    feeds: list[dict[str, np.ndarray]]
+    labels: list[np.ndarray | None]     # per sample, when the data has labels
+
+
+@dataclass
+class ShardResult:
+    shard: int
+    indices: list[int]
+    outputs: list[dict[str, np.ndarray] | None]   # per sample: the integer outputs by name; None where it failed
+    errors: dict[int, str]                        # sample index -> error
+    metrics: list[dict[str, float | int] | None]  # per sample, with a float reference
+
+
+@dataclass
+class Worker:
+    sim: Simulator
+    ref: FloatReference | None
+
+
+_LOADED: list[tuple[JobSpec, Worker]] = []  # this process's worker (the main process reuses its own)
+
+
+def setup(spec: JobSpec) -> Worker:
+    """The simulator (and float reference) of ``spec``, built once per process."""
+    if _LOADED and _LOADED[0][0] == spec:
+        return _LOADED[0][1]
+    sim = load(spec.model, board=spec.board, input_shapes=dict(spec.shapes))
+    ref = None
+    if spec.float_model is not None:
+        ref = FloatReference(spec.model, spec.float_model)
+        missing = [o for o in sim.program.outputs if o not in ref.available]
+        if missing:
+            raise FloatReferenceError(f"--float {spec.float_model!r} has no tensor named like the output "
+                                      f"{missing[0]!r} of {spec.model}; give the float model this QDQ model was "
+                                      f"quantized from")
+        ref.prepare(list(sim.program.outputs))
+    worker = Worker(sim, ref)
+    _LOADED[:] = [(spec, worker)]
+    return worker
+
+
+def run_shard(sim: Simulator, feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """The integer outputs of each sample of a shard: the one place the shard meets the simulator."""
+    return [sim.run(f, raw=True) for f in feeds]
+
+
+def shard_task(worker: Worker, payload: ShardPayload) -> ShardResult:
+    """One shard: its outputs; where the shard fails as a whole, each sample alone (to name the failing ones)."""
+    n = len(payload.indices)
+    errors: dict[int, str] = {}
+    try:
+        outputs: list = list(run_shard(worker.sim, payload.feeds))
+    except Exception:
+        outputs = []
+        for i, feeds in zip(payload.indices, payload.feeds):
+            try:
+                outputs.append(run_shard(worker.sim, [feeds])[0])
+            except Exception as exc:  # named in the manifest; the other samples go on
+                outputs.append(None)
+                errors[i] = f"{type(exc).__name__}: {exc}"
+    metrics: list = [None] * n
+    if worker.ref is not None:
+        for k, (i, feeds, labels) in enumerate(zip(payload.indices, payload.feeds, payload.labels)):
+            if outputs[k] is None:
+                continue
+            try:
+                metrics[k] = sample_metrics(worker, feeds, outputs[k], labels)
+            except Exception as exc:
+                outputs[k] = None
+                errors[i] = f"{type(exc).__name__}: {exc}"
+    return ShardResult(payload.shard, list(payload.indices), outputs, errors, metrics)
+
+
+def sample_metrics(worker: Worker, feeds: dict, ints: dict, labels: np.ndarray | None) -> dict:
+    """Per output: cosine and SQNR (dB) of the dequantized output against the float reference; for class scores
+    ([B, C] or [B, C, 1, 1]) the rows whose top-1 class agrees, and with labels the rows each model gets right."""
+    prog = worker.sim.program
+    ref = worker.ref.run(feeds)
+    row: dict[str, float | int] = {}
+    for name, tname in prog.outputs.items():
+        y = prog.tensors[tname].q.dequantize(ints[name]).astype(np.float64)
+        x = np.asarray(ref[name], np.float64)
+        if x.size != y.size:
+            raise FloatReferenceError(f"output {name!r}: the float reference gives shape {list(x.shape)}, the "
+                                      f"quantized model {list(y.shape)}")
+        x = x.reshape(y.shape)
+        m = error_metrics(x, y)
+        row[f"{name}.cosine"] = m.cosine
+        row[f"{name}.sqnr_db"] = m.sqnr_db
+        scores = class_rows(y.shape)
+        if scores:
+            top_f = np.argmax(x.reshape(scores), axis=1)
+            top_q = np.argmax(y.reshape(scores), axis=1)
+            row[f"{name}.top1_agree"] = int(np.count_nonzero(top_f == top_q))
+            if labels is not None and len(labels) == scores[0]:
+                row[f"{name}.correct"] = int(np.count_nonzero(top_q == labels))
+                row[f"{name}.float_correct"] = int(np.count_nonzero(top_f == labels))
+    return row
