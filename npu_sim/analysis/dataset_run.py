@@ -10,7 +10,6 @@ killed run resumes where it stopped and gives the same bytes.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -18,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from npu_sim.analysis.accuracy.engine import class_rows
-from npu_sim.analysis.dataset_task import JobSpec, ShardPayload, ShardResult, setup, shard_task
+from npu_sim.analysis.dataset_task import JobSpec, ShardPayload, ShardResult, file_sha256, setup, shard_task
 from npu_sim.boards import Board
 from npu_sim.errors import InputError, ModelLoadError
 from npu_sim.frontend import dataset as ds
@@ -27,7 +26,7 @@ from npu_sim.runtime.engines import EngineOptions, TaskFailed, run_tasks
 MANIFEST_FORMAT = "npu-sim dataset run"
 MANIFEST_VERSION = 1
 # What must match between a previous run's manifest and this one for --resume to reuse its shards.
-RESUME_KEYS = ("model_sha256", "board", "float_model", "shard_size", "inputs", "sources")
+RESUME_KEYS = ("model_sha256", "board", "float_model", "float_model_sha256", "shard_size", "inputs", "sources")
 
 
 @dataclass
@@ -105,14 +104,6 @@ def data_files(paths) -> list[Path]:
     return files
 
 
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def plan_dataset(model, data, board="default", input_shapes: dict | None = None, float_model=None,
                  shard_size: int = 64, mean: str = "0", std: str = "1") -> Plan:
     """Read the data (file by file) and load the model once here (a bad model or board fails before any work)."""
@@ -143,10 +134,12 @@ def plan_dataset(model, data, board="default", input_shapes: dict | None = None,
     if not samples:
         raise InputError(errors[0]["error"] + (f" (and {len(errors) - 1} more file(s) failed)" if len(errors) > 1
                                                else "") if errors else "--data: no samples found")
-    spec = JobSpec(model, _board_spec(board), tuple((n, tuple(s)) for n, s in shapes.items()),
-                   None if float_model is None else str(float_model))
+    float_model = None if float_model is None else str(float_model)
+    digests = tuple(file_sha256(f) for f in [model] + ([float_model] if float_model and Path(float_model).is_file()
+                                                          else []))
+    spec = JobSpec(model, _board_spec(board), tuple((n, tuple(s)) for n, s in shapes.items()), float_model, digests)
     prog = setup(spec).sim.program
-    plan = Plan(spec, file_sha256(model), prog.board.name, int(shard_size), [str(f) for f in files], samples, feeds,
+    plan = Plan(spec, digests[0], prog.board.name, int(shard_size), [str(f) for f in files], samples, feeds,
                 errors, {})
     for name, tname in prog.outputs.items():
         t = prog.tensors[tname]
@@ -184,6 +177,7 @@ def header(plan: Plan) -> dict:
     spec = plan.spec
     return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "model": spec.model,
             "model_sha256": plan.model_sha256, "board": plan.board, "float_model": spec.float_model,
+            "float_model_sha256": spec.digests[1] if len(spec.digests) > 1 else None,
             "shard_size": plan.shard_size, "inputs": {n: list(s) for n, s in spec.shapes},
             "outputs": plan.outputs, "sources": plan.sources}
 

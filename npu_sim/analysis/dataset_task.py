@@ -8,6 +8,7 @@ files: the samples travel in the payload.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,18 +17,20 @@ import numpy as np
 from npu_sim.analysis.accuracy.engine import class_rows
 from npu_sim.analysis.metrics import error_metrics
 from npu_sim.analysis.reference import FloatReference
-from npu_sim.errors import FloatReferenceError
+from npu_sim.errors import FloatReferenceError, InputError
 from npu_sim.runtime.simulator import Simulator, load
 
 
 @dataclass(frozen=True)
 class JobSpec:
     """What a worker needs to build its simulator: the QDQ model, the board (preset name, .toml path or Board),
-    the fixed input shapes (name, shape) pairs, and the float model of ``--float`` (or None)."""
+    the fixed input shapes (name, shape) pairs, the float model of ``--float`` (or None), and the sha256 of both
+    files (a worker refuses files that differ from the ones the run was planned on)."""
     model: str
     board: Any
     shapes: tuple
     float_model: str | None = None
+    digests: tuple = ()
 
 
 @dataclass
@@ -60,6 +63,11 @@ def setup(spec: JobSpec) -> Worker:
     """The simulator (and float reference) of ``spec``, built once per process."""
     if _LOADED and _LOADED[0][0] == spec:
         return _LOADED[0][1]
+    files = [spec.model] + ([spec.float_model] if spec.float_model else [])
+    for path, digest in zip(files, spec.digests):
+        if file_sha256(path) != digest:
+            raise InputError(f"{path}: the file changed since the run started (or differs on this worker's "
+                             f"machine); run again on one version of it")
     sim = load(spec.model, board=spec.board, input_shapes=dict(spec.shapes))
     ref = None
     if spec.float_model is not None:
@@ -73,6 +81,14 @@ def setup(spec: JobSpec) -> Worker:
     worker = Worker(sim, ref)
     _LOADED[:] = [(spec, worker)]
     return worker
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def run_shard(sim: Simulator, feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:

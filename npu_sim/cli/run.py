@@ -1,4 +1,4 @@
-"""`npu-sim run` and `npu-sim lower`: the board's integers for one input; the integer program as text."""
+"""`npu-sim run` and `npu-sim lower`: the board's integers for one input or a dataset; the integer program as text."""
 from __future__ import annotations
 
 import json
@@ -9,13 +9,36 @@ from pathlib import Path
 import numpy as np
 
 from npu_sim.analysis.compare.match import sanitize
-from npu_sim.api import check, load, program_for
-from npu_sim.cli.common import EXIT_OK, fixed_shapes, model_inputs, no_repeats, parse_feed, read_npy, refuse_empty
+from npu_sim.api import check, load, program_for, run_dataset
+from npu_sim.cli.common import (EXIT_OK, add_job_arguments, engine_options, fixed_shapes, model_inputs, no_repeats,
+                                parse_feed, read_npy, refuse_empty)
+from npu_sim.cli.progress import progress
 from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import read_image
 from npu_sim.render.check import fit_line
+from npu_sim.render.dataset_out import DatasetWriter, summary_lines
 from npu_sim.render.files import replace_folder, save_npy
 from npu_sim.render.golden import FORMATS, write_golden
+
+
+DESCRIPTION = """\
+Run the model as the board computes it.
+
+One sample: --input [NAME=]FILE (or a seeded random input); writes each output as NAME.int.npy (integers) and
+NAME.npy (dequantized) into --out (default ./npu_sim_out), --dump-all every intermediate tensor too.
+
+A dataset: --data DIR|FILE ... --out OUT runs every sample (images, .npy, .npz, read as `report --data` reads
+them) and writes OUT/shard-00000.npz ... (per output NAME.int and NAME, stacked over the shard's samples),
+OUT/manifest.json (each sample's source, shard and row; the failed ones by name) and, with --float, OUT/metrics.csv
+(per sample cosine, SQNR, top-1 agreement, label accuracy). --resume goes on with a killed run in the same OUT;
+the files do not depend on --engine or --workers. See docs/DATASETS.md.
+
+Exit codes: 0 done; 1 with --data, some samples failed (named on stderr and in manifest.json; the others are
+written); 2 bad input; 3 internal error.
+"""
+MODEL_AFTER_LISTS = True  # `run --data DIR MODEL`: an .onnx file that ends --data is the model
+DATA_ONLY = (("resume", "--resume"), ("float_model", "--float"), ("shard_size", "--shard-size"),
+             ("workers", "--workers"), ("ray_address", "--ray-address"), ("quiet", "--quiet"))
 
 
 def add_arguments(run) -> None:
@@ -27,16 +50,43 @@ def add_arguments(run) -> None:
     run.add_argument("--mean", default="0", help="image normalization mean, per channel, comma separated")
     run.add_argument("--std", default="1", help="image normalization std, per channel, comma separated")
     run.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
-    run.add_argument("--out", default="npu_sim_out", help="output folder (default ./npu_sim_out)")
+    run.add_argument("--out", default=None, help="output folder (default ./npu_sim_out; required with --data)")
     run.add_argument("--dump-all", action="store_true",
                      help="also write every intermediate integer tensor and index.json")
     run.add_argument("--format", choices=("npy",) + FORMATS, default="npy",
                      help="with --dump-all, also write the tensors as golden vectors for firmware: c (one C header "
                           "per tensor and golden.h, in OUT/c) or bin (raw bytes and manifest.json, in OUT/bin)")
     run.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw", help="layout of the --format c/bin tensors")
+    d = run.add_argument_group("dataset runs (--data; exit code 1 when some samples failed, the others written)")
+    d.add_argument("--data", nargs="+", action="extend", default=[], metavar="DIR|FILE",
+                   help="run every sample of these folders or files (images, .npy, .npz; a leading batch dimension "
+                        "is split into samples) and write shards and manifest.json into --out")
+    d.add_argument("--resume", action="store_true",
+                   help="go on with the run already in --out (same model, board, data, --float and --shard-size): "
+                        "its written shards are kept")
+    d.add_argument("--float", dest="float_model", metavar="FLOAT.onnx", default=None,
+                   help="also write OUT/metrics.csv: per sample cosine, SQNR and top-1 agreement against this float "
+                        "model (and accuracy with labels); needs onnxruntime (pip install 'npu-sim[report]')")
+    d.add_argument("--shard-size", type=int, default=None, metavar="N", help="samples per shard (default 64)")
+    add_job_arguments(d, "the dataset run")
+
+
+def take_model(args) -> None:
+    """The MODEL positional, where it was written after ``--data`` (which took it): an .onnx file is not data."""
+    data = getattr(args, "data", None) or []
+    onnx_files = [i for i in data if i.lower().endswith(".onnx")]
+    if args.model is None and len(onnx_files) == 1:
+        args.model = onnx_files[0]
+        data.remove(onnx_files[0])
+    elif onnx_files:
+        raise InputError(f"--data {onnx_files[0]!r}: an .onnx file is not data; give the model once, before the "
+                         f"options")
+    if args.model is None:
+        raise InputError(f"{args.command}: give the QDQ model: npu-sim {args.command} MODEL.qdq.onnx ...")
 
 
 def lower_main(args, shapes) -> int:
+    take_model(args)
     shapes = fixed_shapes(args.model, args.board, shapes, program_for=program_for)
     sim = load(args.model, board=args.board, input_shapes=shapes)
     refuse_empty(sim.program, shapes)
@@ -45,6 +95,13 @@ def lower_main(args, shapes) -> int:
 
 
 def main(args, shapes) -> int:
+    take_model(args)
+    if args.data:
+        return data_main(args, shapes)
+    given = [flag for attr, flag in DATA_ONLY if getattr(args, attr) not in (None, False)] + (["--engine"] if args.engine != "local" else [])
+    if given:
+        raise InputError(f"{given[0]} is for dataset runs: add --data DIR|FILE ... (and --out OUT)")
+    args.out = args.out or "npu_sim_out"
     if args.format != "npy" and not args.dump_all:
         raise InputError(f"--format {args.format} writes the tensors of --dump-all: add --dump-all")
     names = list(model_inputs(args.model, load)) if args.input else None
@@ -77,6 +134,32 @@ def main(args, shapes) -> int:
     note = fit_line(check(sim), args.model, args.board)  # after the outputs: a bad input is said first
     if note:
         print(note, file=sys.stderr)
+    return EXIT_OK
+
+
+def data_main(args, shapes) -> int:
+    """``run --data``: every sample, in shards, into --out; exit 1 when some failed (the others are written)."""
+    if args.input:
+        raise InputError("--input and --data: give one (--input feeds one sample, --data runs a dataset)")
+    if args.dump_all or args.format != "npy":
+        raise InputError("--dump-all and --format are for one sample (--input), not for --data")
+    if not args.out:
+        raise InputError("--data needs --out OUT: the folder the shards and manifest.json are written to")
+    bar = progress("run", "samples", args.quiet)
+    try:
+        summary = run_dataset(args.model, args.data, DatasetWriter(args.out, resume=args.resume),
+                              float_model=args.float_model, board=args.board, input_shapes=shapes,
+                              shard_size=64 if args.shard_size is None else args.shard_size, engine=engine_options(args), mean=args.mean,
+                              std=args.std, progress=bar,
+                              notify=lambda m: print(f"npu-sim: failed: {m}", file=sys.stderr))
+    finally:
+        bar.close()
+    for line in summary_lines(summary, args.out):
+        print(line)
+    if summary.failed:
+        print(f"npu-sim: {len(summary.failed)} sample(s) failed (named above and in "
+              f"{Path(args.out) / 'manifest.json'}); the other samples are written", file=sys.stderr)
+        return 1
     return EXIT_OK
 
 
