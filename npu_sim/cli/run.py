@@ -21,7 +21,7 @@ from npu_sim.render.files import replace_folder, save_npy
 from npu_sim.render.golden import FORMATS, write_golden
 
 
-DESCRIPTION = """\
+RUN_DESCRIPTION = """\
 Run the model as the board computes it.
 
 One sample: --input [NAME=]FILE (or a seeded random input); writes each output as NAME.int.npy (integers) and
@@ -42,6 +42,7 @@ DATA_ONLY = (("resume", "--resume"), ("float_model", "--float"), ("shard_size", 
 
 
 def add_arguments(run) -> None:
+    run.description = RUN_DESCRIPTION  # here, not as the module's DESCRIPTION: `lower` shares this module
     run.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE",
                      help="feed: .npy file, .npz (the array named like the input, or its only array), or an image "
                           "(.png/.jpg; needs Pillow) resized to the input, scaled to [0,1] then (x-mean)/std; NAME= "
