@@ -272,7 +272,8 @@ def execute(plan: Plan, writer, options: EngineOptions | None = None,
     """Run the shards not yet written and hand each to ``writer`` as it finishes (any order).
 
     ``writer.start(plan) -> Progress`` (what a resumed run keeps), ``writer.shard(k, arrays) -> entry`` (writes
-    shard ``k``; returns its ``file`` and ``sha256``), ``writer.update(manifest, rows, columns, final)``.
+    shard ``k``; returns its ``file`` and ``sha256``), ``writer.due()`` (time to save the manifest while shards
+    finish) and ``writer.update(manifest, metrics_rows, columns)`` (at the end, and when due).
     ``progress(done, total)`` counts samples; ``notify(message)`` is told of each failed sample or shard."""
     state = writer.start(plan)
     todo = [k for k in range(plan.shards) if k not in state.shards]
@@ -294,11 +295,12 @@ def execute(plan: Plan, writer, options: EngineOptions | None = None,
                           f": {res.error}")
         else:
             _record(plan, state, writer, k, res, notify)
-            writer.update(manifest(plan, state), metric_rows(plan, state), plan.columns(), final=False)
+            if writer.due():
+                writer.update(manifest(plan, state), metric_rows(plan, state), plan.columns())
         done += len(plan.shard_samples(k))
         if progress:
             progress(done, total)
-    writer.update(manifest(plan, state), metric_rows(plan, state), plan.columns(), final=True)
+    writer.update(manifest(plan, state), metric_rows(plan, state), plan.columns())
     return summarize(plan, state, reused)
 
 

@@ -139,12 +139,13 @@ class DatasetWriter:
         write_atomic(self.out / name, data)
         return {"file": name, "sha256": hashlib.sha256(data).hexdigest()}
 
-    def update(self, manifest: dict, rows: list[dict], columns: list[str] | None, final: bool) -> None:
+    def due(self) -> bool:
+        """Whether the manifest is due for a rewrite while shards finish (``every`` seconds since the last)."""
+        return self.last is None or time.monotonic() - self.last >= self.every
+
+    def update(self, manifest: dict, rows: list[dict], columns: list[str] | None) -> None:
         """The metrics CSV, then the manifest (which names the shards written: it goes last)."""
-        now = time.monotonic()
-        if not final and self.last is not None and now - self.last < self.every:
-            return
-        self.last = now
+        self.last = time.monotonic()
         if columns is not None:
             write_atomic(self.out / METRICS, metrics_text(rows, columns).encode("utf-8"))
         write_atomic(self.out / MANIFEST, manifest_text(manifest).encode("utf-8"))
