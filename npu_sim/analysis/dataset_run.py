@@ -106,7 +106,8 @@ def data_files(paths) -> list[Path]:
 
 def plan_dataset(model, data, board="default", input_shapes: dict | None = None, float_model=None,
                  shard_size: int = 64, mean: str = "0", std: str = "1") -> Plan:
-    """Read the data (file by file) and load the model once here (a bad model or board fails before any work)."""
+    """Load the model once here (a bad model, board or float model fails before the data is read), then read the
+    data file by file."""
     model = str(model)
     if not Path(model).is_file():
         raise ModelLoadError(f"{model}: file not found")
@@ -117,7 +118,26 @@ def plan_dataset(model, data, board="default", input_shapes: dict | None = None,
     inputs = ds.model_inputs(model)
     files = data_files([data] if isinstance(data, (str, Path)) else list(data))
     shapes = ds.resolve_shapes(inputs, input_shapes, _first_arrays(files, list(inputs)))
-    dtypes = {n: d for n, (_, d) in inputs.items()}
+    float_model = None if float_model is None else str(float_model)
+    digests = tuple(file_sha256(f) for f in [model] + ([float_model] if float_model and Path(float_model).is_file()
+                                                          else []))
+    spec = JobSpec(model, _board_spec(board), tuple((n, tuple(s)) for n, s in shapes.items()), float_model, digests)
+    prog = setup(spec).sim.program
+    samples, feeds, errors = _read_samples(files, shapes, {n: d for n, (_, d) in inputs.items()}, mean, std)
+    plan = Plan(spec, digests[0], prog.board.name, int(shard_size), [str(f) for f in files], samples, feeds,
+                errors, {})
+    for name, tname in prog.outputs.items():
+        t = prog.tensors[tname]
+        plan.outputs[name] = {"dtype": t.q.dtype, "shape": [int(d) for d in t.shape],
+                              "scale": np.asarray(t.q.scale, np.float64).tolist(),
+                              "zero_point": np.asarray(t.q.zero_point).tolist()}
+        plan.qparams[name] = t.q
+    return plan
+
+
+def _read_samples(files: list[Path], shapes: dict, dtypes: dict, mean: str, std: str):
+    """Every file's samples (``dataset.load_dataset`` on each file alone): records, feeds, and the files that
+    could not be read (by name, with the error). No readable file at all is an ``InputError``."""
     samples, feeds, errors = [], [], []
     for f in files:
         try:
@@ -132,22 +152,9 @@ def plan_dataset(model, data, board="default", input_shapes: dict | None = None,
             samples.append(SampleRecord(len(samples), str(f), j if array else None, lab))
             feeds.append(s)
     if not samples:
-        raise InputError(errors[0]["error"] + (f" (and {len(errors) - 1} more file(s) failed)" if len(errors) > 1
-                                               else "") if errors else "--data: no samples found")
-    float_model = None if float_model is None else str(float_model)
-    digests = tuple(file_sha256(f) for f in [model] + ([float_model] if float_model and Path(float_model).is_file()
-                                                          else []))
-    spec = JobSpec(model, _board_spec(board), tuple((n, tuple(s)) for n, s in shapes.items()), float_model, digests)
-    prog = setup(spec).sim.program
-    plan = Plan(spec, digests[0], prog.board.name, int(shard_size), [str(f) for f in files], samples, feeds,
-                errors, {})
-    for name, tname in prog.outputs.items():
-        t = prog.tensors[tname]
-        plan.outputs[name] = {"dtype": t.q.dtype, "shape": [int(d) for d in t.shape],
-                              "scale": np.asarray(t.q.scale, np.float64).tolist(),
-                              "zero_point": np.asarray(t.q.zero_point).tolist()}
-        plan.qparams[name] = t.q
-    return plan
+        more = f" (and {len(errors) - 1} more file(s) failed)" if len(errors) > 1 else ""
+        raise InputError(errors[0]["error"] + more if errors else "--data: no samples found")
+    return samples, feeds, errors
 
 
 def _first_arrays(files: list[Path], names: list[str]) -> dict:
