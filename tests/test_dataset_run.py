@@ -297,3 +297,33 @@ def test_plain_run_is_unchanged(tmp_path, monkeypatch, capsys):
     assert main(["run", str(MODEL), "--input", str(DEMO / "digits_sample.npy")]) == 0
     assert (tmp_path / "npu_sim_out" / "logits.int.npy").is_file()
     shutil.rmtree(tmp_path / "npu_sim_out")
+
+
+def test_a_failed_task_is_named_and_run_again_on_resume(tmp_path, digits, capsys, monkeypatch):
+    """A shard whose task failed as a whole (its worker died on every try): its samples named, the other shards
+    written, exit 1; --resume runs that shard alone and ends with the bytes of an uninterrupted run."""
+    from npu_sim.analysis import dataset_run
+    from npu_sim.runtime.engines import TaskFailed
+    whole = tmp_path / "whole"
+    assert _cli(MODEL, "--data", digits, "--out", whole, "--shard-size", 16) == 0
+    real = dataset_run.run_tasks
+
+    def second_dies(setup, arg, task, payloads, options):
+        for pos, res in real(setup, arg, task, payloads, options):
+            yield pos, TaskFailed("its worker process died on every try") if payloads[pos].shard == 1 else res
+
+    monkeypatch.setattr(dataset_run, "run_tasks", second_dies)
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert _cli(MODEL, "--data", digits, "--out", out, "--shard-size", 16) == 1
+    err = capsys.readouterr().err
+    assert f"shard-00001.npz (samples {digits}[16], {digits}[17]," in err and "16 sample(s) failed" in err
+    assert sorted(p.name for p in out.glob("shard-*")) == ["shard-00000.npz", "shard-00002.npz"]
+    man = json.loads((out / "manifest.json").read_text())
+    assert not man["complete"] and [f["index"] for f in man["failed"]] == list(range(16, 32))
+    monkeypatch.setattr(dataset_run, "run_tasks", real)
+    ran = []
+    monkeypatch.setattr(dataset_run, "run_tasks", lambda s, a, t, payloads, o: (ran.extend(p.shard for p in payloads)
+                                                                              or real(s, a, t, payloads, o)))
+    assert _cli(MODEL, "--data", digits, "--out", out, "--shard-size", 16, "--resume") == 0
+    assert ran == [1] and _files(out) == _files(whole)
