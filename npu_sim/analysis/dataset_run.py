@@ -84,26 +84,6 @@ def shard_file(k: int) -> str:
     return f"shard-{k:05d}.npz"
 
 
-def data_files(paths) -> list[Path]:
-    """The files of ``--data`` in the order the report reads them: a folder's images and arrays by name."""
-    suffixes = ds.IMAGE_SUFFIXES + ds.ARRAY_SUFFIXES
-    files: list[Path] = []
-    for spec in paths:
-        p = Path(spec)
-        if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in suffixes)
-            if not found:
-                raise InputError(f"--data: folder {str(p)!r} holds no .png/.jpg/.bmp/.npy/.npz file")
-            files.extend(found)
-        elif p.is_file():
-            if p.suffix.lower() not in suffixes:
-                raise InputError(f"--data: {str(p)!r} is not an image (.png/.jpg/.bmp) or a .npy/.npz file")
-            files.append(p)
-        else:
-            raise InputError(f"--data: {str(p)!r} does not exist; give a folder of images or .npy/.npz files")
-    return files
-
-
 def plan_dataset(model, data, board="default", input_shapes: dict | None = None, float_model=None,
                  shard_size: int = 64, mean: str = "0", std: str = "1") -> Plan:
     """Load the model once here (a bad model, board or float model fails before the data is read), then read the
@@ -116,7 +96,7 @@ def plan_dataset(model, data, board="default", input_shapes: dict | None = None,
     if not data:
         raise InputError("--data: give folders or files of images, .npy or .npz")
     inputs = ds.model_inputs(model)
-    files = data_files([data] if isinstance(data, (str, Path)) else list(data))
+    files = ds.data_files([data] if isinstance(data, (str, Path)) else list(data))
     shapes = ds.resolve_shapes(inputs, input_shapes, _first_arrays(files, list(inputs)))
     float_model = None if float_model is None else str(float_model)
     digests = tuple(file_sha256(f) for f in [model] + ([float_model] if float_model and Path(float_model).is_file()

@@ -109,7 +109,8 @@ def read_arrays(path: Path, what: str) -> dict[str, np.ndarray]:
         raise InputError(f"{what}: cannot read {str(path)!r} as a .npy/.npz array file ({exc})") from None
 
 
-def _files(paths) -> list[Path]:
+def data_files(paths) -> list[Path]:
+    """The files of ``--data`` in reading order: each folder's images and arrays by name, then each file."""
     files = []
     for spec in paths:
         p = Path(spec)
@@ -130,7 +131,7 @@ def _files(paths) -> list[Path]:
 def peek_arrays(paths, input_names) -> dict[str, np.ndarray]:
     """The first array of each input in the data (to fix dynamic dimensions before loading the model)."""
     out = {}
-    for f in _files(paths):
+    for f in data_files(paths):
         if f.suffix.lower() in ARRAY_SUFFIXES:
             for name, arr in _assign(read_arrays(f, "--data"), input_names, f).items():
                 out.setdefault(name, arr)
@@ -213,7 +214,7 @@ def load_dataset(paths, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, st
     samples: list[dict[str, np.ndarray]] = []
     labels: list[np.ndarray] = []
     have_labels = True
-    files = _files(paths)
+    files = data_files(paths)
     for f in files:
         if limit is not None and len(samples) >= limit:
             break
