@@ -50,7 +50,8 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
             getattr(module, add)(sp)
             add_model_arguments(sp, boards)
         else:
-            add_model_arguments(sp, boards, getattr(module, "MODEL_AFTER_LISTS", False))
+            # a command's list options (run --data) may end in the model; `lower` (run's module) has none
+            add_model_arguments(sp, boards, bool(add) and getattr(module, "MODEL_AFTER_LISTS", False))
             if add:
                 getattr(module, add)(sp)
     sub.add_parser("boards", help="list the board presets", allow_abbrev=False)
