@@ -49,24 +49,21 @@ def board_spec(board):
 
 def plan(options: EngineOptions, tasks: int, work: float | None = None, setup: float = 0.0,
          cap: int | None = None) -> EngineOptions:
-    """The engine options a job of ``tasks`` independent tasks runs with. Explicit ``options.workers`` are kept,
-    at most ``tasks`` and ``cap``. Without (``None``), as many workers as pay for themselves: each one's share of
-    ``work`` (estimated seconds; ``None``: unknown) at least twice its start (``START_SECONDS`` plus ``setup``,
-    what building the state took here), at most ``cap``, ``tasks`` and, locally, one per core; on Ray the
-    cluster's CPUs (the engine starts at most one actor per task). One worker without an explicit count: this
-    process, whatever the engine."""
+    """The engine options a job of ``tasks`` independent tasks runs with. On Ray: the cluster, with at most
+    ``options.workers`` actors (or its CPUs), ``tasks`` and ``cap``. Locally: explicit ``options.workers`` are
+    kept, at most ``tasks`` and ``cap``; without (``None``), as many processes as pay for themselves: each one's
+    share of ``work`` (estimated seconds; ``None``: unknown) at least twice its start (``START_SECONDS`` plus
+    ``setup``, what building the state took here), at most ``cap``, ``tasks`` and one per core. One local worker
+    is this process."""
     limit = max(1, min(tasks, cap if cap is not None else tasks))
+    if options.kind == "ray":
+        return EngineOptions("ray", min(options.workers, limit), options.ray_address) if options.workers else options
     if options.workers is not None:
         workers = min(options.workers, limit)
-        if options.kind == "local" and workers == 1:
-            return IN_PROCESS
-        return EngineOptions(options.kind, workers, options.ray_address)
-    workers = limit if work is None else min(limit, int(work / (2.0 * (START_SECONDS + setup))))
-    if options.kind == "local":
+    else:
+        workers = limit if work is None else min(limit, int(work / (2.0 * (START_SECONDS + setup))))
         workers = min(workers, default_workers())
-    if workers <= 1:
-        return IN_PROCESS
-    return options if options.kind == "ray" else EngineOptions("local", workers)
+    return IN_PROCESS if workers <= 1 else EngineOptions("local", workers)
 
 
 @dataclass
@@ -87,6 +84,18 @@ class BadInput:
         return kind(f"{where}: {self.message}")
 
 
+def spans(indices, most: int = 8) -> str:
+    """Sorted indices as runs: "0-9, 12, 15-17", at most ``most`` runs then "and N more"."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs[:most])
+    return text + (f" and {len(runs) - most} more" if len(runs) > most else "")
+
+
 def raise_failures(what: str, failures: list[tuple[str, Any]], note: str = "") -> None:
     """Raise for failed tasks, ``(label, failure)`` in task order, ``what`` saying of what (e.g. "report: sample(s)")
     and ``note`` after the labels:
@@ -96,7 +105,8 @@ def raise_failures(what: str, failures: list[tuple[str, Any]], note: str = "") -
         return
     bugs = [(w, f) for w, f in failures if isinstance(f, TaskFailed)]
     shown = bugs or failures
-    named = f"{what} " + ", ".join(w for w, _ in shown[:8]) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "") + note
+    more = f" and {len(shown) - 8} more" if len(shown) > 8 else ""
+    named = f"{what} " + ", ".join(w for w, _ in shown[:8]) + more + note
     if bugs:
         raise RuntimeError(f"{named} failed: {bugs[0][1].error}")
     raise failures[0][1].error(named)

@@ -91,13 +91,13 @@ def report(model, data=None, float_model=None, board="default", input_shapes: di
 
 def _run(engine: Engine, spec: Spec, items: list, options: EngineOptions, progress, built: float) -> list[dict]:
     """The engine's ``run_chunk`` results over ``items`` (feeds, labels), in sample order, whatever engine and
-    workers ran them. Without an explicit worker count a few samples run here first, timed (the first one pays
-    one-off costs, such as loading the kernels, that a worker pays too): the estimate of the work left decides how
-    many workers pay for themselves (``jobs.plan``); never more than one per 8 samples."""
+    workers ran them. Locally without an explicit worker count a few samples run here first, timed (the first one
+    pays one-off costs, such as loading the kernels, that a worker pays too): the estimate of the work left decides
+    how many workers pay for themselves (``jobs.plan``). Never more than one worker per 8 samples."""
     total = len(items)
     results: dict[int, dict] = {}
     start, work = 0, None
-    if options.workers is None and total > 2:
+    if options.kind == "local" and options.workers is None and total > 2:
         t0 = time.perf_counter()
         results[0] = engine.run_chunk(items[:1])
         t1 = time.perf_counter()
@@ -123,8 +123,8 @@ def _run(engine: Engine, spec: Spec, items: list, options: EngineOptions, progre
 
 def _bounds(start: int, total: int, opts: EngineOptions) -> list[int]:
     """Chunk bounds over samples [start, total): about 100 chunks in this process (the progress bar's steps), 8
-    per worker, or on a Ray cluster sized by itself at least 8 samples per chunk (so at most one actor per 8
-    samples) and at most 256 chunks."""
+    per worker, or on a Ray cluster that sizes itself (its CPUs) at least 8 samples per chunk (so at most one
+    actor per 8 samples) and at most 256 chunks."""
     n = total - start
     if opts.kind == "local" and opts.workers == 1:
         k = min(n, 100)
@@ -138,12 +138,15 @@ def _bounds(start: int, total: int, opts: EngineOptions) -> list[int]:
 def _raise_failed(results: dict, bounds: list[int]) -> None:
     """A clear error for samples that failed: bad data (exit 2) names each; a task that failed otherwise (a bug,
     or a worker that died on every try) names its samples."""
-    failures = []
+    bad, bug_samples, bug = [], [], None
     for first in sorted(results):
         res = results[first]
         if isinstance(res, dict):
-            failures += [(str(first + j), bad) for j, bad in res["failed"]]
+            bad += [(first + j, b) for j, b in res["failed"]]
         else:
-            last = next((b for b in bounds if b > first), first + 1) - 1
-            failures.append((f"{first}-{last}" if last > first else str(first), res))
+            bug_samples += range(first, next(b for b in bounds if b > first))
+            bug = bug or res
+    failures = [(jobs.spans(bug_samples), bug)] if bug else []
+    if bad and not bug:
+        failures = [(jobs.spans([i for i, _ in bad]), bad[0][1])]
     jobs.raise_failures("report: sample(s)", failures, " (0-based, in data order)")

@@ -64,14 +64,14 @@ def measure(ev: Evaluator, payload: tuple) -> dict:
 def measure_all(ev: Evaluator, payloads: list[tuple], labels: list[str], engine: EngineOptions | None,
                 built: float, progress: Callable[[int, int], None] | None = None) -> list[dict]:
     """``measure`` of every payload, in their order; int16 results are also cached in ``ev`` (``remember``).
-    ``engine`` None: here. Without an explicit worker count the first one is measured here, timed, and the work
-    that estimate gives decides how many workers pay for themselves (``jobs.plan``; ``built``: what building
+    ``engine`` None: here. Locally without an explicit worker count the first one is measured here, timed, and the
+    work that estimate gives decides how many workers pay for themselves (``jobs.plan``; ``built``: what building
     ``ev`` took)."""
     total = len(payloads)
     results: dict[int, Any] = {}
     options = engine or jobs.IN_PROCESS
     start, work = 0, None
-    if options.workers is None and total > 1:
+    if options.kind == "local" and options.workers is None and total > 1:
         t = time.perf_counter()
         results[0] = measure(ev, payloads[0])
         work, start = (time.perf_counter() - t) * (total - 1), 1
