@@ -66,8 +66,9 @@ def report(model, data=None, float_model=None, board="default", input_shapes: di
     if input_shapes:
         shapes.update({k: tuple(v) for k, v in input_shapes.items()})
     spec = Spec(model, jobs.board_spec(board), shapes, str(float_model) if float_model else None, 1, jobs.new_key())
+    t1 = time.perf_counter()
     eng = Engine(spec)
-    built = time.perf_counter() - t0
+    built = time.perf_counter() - t1
     bad = [n for n in shapes if n not in eng.sim.inputs]
     if bad:
         raise InputError(f"the data feeds {bad}, the model's inputs are {sorted(eng.sim.inputs)}")

@@ -86,7 +86,7 @@ def measure_all(ev: Evaluator, payloads: list[tuple], labels: list[str], engine:
                 progress(len(results), total)
     jobs.raise_failures("advisor: measurement(s) of", [(labels[i], results[i]) for i in range(total)
                                                        if not isinstance(results[i], dict)])
-    for p, i in zip(payloads, range(total)):
+    for i, p in enumerate(payloads):
         if p[0] == "int16":
             ev.remember(p[1], (results[i]["score"], results[i]["cycles"]))
     return [results[i] for i in range(total)]
