@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from npu_sim.api import AdviceOptions, accuracy_report, annotate, check, default_workers, load_data
+from npu_sim.api import AdviceOptions, accuracy_report, annotate, check, load_data
+from npu_sim.cli.common import add_job_arguments, engine_options
 from npu_sim.cli.noise import quiet_logs
+from npu_sim.cli.progress import progress
 from npu_sim.errors import InputError
 from npu_sim.render.report_html import to_html
 from npu_sim.render.report_text import format_summary
@@ -24,6 +25,10 @@ semantics (weights dequantized, activations not quantized). Both run on onnxrunt
 Data (--data): folders or files: images (.png/.jpg/.bmp, resized, scaled to [0,1], (x-mean)/std), .npy, .npz
 (arrays named like the inputs, or x [+ y labels]); a leading batch dimension is split into samples.
 --data is required (the demo: models/demo/digits_test.npz, its 360 held-out digits).
+Engines (--engine, --workers, --ray-address): the samples, and the sensitivity's and the advisor's measurements,
+run as tasks in this process, in worker processes or on a Ray cluster; the numbers do not depend on where.
+Without --workers, only as many workers start as the work pays for. Progress bars on stderr (a terminal only;
+--quiet: none).
 """
 MODEL_AFTER_LISTS = True  # `report --data DIR MODEL`: an .onnx file that ends --data (or --requantize) is the model
 
@@ -52,8 +57,7 @@ def add_arguments(p) -> None:
     p.add_argument("--mean", default="0", help="image normalization mean, per channel, comma separated")
     p.add_argument("--std", default="1", help="image normalization std, per channel, comma separated")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="use only the first N samples")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="worker processes (default: all cores); results do not depend on it")
+    add_job_arguments(p, "the samples and the advisor's measurements")
     p.add_argument("--collapse-cosine", type=float, default=0.99, metavar="C",
                    help="accumulated cosine below which a tensor counts as collapsed (default 0.99)")
     p.add_argument("--top", type=int, default=5, metavar="N", help="worst layers to list (default 5)")
@@ -99,33 +103,11 @@ def remaining_errors(result, path: str) -> str:
             f"`npu-sim check {path}` for why")
 
 
-class _Progress:
-    def __init__(self, stream=None, label: str = "report", unit: str = "samples"):
-        self.label, self.unit = label, unit
-        self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.last = -1
-
-    def __call__(self, done: int, total: int) -> None:
-        pct = int(100 * done / max(total, 1))
-        if self.tty:
-            bar = "#" * (pct // 4) + "." * (25 - pct // 4)
-            self.stream.write(f"\r{self.label}: [{bar}] {done}/{total} {self.unit}")
-            if done >= total:
-                self.stream.write("\n")
-            self.stream.flush()
-        elif pct // 10 != self.last // 10 or done >= total:
-            self.stream.write(f"{self.label}: {done}/{total} {self.unit} ({pct}%)\n")
-            self.stream.flush()
-        self.last = pct
-
-
 def main(args, shapes) -> int:
     take_model(args)
     if args.requantize == []:
         raise InputError("--requantize: give the calibration data (folders or files)")
-    if args.workers is not None and args.workers < 1:
-        raise InputError("--workers must be at least 1")
+    engine = engine_options(args)
     if args.limit is not None and args.limit < 1:
         raise InputError("--limit must be at least 1")
     if not 0.0 < args.collapse_cosine <= 1.0:
@@ -151,8 +133,9 @@ def main(args, shapes) -> int:
     if args.requantize:
         calib = load_data(args.model, args.requantize, shapes or None, args.mean, args.std, args.calib_limit)
     r = accuracy_report(args.model, data=dset, float_model=args.float_model, board=args.board,
-               input_shapes=shapes or None, workers=args.workers or default_workers(), mean=args.mean,
-               std=args.std, limit=args.limit, collapse_cosine=args.collapse_cosine, progress=_Progress())
+                        input_shapes=shapes or None, mean=args.mean, std=args.std, limit=args.limit,
+                        collapse_cosine=args.collapse_cosine, engine=engine,
+                        progress=progress("report", "samples", args.quiet))
     opts = AdviceOptions(samples=args.samples, sensitivity=not args.no_sensitivity,
                          max_slowdown=args.max_slowdown if args.max_slowdown is not None or args.budget_ms is None
                          else None, budget_ms=args.budget_ms, max_points=max(2, args.points),
@@ -163,8 +146,9 @@ def main(args, shapes) -> int:
     if opts.max_slowdown is None and opts.budget_ms is None:
         opts.max_slowdown = 1.2
     with quiet_logs():
-        annotate(r, dset.samples, args.board, args.float_model, shapes or None, opts,
-                 progress=_Progress(label="sensitivity", unit="layers"))
+        annotate(r, dset.samples, args.board, args.float_model, shapes or None, opts, engine=engine,
+                 progress=progress("sensitivity", "layers", args.quiet),
+                 advisor_progress=progress("int16 advisor", "points", args.quiet))
     print(format_summary(r, args.top))
     rq = (r.advisor or {}).get("requantized") or {}
     if rq.get("model") and not rq.get("error"):

@@ -31,10 +31,12 @@ program (the board) and through a float reference (onnxruntime) — and returns 
   most below that of its inputs.
 
 Aggregates over the dataset are sums in sample order (float64) and exact integer histograms, so the result is the
-same for any number of worker processes.
+same whatever engine (``npu_sim.runtime.engines``: this process, worker processes, a Ray cluster) and however many
+workers ran the samples.
 
-Modules: ``model`` (the report's data model and its JSON), ``engine`` (one process: a simulator, a float
-reference, rows of sums per sample), ``aggregate`` (the rows added up into the report), ``report`` (``load_data``,
+Modules: ``model`` (the report's data model and its JSON), ``engine`` (one worker: a simulator, a float
+reference, rows of sums per sample; its ``setup``/``run_samples`` task pair), ``aggregate`` (the rows added up
+into the report), ``jobs`` (how many workers a job gets, failed tasks named), ``report`` (``load_data``,
 ``report``, ``default_workers``). The metrics are ``npu_sim.analysis.metrics``, the float reference
 ``npu_sim.analysis.reference``.
 """

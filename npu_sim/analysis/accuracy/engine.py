@@ -2,7 +2,8 @@
 
 ``Engine.run_chunk`` turns samples into rows of sums (``LAYER_ROW`` numbers per reported tensor, ``OUTPUT_ROW``
 per graph output) and exact histograms, which ``npu_sim.analysis.accuracy.aggregate`` adds up in sample order;
-``worker_init``/``worker_run`` run it in worker processes.
+``setup``/``run_samples`` are the engine task pair (``npu_sim.runtime.engines.run_tasks``): a worker's engine,
+and a chunk of samples run on it.
 """
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from npu_sim.analysis.accuracy.jobs import BadInput, here
 from npu_sim.analysis.accuracy.model import HIST_BINS
 from npu_sim.analysis.metrics import PAIR_SIZE, cosine, pair_stats
 from npu_sim.analysis.reference import FloatReference
-from npu_sim.errors import FloatReferenceError
+from npu_sim.errors import FloatReferenceError, NpuSimError
 from npu_sim.runtime.replay import Replay
 from npu_sim.runtime.simulator import load
 
@@ -28,12 +30,13 @@ OUTPUT_ROW = 1 + PAIR_SIZE + len(OUTPUT_TAIL)
 
 @dataclass
 class Spec:
-    """What a worker process needs to build its own engine."""
+    """What a worker needs to build its own engine; ``key`` names the job (``jobs.built_here``)."""
     model: str
     board: Any
     input_shapes: dict
     float_model: str | None
     threads: int = 1
+    key: str = ""
 
 
 @dataclass
@@ -223,18 +226,24 @@ class Engine:
         return outs
 
     def run_chunk(self, chunk) -> dict:
+        """Rows, histograms, overflows of the samples ``chunk`` ((feeds, labels) each); a sample whose data is bad
+        (an ``NpuSimError``) is left out and listed in ``failed`` as (its index in the chunk, ``BadInput``)."""
         hist_f = np.zeros((len(self.layers), HIST_BINS), np.int64)
         hist_q = np.zeros_like(hist_f)
-        rows, outs, overflows, incomplete = [], [], {}, set()
-        for feeds, labels in chunk:
-            r, o, ov, inc = self.sample(feeds, labels, hist_f, hist_q)
+        rows, outs, overflows, incomplete, failed = [], [], {}, set(), []
+        for j, (feeds, labels) in enumerate(chunk):
+            try:
+                r, o, ov, inc = self.sample(feeds, labels, hist_f, hist_q)
+            except NpuSimError as exc:
+                failed.append((j, BadInput.of(exc)))
+                continue
             rows.append(r)
             outs.append(o)
             for k, v in ov.items():
                 overflows[k] = overflows.get(k, 0) + v
             incomplete.update(inc)
         return {"rows": rows, "outs": outs, "hist_f": hist_f, "hist_q": hist_q, "overflows": overflows,
-                "incomplete": incomplete}
+                "incomplete": incomplete, "failed": failed}
 
 
 def class_rows(shape) -> tuple[int, int] | None:
@@ -246,14 +255,11 @@ def class_rows(shape) -> tuple[int, int] | None:
     return None
 
 
-_WORKER: Engine | None = None
+def setup(spec: Spec) -> Engine:
+    """A worker's engine: the one this process built for the job (``spec.key``), else a new one."""
+    return here(spec.key) or Engine(spec)
 
 
-def worker_init(spec: Spec) -> None:
-    """Pool initializer: this process's engine."""
-    global _WORKER
-    _WORKER = Engine(spec)
-
-
-def worker_run(chunk):
-    return _WORKER.run_chunk(chunk)
+def run_samples(engine: Engine, chunk) -> dict:
+    """A task: ``Engine.run_chunk`` of a chunk of samples."""
+    return engine.run_chunk(chunk)

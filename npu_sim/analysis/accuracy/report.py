@@ -1,26 +1,21 @@
 """The accuracy report's entry points: ``load_data`` (the dataset), ``report`` (measure it), ``default_workers``."""
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import time
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from npu_sim.analysis.accuracy import jobs
 from npu_sim.analysis.accuracy.aggregate import aggregate
-from npu_sim.analysis.accuracy.engine import Engine, Spec, worker_init, worker_run
+from npu_sim.analysis.accuracy.engine import Engine, Spec, run_samples, setup
 from npu_sim.analysis.accuracy.model import AccuracyReport
-from npu_sim.boards import Board
 from npu_sim.errors import InputError, ModelLoadError
 from npu_sim.frontend import dataset as ds
+from npu_sim.runtime.engines import EngineOptions, default_workers, run_tasks
 
-
-def _board_spec(board):
-    if isinstance(board, Board) and board.source and Path(board.source).is_file():
-        return board.source
-    return board
+__all__ = ["load_data", "report", "default_workers"]
 
 
 def load_data(model, data=None, input_shapes: dict | None = None, mean: str = "0", std: str = "1",
@@ -52,15 +47,17 @@ def load_data(model, data=None, input_shapes: dict | None = None, mean: str = "0
 
 
 def report(model, data=None, float_model=None, board="default", input_shapes: dict | None = None,
-           workers: int = 1, mean: str = "0", std: str = "1", limit: int | None = None,
-           collapse_cosine: float = 0.99,
-           progress: Callable[[int, int], None] | None = None) -> AccuracyReport:
+           workers: int | None = 1, mean: str = "0", std: str = "1", limit: int | None = None,
+           collapse_cosine: float = 0.99, progress: Callable[[int, int], None] | None = None,
+           engine: EngineOptions | None = None) -> AccuracyReport:
     """Accuracy report of the QDQ ``model`` on ``board`` over ``data`` (see ``npu_sim.analysis.accuracy``).
 
     ``data`` (required): a ``dataset.Dataset``, a list of feed dicts, or file/folder paths (images, .npy,
     .npz); ``None`` is an ``InputError``. ``float_model``: the float ONNX model quantize_static started from
-    (default: the QDQ model's own float semantics). ``workers``: processes (each loads the model once); the
-    result does not depend on it. ``progress(done, total)`` is called as samples complete.
+    (default: the QDQ model's own float semantics). ``engine``: where the samples run (``EngineOptions``: local
+    processes or a Ray cluster, each worker loading the model once); without it, ``workers`` local processes
+    (1: this process; None: as many as pay for themselves). The result does not depend on either.
+    ``progress(done, total)`` is called as samples complete.
     """
     t0 = time.perf_counter()
     model = str(model)
@@ -68,11 +65,13 @@ def report(model, data=None, float_model=None, board="default", input_shapes: di
     shapes = {n: tuple(np.shape(v)) for n, v in dset.samples[0].items()}
     if input_shapes:
         shapes.update({k: tuple(v) for k, v in input_shapes.items()})
-    spec = Spec(model, _board_spec(board), shapes, str(float_model) if float_model else None, 1)
-    engine = Engine(spec)
-    bad = [n for n in shapes if n not in engine.sim.inputs]
+    spec = Spec(model, jobs.board_spec(board), shapes, str(float_model) if float_model else None, 1, jobs.new_key())
+    t1 = time.perf_counter()
+    eng = Engine(spec)
+    built = time.perf_counter() - t1
+    bad = [n for n in shapes if n not in eng.sim.inputs]
     if bad:
-        raise InputError(f"the data feeds {bad}, the model's inputs are {sorted(engine.sim.inputs)}")
+        raise InputError(f"the data feeds {bad}, the model's inputs are {sorted(eng.sim.inputs)}")
     labels = dset.labels
     items = []
     for i, s in enumerate(dset.samples):
@@ -81,44 +80,74 @@ def report(model, data=None, float_model=None, board="default", input_shapes: di
             b = next(iter(s.values())).shape[0]
             lab = labels[i * b:(i + 1) * b]
         items.append((s, lab))
-    results = _run(engine, spec, items, workers, progress)
-    nsamples, outputs, layers, collapse, largest, overflows = aggregate(engine, results, collapse_cosine)
+    options = engine if engine is not None else EngineOptions("local", workers)
+    results = _run(eng, spec, items, options, progress, built)
+    nsamples, outputs, layers, collapse, largest, overflows = aggregate(eng, results, collapse_cosine)
     return AccuracyReport(
-        model=model, board=str(engine.program.board), reference=engine.ref.kind,
-        reference_source=engine.ref.source, data=dset.description, samples=nsamples, outputs=outputs,
-        layers=layers, collapse=collapse, largest_drop=largest, unmatched=list(dict.fromkeys(engine.unmatched)),
+        model=model, board=str(eng.program.board), reference=eng.ref.kind,
+        reference_source=eng.ref.source, data=dset.description, samples=nsamples, outputs=outputs,
+        layers=layers, collapse=collapse, largest_drop=largest, unmatched=list(dict.fromkeys(eng.unmatched)),
         overflows=overflows, collapse_cosine=collapse_cosine, seconds=time.perf_counter() - t0)
 
 
-def _run(engine: Engine, spec: Spec, items: list, workers: int, progress) -> list[dict]:
-    """The engine's ``run_chunk`` results over ``items`` (feeds, labels), in sample order: in this process, in
-    about 100 chunks, or in ``workers`` processes (spawned, each with its own engine)."""
+def _run(engine: Engine, spec: Spec, items: list, options: EngineOptions, progress, built: float) -> list[dict]:
+    """The engine's ``run_chunk`` results over ``items`` (feeds, labels), in sample order, whatever engine and
+    workers ran them. Locally without an explicit worker count a few samples run here first, timed (the first one
+    pays one-off costs, such as loading the kernels, that a worker pays too): the estimate of the work left decides
+    how many workers pay for themselves (``jobs.plan``). Never more than one worker per 8 samples."""
     total = len(items)
-    workers = max(1, int(workers or 1))
-    workers = min(workers, max(1, total // 8))  # starting a worker (imports, Numba cache, model) costs seconds
-    results = []
-    done = 0
-    if workers == 1:
-        step = max(1, total // 100)
-        for i in range(0, total, step):
-            chunk = items[i:i + step]
-            results.append(engine.run_chunk(chunk))
-            done += len(chunk)
+    results: dict[int, dict] = {}
+    start, work = 0, None
+    if options.kind == "local" and options.workers is None and total > 2:
+        t0 = time.perf_counter()
+        results[0] = engine.run_chunk(items[:1])
+        t1 = time.perf_counter()
+        start = min(total, 5)
+        results[1] = engine.run_chunk(items[1:start])
+        each = (time.perf_counter() - t1) / (start - 1)
+        work, built = each * (total - start), built + max(0.0, t1 - t0 - each)
+        if progress:
+            progress(start, total)
+    opts = jobs.plan(options, total - start, work, built, cap=max(1, total // 8))
+    bounds = _bounds(start, total, opts)
+    payloads = [items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    done = start
+    with jobs.built_here(spec.key, engine):
+        for i, res in run_tasks(setup, spec, run_samples, payloads, opts):
+            results[bounds[i]] = res
+            done += bounds[i + 1] - bounds[i]
             if progress:
                 progress(done, total)
-        return results
-    nchunks = min(total, workers * 8)
-    bounds = np.linspace(0, total, nchunks + 1).astype(int)
-    chunks = [items[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-    ctx = mp.get_context("spawn")
-    with ctx.Pool(workers, initializer=worker_init, initargs=(spec,)) as pool:
-        for res in pool.imap(worker_run, chunks):
-            results.append(res)
-            done += len(res["rows"])
-            if progress:
-                progress(done, total)
-    return results
+    _raise_failed(results, sorted(set(bounds) | {0, 1, start}))
+    return [results[k] for k in sorted(results)]
 
 
-def default_workers() -> int:
-    return max(1, os.cpu_count() or 1)
+def _bounds(start: int, total: int, opts: EngineOptions) -> list[int]:
+    """Chunk bounds over samples [start, total): about 100 chunks in this process (the progress bar's steps), 8
+    per worker, or on a Ray cluster that sizes itself (its CPUs) at least 8 samples per chunk (so at most one
+    actor per 8 samples) and at most 256 chunks."""
+    n = total - start
+    if opts.kind == "local" and opts.workers == 1:
+        k = min(n, 100)
+    elif opts.workers:
+        k = min(n, 8 * opts.workers)
+    else:
+        k = min(n, max(1, n // 8), 256)
+    return sorted({int(b) for b in np.linspace(start, total, max(k, 1) + 1)})
+
+
+def _raise_failed(results: dict, bounds: list[int]) -> None:
+    """A clear error for samples that failed: bad data (exit 2) names each; a task that failed otherwise (a bug,
+    or a worker that died on every try) names its samples."""
+    bad, bug_samples, bug = [], [], None
+    for first in sorted(results):
+        res = results[first]
+        if isinstance(res, dict):
+            bad += [(first + j, b) for j, b in res["failed"]]
+        else:
+            bug_samples += range(first, next(b for b in bounds if b > first))
+            bug = bug or res
+    failures = [(jobs.spans(bug_samples), bug)] if bug else []
+    if bad and not bug:
+        failures = [(jobs.spans([i for i, _ in bad]), bad[0][1])]
+    jobs.raise_failures("report: sample(s)", failures, " (0-based, in data order)")

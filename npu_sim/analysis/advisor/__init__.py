@@ -42,8 +42,12 @@ tensors at ``QInt16`` (symmetric) plus the bias remedy; ``npu_sim.qdq.recalibrat
 into what quantize_static takes (QuantType members). With calibration data and the float model, ``requantize`` runs
 quantize_static with the model's own settings plus the fix, and the new model is simulated and reported.
 
-Modules: ``evaluator`` (the baseline run, scores, variants and one layer in float), ``variants`` (which nodes a
-variant shares with the baseline), ``sensitivity`` (layers and their ranking), ``advise`` (the curve, the bias
+Every measurement (a layer's sensitivity, a curve point) is independent: they run as engine tasks (``tasks``;
+``annotate(..., engine=EngineOptions(...))``), each worker building the evaluator once, with the same numbers as
+in this process.
+
+Modules: ``evaluator`` (the baseline run, scores, variants and one layer in float), ``tasks`` (measurements as
+engine tasks), ``variants`` (which nodes a variant shares with the baseline), ``sensitivity`` (layers and their ranking), ``advise`` (the curve, the bias
 remedy, the fix), ``annotate`` (all of it on a report).
 """
 from __future__ import annotations

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 
+from npu_sim.analysis.advisor import tasks
 from npu_sim.analysis.advisor.evaluator import Evaluator, sqnr_key
 from npu_sim.analysis.advisor.sensitivity import Layer
 from npu_sim.analysis.metrics import json_number
 from npu_sim.boards.rules import Rules
 from npu_sim.opset import MAC_OPS
 from npu_sim.qdq.recalibrate import QuantSettings
+from npu_sim.runtime.engines import EngineOptions
 
 
 def bias_remedy(check_result, settings: QuantSettings, sim) -> dict | None:
@@ -53,9 +55,12 @@ def _label(p: dict) -> str:
 
 def advise(ev: Evaluator, layers: list[Layer], sens: list[dict], base_cycles: float | None,
            max_slowdown: float | None = 1.2, budget_ms: float | None = None, clock_hz: float | None = None,
-           max_points: int = 10, segment_levels: int = 3) -> dict:
+           max_points: int = 10, segment_levels: int = 3, engine: EngineOptions | None = None, built: float = 0.0,
+           progress=None) -> dict:
     """The int16 advice (see ``npu_sim.analysis.advisor``): the greedy order of the int16 candidates, the measured
-    accuracy-latency curve (greedy prefixes and contiguous segments), and the best point within the budget."""
+    accuracy-latency curve (greedy prefixes and contiguous segments), and the best point within the budget. The
+    curve's points are measured as engine tasks (``tasks.measure_all``; ``engine`` None: here), ``progress(done,
+    total)`` as they are."""
     res = {"budget": None, "baseline": {"cosine": ev.base_score.cosine, "sqnr_db": json_number(ev.base_score.sqnr_db),
                                         "cycles": base_cycles},
            "order": [], "curve": [], "chosen": [], "chosen_point": None,
@@ -73,7 +78,7 @@ def advise(ev: Evaluator, layers: list[Layer], sens: list[dict], base_cycles: fl
     cands.sort(key=lambda r: -(r["gain_sqnr_db"] / r["delta_cycles"] if r["delta_cycles"] > 0 else math.inf))
     res["order"] = [{"tensor": r["tensor"], "layer": r["layer"], "gain_sqnr_db": r["gain_sqnr_db"],
                      "delta_cycles": r["delta_cycles"]} for r in cands]
-    points = _curve(ev, layers, cands, base_cycles, budget, max_points, segment_levels)
+    points = _curve(ev, layers, cands, base_cycles, budget, max_points, segment_levels, (engine, built, progress))
     _mark_pareto(points)
     ok = [p for p in points if p["within_budget"]]
     best = max(ok, key=lambda p: (_sqnr_of(p), -p["cycles"]))
@@ -85,10 +90,11 @@ def advise(ev: Evaluator, layers: list[Layer], sens: list[dict], base_cycles: fl
 
 
 def _curve(ev: Evaluator, layers: list[Layer], cands: list[dict], base_cycles: float, budget: float,
-           max_points: int, segment_levels: int) -> list[dict]:
+           max_points: int, segment_levels: int, run=(None, 0.0, None)) -> list[dict]:
     """The measured points: prefixes of the greedy order ``cands`` (at most ``max_points`` spread over it, always
     the largest prefix the summed cycle deltas predict within ``budget``), then contiguous segments of every
-    int16-allowed layer (halves, quarters, ... down to ``segment_levels``); each set measured once."""
+    int16-allowed layer (halves, quarters, ... down to ``segment_levels``); each set measured once, those not
+    measured yet as engine tasks (``run``: the engine options, what building ``ev`` took, a progress callback)."""
     predicted, fit = base_cycles, 0
     for i, r in enumerate(cands):
         predicted += max(r["delta_cycles"], 0)
@@ -96,23 +102,15 @@ def _curve(ev: Evaluator, layers: list[Layer], cands: list[dict], base_cycles: f
             fit = i + 1
     n = len(cands)
     ks = {0, n, fit} | ({round(n * j / (max_points - 1)) for j in range(max_points)} if n > max_points else set(range(n + 1)))
-    points, seen = [], set()
+    wanted, seen = [], set()
 
-    def point(tensors, tag, **extra):
-        key = frozenset(tensors)
-        if key in seen:
-            return
-        seen.add(key)
-        if not tensors:
-            sc, cyc = ev.base_score, base_cycles
-        else:
-            sc, cyc = ev.measure(tensors, tag)
-        points.append({"k": len(tensors), "tensors": list(tensors), "cycles": cyc,
-                       "slowdown": cyc / base_cycles if base_cycles else None, "cosine": sc.cosine,
-                       "sqnr_db": json_number(sc.sqnr_db), "within_budget": cyc <= budget * (1 + 1e-12), **extra})
+    def want(tensors, tag, **extra):
+        if frozenset(tensors) not in seen:
+            seen.add(frozenset(tensors))
+            wanted.append((list(tensors), tag, extra))
 
     for k in sorted(ks):
-        point([r["tensor"] for r in cands[:k]], f"curve_{k}", kind="greedy")
+        want([r["tensor"] for r in cands[:k]], f"curve_{k}", kind="greedy")
     # one layer at a time misses error spread over many layers (each alone gains little): contiguous segments of
     # every int16-allowed layer, in graph order, whatever their single gain
     allowed = [lay.tensor for lay in layers if lay.mode == "int16"]
@@ -124,7 +122,17 @@ def _curve(ev: Evaluator, layers: list[Layer], cands: list[dict], base_cycles: f
         bounds = [round(m * j / parts) for j in range(parts + 1)]
         for j in range(parts):
             a, b = bounds[j], bounds[j + 1]
-            point(allowed[a:b], f"seg_{level}_{j}", kind="segment", range=[a, b], of=m)
+            want(allowed[a:b], f"seg_{level}_{j}", kind="segment", range=[a, b], of=m)
+    todo = [(t, tag) for t, tag, _ in wanted if t and not ev.measured(t)]
+    engine, built, progress = run
+    tasks.measure_all(ev, [tasks.int16_variant(t, tag) for t, tag in todo], [tag for _, tag in todo], engine, built,
+                      progress)
+    points = []
+    for tensors, tag, extra in wanted:
+        sc, cyc = (ev.base_score, base_cycles) if not tensors else ev.measure(tensors, tag)
+        points.append({"k": len(tensors), "tensors": list(tensors), "cycles": cyc,
+                       "slowdown": cyc / base_cycles if base_cycles else None, "cosine": sc.cosine,
+                       "sqnr_db": json_number(sc.sqnr_db), "within_budget": cyc <= budget * (1 + 1e-12), **extra})
     return points
 
 

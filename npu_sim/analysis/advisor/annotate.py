@@ -17,6 +17,7 @@ from npu_sim.analysis.metrics import json_number
 from npu_sim.errors import BoardError
 from npu_sim.qdq import recalibrate as requant
 from npu_sim.qdq.float_model import output_aliases
+from npu_sim.runtime.engines import EngineOptions
 
 
 def checks_section(check_result, report) -> dict:
@@ -59,10 +60,17 @@ class AdviceOptions:
 
 
 def annotate(report, samples: list[dict], board, float_model=None, input_shapes=None,
-             options: AdviceOptions | None = None, progress=None) -> None:
-    """Fill ``report.checks``, ``.latency``, ``.sensitivity`` and ``.advisor`` (see the module docstring)."""
+             options: AdviceOptions | None = None, progress=None, engine: EngineOptions | None = None,
+             advisor_progress=None) -> None:
+    """Fill ``report.checks``, ``.latency``, ``.sensitivity`` and ``.advisor`` (see the module docstring).
+
+    ``engine``: where the sensitivity's and the advisor's measurements run (``EngineOptions``; None: in this
+    process); the numbers do not depend on it. ``progress(done, total)`` is called as the sensitivity's layers are
+    measured, ``advisor_progress(done, total)`` as the advisor's curve points are."""
     opt = options or AdviceOptions()
+    t0 = time.perf_counter()
     ev = Evaluator(report.model, float_model, board, samples[:max(1, opt.samples)], input_shapes)
+    built = time.perf_counter() - t0
     try:
         chk = check_program(ev.base.program)
         report.checks = checks_section(chk, report)
@@ -79,12 +87,13 @@ def annotate(report, samples: list[dict], board, float_model=None, input_shapes=
         if opt.sensitivity:
             layers = layers_of(ev.base, ev.proto)
             measured, skipped = shortlist(layers, report, opt.candidates)
-            sens = sensitivity(ev, measured, base_cycles, progress)
+            sens = sensitivity(ev, measured, base_cycles, progress, engine, built)
             report.sensitivity = {"samples": len(ev.samples), "baseline": ev.base_score.to_dict(),
                                   "metric": "output cosine / SQNR vs the float reference (lowest over outputs)",
                                   "layers": sens, "candidates": opt.candidates,
                                   "not_measured": [lay.tensor for lay in skipped]}
-            adv = advise(ev, layers, sens, base_cycles, opt.max_slowdown, opt.budget_ms, clock, opt.max_points)
+            adv = advise(ev, layers, sens, base_cycles, opt.max_slowdown, opt.budget_ms, clock, opt.max_points,
+                         engine=engine, built=built, progress=advisor_progress)
             adv["weight_int16"] = weight_candidates(ev.base, sens)
         else:
             adv = {"skipped": "sensitivity not measured (--no-sensitivity): no int16 advice", "chosen": [],

@@ -117,6 +117,13 @@ class Evaluator:
             hit = self._variants[key] = (self.score_variant(sim), estimated_cycles(sim))
         return hit
 
+    def measured(self, tensors) -> bool:
+        return frozenset(tensors) in self._variants
+
+    def remember(self, tensors, hit: tuple[Score, float | None]) -> None:
+        """Cache a ``measure`` result made elsewhere (by a worker's evaluator: the same integers)."""
+        self._variants.setdefault(frozenset(tensors), hit)
+
     def load(self, proto_or_path, tag: str):
         import onnx
         if isinstance(proto_or_path, (str, Path)):

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from npu_sim.analysis.advisor import tasks
 from npu_sim.analysis.advisor.evaluator import Evaluator, sqnr_key
 from npu_sim.analysis.check import int16_allowed
 from npu_sim.analysis.metrics import json_number
 from npu_sim.opset import OPS
 from npu_sim.qdq import recalibrate as requant
+from npu_sim.runtime.engines import EngineOptions
 
 
 @dataclass
@@ -100,24 +101,28 @@ def shortlist(layers: list[Layer], report, k: int | None) -> tuple[list[Layer], 
     return [l for i, l in enumerate(layers) if i in keep], [l for i, l in enumerate(layers) if i not in keep]
 
 
-def sensitivity(ev: Evaluator, layers: list[Layer], base_cycles: float | None, progress=None) -> list[dict]:
+def sensitivity(ev: Evaluator, layers: list[Layer], base_cycles: float | None, progress=None,
+                engine: EngineOptions | None = None, built: float = 0.0) -> list[dict]:
+    """Each layer alone at higher precision (see ``npu_sim.analysis.advisor``), ranked. The measurements are
+    engine tasks (``tasks.measure_all``: ``engine`` None measures here; ``built``: what building ``ev`` took);
+    ``progress(done, total)`` as layers are measured."""
+    payloads = [tasks.int16_variant([lay.tensor], f"int16_{k}") if lay.mode == "int16"
+                else tasks.float_variant(lay.node_index, lay.ir_tensor) for k, lay in enumerate(layers)]
+    measured = tasks.measure_all(ev, payloads, [lay.tensor for lay in layers], engine, built, progress)
     rows = []
-    for k, lay in enumerate(layers):
-        t0 = time.perf_counter()
-        delta = None
+    b = ev.base_score
+    for lay, m in zip(layers, measured):
+        sc, delta = m["score"], None
         if lay.mode == "int16":
-            (sc, c), how = ev.measure([lay.tensor], f"int16_{k}"), "int16"
+            how, c = "int16", m["cycles"]
             delta = None if c is None or base_cycles is None else c - base_cycles
         else:
-            sc, how = ev.float_layer(lay.node_index, lay.ir_tensor)
-        b = ev.base_score
+            how = m["how"]
         rows.append({"layer": lay.node, "op": lay.op, "tensor": lay.tensor, "tensors": lay.group, "dtype": lay.dtype,
                      "mode": how, "reason": lay.reason, "cosine": sc.cosine, "sqnr_db": json_number(sc.sqnr_db),
                      "gain_cosine": sc.cosine - b.cosine,
                      "gain_sqnr_db": json_number(sqnr_key(sc.sqnr_db) - sqnr_key(b.sqnr_db)),
-                     "delta_cycles": delta, "seconds": round(time.perf_counter() - t0, 3)})
-        if progress:
-            progress(k + 1, len(layers))
+                     "delta_cycles": delta, "seconds": m["seconds"]})
     # a layer measured with the float reference as its output also loses every earlier layer's error: an upper
     # bound, ranked after the layers measured alone
     rows.sort(key=lambda r: (r["mode"] == "float (reference output)", -(r["gain_sqnr_db"] or 0.0), -r["gain_cosine"]))
