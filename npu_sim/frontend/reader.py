@@ -68,7 +68,7 @@ def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
             override = _batched(inp, override, int(batch), path)
         _fix_input_shape(inp, override, path, free_batch=batch is not None)
     if batch is not None:
-        _batch_reshapes(graph, int(batch), path)
+        _batch_shapes(graph, int(batch), path)
     # Stale intermediate shapes (often with symbolic dims) would survive inference: drop them and re-infer.
     del graph.value_info[:]
     for out in graph.output:
@@ -235,18 +235,24 @@ def _batched(inp, override, batch: int, path) -> tuple[int, ...]:
     return (batch,) + shape[1:]
 
 
-def _batch_reshapes(graph, batch: int, path) -> None:
+_BATCH_SHAPE_INPUT = {"Reshape": 1, "Resize": 3}  # op -> its input holding an output shape (Resize: sizes)
+
+
+def _batch_shapes(graph, batch: int, path) -> None:
     """For a batch read: a Reshape of an activation to a constant shape whose first entry is 1 (PP-OCR's classifier
-    reshapes to [1, 200]) gets a copy of that shape with ``batch`` first. Exact when the Reshape maps one sample
-    (1, ...) to (1, ...): each sample keeps its own contiguous block. ``Simulator`` checks that every activation of
-    the batch program is the one-sample program's with ``batch`` first, and runs the samples one by one otherwise."""
+    reshapes to [1, 200]), or a Resize to constant sizes starting with 1, gets a copy of that constant with
+    ``batch`` first. Exact when the node maps one sample (1, ...) to (1, ...): each sample keeps its own contiguous
+    block (Reshape) or is resized alone (Resize). ``Simulator`` checks that every activation of the batch program
+    is the one-sample program's with ``batch`` first, and runs the samples one by one otherwise."""
     consts = {t.name: t for t in graph.initializer}
     values = {n.output[0]: n for n in graph.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx")}
     taken = set(consts) | {o for n in graph.node for o in n.output} | {i.name for i in graph.input}
     for node in graph.node:
-        if node.op_type != "Reshape" or len(node.input) < 2 or node.input[0] in consts or node.input[0] in values:
+        index = _BATCH_SHAPE_INPUT.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if (index is None or len(node.input) <= index or node.input[0] in consts or node.input[0] in values
+                or any(a.name == "axes" for a in node.attribute)):
             continue
-        name = node.input[1]
+        name = node.input[index]
         if name in consts:
             shape = _to_array(consts[name], path)
         elif name in values:
@@ -261,7 +267,7 @@ def _batch_reshapes(graph, batch: int, path) -> None:
         taken.add(new)
         graph.initializer.append(numpy_helper.from_array(np.concatenate([[batch], shape[1:]]).astype(shape.dtype),
                                                          new))
-        node.input[1] = new
+        node.input[index] = new
 
 
 def _fix_input_shape(inp, override, path, free_batch: bool = False) -> None:
