@@ -64,7 +64,7 @@ def check_feeds(program: Program, feeds: dict) -> dict[str, np.ndarray]:
             if arr.dtype.kind != "f":
                 raise InputError(f"input {name!r}: expected float values (the model quantizes them itself), got "
                                  f"{arr.dtype}")
-            arr = arr.astype(np.float32)
+            arr = arr.astype(np.float32, copy=False)  # read only, like an integer feed
             if not np.all(np.isfinite(arr)):
                 raise InputError(f"input {name!r} contains NaN or infinity")
         else:
