@@ -240,3 +240,27 @@ def test_read_model_batch_option_keeps_fixed_dimensions():
     assert graph.shapes["input"] == (5, 1, 8, 8) and graph.shapes["logits"] == (5, 10)
     with pytest.raises(InputError, match="conflicts with the model's fixed shape"):
         read_model(str(DEMO), {"input": (1, 2, 8, 8)}, batch=5)
+
+
+def test_run_batch_hooks_once_per_node_and_overflows_add_up(tmp_path):
+    """Each node runs once for the batch (its hook is called once, with N in front); a narrow accumulator that
+    wraps counts, over the batch, the overflows of the single runs added up, and gives their integers."""
+    board = tmp_path / "narrow.toml"
+    text = (ROOT / "npu_sim" / "boards" / "default.toml").read_text()
+    text = "\n".join("accumulator_bits_8 = 16" if line.startswith("accumulator_bits_8 =") else line
+                     for line in text.splitlines()).replace('name = "default"', 'name = "narrow"')
+    board.write_text(text)
+    x = np.load(DEMO.parent / "digits_test.npz")["x"][:6]
+    sim = npu_sim.load(DEMO, board=board, input_shapes={"input": (1, 1, 8, 8)})
+    calls = []
+    result = sim.run_batch({"input": x}, hooks=[lambda node, ins, outs, dt: calls.append((node.name, outs[0].shape))])
+    assert [name for name, _ in calls] == [n.name for n in sim.program.nodes]
+    assert all(shape[0] == 6 for _, shape in calls)
+    singles = [sim.run_batch({"input": x[i:i + 1]}) for i in range(6)]
+    total = {}
+    for r in singles:
+        for k, v in r.overflows.items():
+            total[k] = total.get(k, 0) + v
+    assert total and result.overflows == total
+    out = sim.program.outputs["logits"]
+    assert np.array_equal(result.values[out], np.concatenate([r.values[out] for r in singles]))

@@ -62,7 +62,7 @@ class Simulator:
 
     def run(self, feeds: dict, raw: bool = False) -> dict[str, np.ndarray]:
         """Outputs by ONNX name: dequantized floats, or with ``raw`` the integers; feeds may be a batch."""
-        result = self.run_batch(feeds, keep_all=False)
+        result = self.run_batch(feeds)
         out = {}
         for name, tname in self.program.outputs.items():
             q = result.values[tname]
@@ -79,17 +79,19 @@ class Simulator:
                 traced.setdefault(t.float_name, arr)
         return traced
 
-    def run_batch(self, feeds: dict, keep_all: bool = False) -> RunResult:
+    def run_batch(self, feeds: dict, hooks=(), keep_all: bool = False) -> RunResult:
         """``execute`` for one sample or a batch of N (see the class): the result's tensors are named as in
-        ``program``, with N first. Kept in ``last``."""
+        ``program``, with N first. Hooks see each node once for the batch (once per sample where the batch runs as
+        single runs). Kept in ``last``."""
         n = feed_batch(self.program, feeds)
         if n is None:
-            return self.execute(feeds, keep_all=keep_all)
+            return self.execute(feeds, hooks, keep_all)
         program = self.batch_program(n)
         if program is not None:
-            self.last = execute(program, feeds, (), keep_all)
+            self.last = execute(program, feeds, hooks, keep_all)
         else:
-            self.last = concat_results([execute(self.program, one, (), keep_all) for one in split_feeds(feeds, n)])
+            self.last = concat_results([execute(self.program, one, hooks, keep_all)
+                                        for one in split_feeds(feeds, n)])
         return self.last
 
     def batch_program(self, n: int) -> Program | None:
