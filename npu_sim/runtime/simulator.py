@@ -27,7 +27,8 @@ class Simulator:
     along the first axis, and return what N single runs concatenated along axis 0 would -- bit for bit. The model
     is lowered once more for N (each node then runs once for the whole batch); where that is not exact (a node
     working along axis 0, an activation without the batch dimension) or not possible (a Simulator built from a
-    Program), the samples run one by one, and ``batch_note`` says why, naming the node.
+    Program), the samples run one by one, and ``batch_note`` says why, naming the node. (A model given as an ONNX
+    ModelProto is read again for a batch: leave it unchanged after ``load``.)
     """
 
     def __init__(self, program: Program, source=None):
