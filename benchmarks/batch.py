@@ -12,7 +12,7 @@ PP-OCR mobile v2 cls A8W8 (small nodes, per-node overhead dominates), <= 0.95x o
 the rest: the loop's own overhead).
 
 Measured (2-core machine shared with other jobs, default board, batch of 16, medians of 9 interleaved repetitions,
-three runs): PP-OCR cls A8W8 0.36-0.37x (3.2 -> 1.2 ms/sample: 149 small nodes, the loop's and each node's fixed
+repeated runs): PP-OCR cls A8W8 0.36-0.37x (3.2 -> 1.2 ms/sample: 149 small nodes, the loop's and each node's fixed
 cost paid once per batch); MobileNetV2 A8W8 0.82-0.90x (its time is in the Conv kernels; the depthwise ones, bound
 by memory, lose ~25% to the batch's tensors falling out of cache, the others gain 10-30%).
 """
