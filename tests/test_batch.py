@@ -76,7 +76,8 @@ def test_real_model_batch_is_single_runs(name, board, batched):
         sim = npu_sim.load(path, board=board)
     except NpuSimError as exc:
         pytest.skip(f"{name} does not load on {board}: {exc}")
-    assert_batch_identical(sim, batched)
+    # 5 samples: past the 4 rows of Gemm's small kernel (kernels.pointwise_small.MAX_PIXELS), its GEMM path
+    assert_batch_identical(sim, batched, SEEDS if "det" in name or "rec" in name else SEEDS + (41, 53))
 
 
 @pytest.mark.parametrize("board", ["default", "onnx"])
