@@ -5,7 +5,9 @@ single runs (``batch_note`` names the node that forced it).
 
 Models: the real test models (PP-OCR cls/det/rec, MobileNetV2), the committed demo model (dynamic batch), a sample
 of the op cases of ``tests/test_ops.py`` with int8 and int16 activations on boards ``default``, ``onnx`` and
-``ethos-u55-128`` (LiteRT's arithmetic), and small models built here for the fallbacks and the errors.
+``ethos-u55-128`` (LiteRT's arithmetic), the LiteRT fixtures on ``ethos-u55-128``, and small models built here for
+the fallbacks and the errors. (Measured once over every op case whose inputs have a batch dimension of 1, u8/s8/s16
+x the three boards, N = 3 and 7: every batch identical to its single runs.)
 """
 from __future__ import annotations
 
@@ -145,6 +147,17 @@ def test_op_case_batch_is_single_runs(op_model, case_id, act, board):
         pytest.skip(f"refused on {board}: {str(exc)[:80]}")
     assert all(t.shape[0] == 1 for t in (sim.program.tensors[n] for n in sim.program.inputs.values()))
     assert_batch_identical(sim, True)
+
+
+LITERT = sorted(p.name for p in (ROOT / "tests" / "fixtures" / "tflite").glob("*.onnx")
+                if not p.name.startswith("refusal_"))
+
+
+@pytest.mark.parametrize("fixture", LITERT)
+def test_litert_fixture_batch_is_single_runs(fixture):
+    """The LiteRT fixtures (QDQ models of .tflite files) on the Ethos-U55 board, i.e. TFLite's arithmetic."""
+    sim = npu_sim.load(ROOT / "tests" / "fixtures" / "tflite" / fixture, board="ethos-u55-128")
+    assert_batch_identical(sim, True, SEEDS + (41, 53))
 
 
 # ---------------------------------------------------------------------------------------------------------------
