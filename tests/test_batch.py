@@ -6,8 +6,8 @@ single runs (``batch_note`` names the node that forced it).
 Models: the real test models (PP-OCR cls/det/rec, MobileNetV2), the committed demo model (dynamic batch), a sample
 of the op cases of ``tests/test_ops.py`` with int8 and int16 activations on boards ``default``, ``onnx`` and
 ``ethos-u55-128`` (LiteRT's arithmetic), the LiteRT fixtures on ``ethos-u55-128``, and small models built here for
-the fallbacks and the errors. (Measured once over every op case whose inputs have a batch dimension of 1, u8/s8/s16
-x the three boards, N = 3 and 7: every batch identical to its single runs.)
+the fallbacks and the errors. (Measured once over every op case whose inputs have a batch dimension of 1 on the
+three boards, u8/s8/s16 with N = 3 and s8/s16 with N = 7: every batch identical to its single runs.)
 """
 from __future__ import annotations
 
