@@ -32,9 +32,18 @@ class Graph:
 
 
 def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
-               feed_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
+               feed_shapes: dict[str, tuple[int, ...]] | None = None, batch: int | None = None) -> Graph:
     """``input_shapes`` fix input shapes (must agree with fixed dims); ``feed_shapes`` (the shapes of the feeds
-    that will be given) only resolve dynamic dims, and are ignored where the model's shape is fixed."""
+    that will be given) only resolve dynamic dims, and are ignored where the model's shape is fixed.
+
+    ``batch`` reads the model for a leading batch of that many samples: every input's first dimension, fixed at 1
+    or free in the file, becomes ``batch`` (the rest of its shape from ``input_shapes``, ``feed_shapes`` or the
+    file). Only ``Simulator`` asks for it, to run N samples at once; ``--input-shape`` never overrides a fixed
+    dimension. An in-memory model is copied first (the file's own shapes are rewritten while reading)."""
+    if batch is not None and isinstance(path, onnx.ModelProto):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(path)
+        path = copy
     model, path = _load(path)
     # the front door (npu_sim.frontend.validate): every command reads its model here, so all refuse alike
     opset = validate.check_versions(model, path)
@@ -55,7 +64,11 @@ def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
         override = input_shapes.get(inp.name)
         if override is None and feed_shapes and inp.name in feed_shapes and _is_dynamic(inp):
             override = tuple(feed_shapes[inp.name])
-        _fix_input_shape(inp, override, path)
+        if batch is not None:
+            override = _batched(inp, override, int(batch), path)
+        _fix_input_shape(inp, override, path, free_batch=batch is not None)
+    if batch is not None:
+        _batch_shapes(graph, int(batch), path)
     # Stale intermediate shapes (often with symbolic dims) would survive inference: drop them and re-infer.
     del graph.value_info[:]
     for out in graph.output:
@@ -206,7 +219,59 @@ def _graph_tensors(graph):
                 yield from _graph_tensors(sub)
 
 
-def _fix_input_shape(inp, override, path) -> None:
+def _batched(inp, override, batch: int, path) -> tuple[int, ...]:
+    """The input's shape for a batch of ``batch`` samples: its first dimension (1 or free) replaced."""
+    tt = inp.type.tensor_type
+    dims = list(tt.shape.dim) if tt.HasField("shape") else None
+    if override is None and (dims is None or _is_dynamic(inp)):
+        shown = _dims_str(dims) if dims is not None else "unknown"
+        raise InputError(f"{path}: input {inp.name!r} has a dynamic shape {shown}; give its other dimensions to "
+                         f"read it for a batch")
+    shape = tuple(override) if override is not None else tuple(int(d.dim_value) for d in dims)
+    first = dims[0] if dims else None
+    if not shape or (first is not None and first.HasField("dim_value") and first.dim_value not in (0, 1)):
+        raise InputError(f"{path}: input {inp.name!r} has no batch dimension of 1 or free "
+                         f"({_dims_str(dims) if dims is not None else 'unknown'}); it cannot be read for a batch")
+    return (batch,) + shape[1:]
+
+
+_BATCH_SHAPE_INPUT = {"Reshape": 1, "Resize": 3}  # op -> its input holding an output shape (Resize: sizes)
+
+
+def _batch_shapes(graph, batch: int, path) -> None:
+    """For a batch read: a Reshape of an activation to a constant shape whose first entry is 1 (PP-OCR's classifier
+    reshapes to [1, 200]), or a Resize to constant sizes starting with 1, gets a copy of that constant with
+    ``batch`` first. Exact when the node maps one sample (1, ...) to (1, ...): each sample keeps its own contiguous
+    block (Reshape) or is resized alone (Resize). ``Simulator`` checks that every activation of the batch program
+    is the one-sample program's with ``batch`` first, and runs the samples one by one otherwise."""
+    consts = {t.name: t for t in graph.initializer}
+    values = {n.output[0]: n for n in graph.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx")}
+    taken = set(consts) | {o for n in graph.node for o in n.output} | {i.name for i in graph.input}
+    for node in graph.node:
+        index = _BATCH_SHAPE_INPUT.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if (index is None or len(node.input) <= index or node.input[0] in consts or node.input[0] in values
+                or any(a.name == "axes" for a in node.attribute)):
+            continue
+        name = node.input[index]
+        if name in consts:
+            shape = _to_array(consts[name], path)
+        elif name in values:
+            shape = _constant_value(values[name], path)
+        else:
+            continue
+        if shape.ndim != 1 or shape.size < 1 or int(shape[0]) != 1:
+            continue
+        new = f"{name}__batch{batch}"
+        while new in taken:
+            new += "_"
+        taken.add(new)
+        graph.initializer.append(numpy_helper.from_array(np.concatenate([[batch], shape[1:]]).astype(shape.dtype),
+                                                         new))
+        node.input[index] = new
+
+
+def _fix_input_shape(inp, override, path, free_batch: bool = False) -> None:
+    """``free_batch``: the first dimension may differ from a 1 fixed in the file (``read_model``'s ``batch``)."""
     tt = inp.type.tensor_type
     dims = list(tt.shape.dim) if tt.HasField("shape") else None
     if override is not None:
@@ -215,7 +280,9 @@ def _fix_input_shape(inp, override, path) -> None:
             raise InputError(f"{given}: every dimension must be at least 1")
         if dims is not None and len(dims) != len(override):
             raise InputError(f"{given}: the model input has rank {len(dims)} {_dims_str(dims)}")
-        for d, want in zip(dims or [], override):
+        for i, (d, want) in enumerate(zip(dims or [], override)):
+            if free_batch and i == 0 and d.HasField("dim_value") and d.dim_value == 1:
+                continue
             if d.HasField("dim_value") and d.dim_value not in (0, want):
                 raise InputError(f"{given} conflicts with the model's fixed shape {_dims_str(dims)}")
         tt.ClearField("shape")

@@ -56,13 +56,15 @@ def check_feeds(program: Program, feeds: dict) -> dict[str, np.ndarray]:
         t = program.tensors[expected[name]]
         arr = np.asarray(value)
         if tuple(arr.shape) != tuple(t.shape):
+            batch = (f" (a batch of N samples, {'x'.join(map(str, ('N',) + tuple(t.shape[1:])))}, is accepted too "
+                     f"by Simulator.run and trace)" if t.shape and t.shape[0] == 1 else "")
             raise InputError(f"input {name!r}: expected shape {'x'.join(map(str, t.shape))}, got "
-                             f"{'x'.join(map(str, arr.shape)) or 'a scalar'}")
+                             f"{'x'.join(map(str, arr.shape)) or 'a scalar'}{batch}")
         if t.q is None:
             if arr.dtype.kind != "f":
                 raise InputError(f"input {name!r}: expected float values (the model quantizes them itself), got "
                                  f"{arr.dtype}")
-            arr = arr.astype(np.float32)
+            arr = arr.astype(np.float32, copy=False)  # read only, like an integer feed
             if not np.all(np.isfinite(arr)):
                 raise InputError(f"input {name!r} contains NaN or infinity")
         else:

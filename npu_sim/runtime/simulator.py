@@ -1,15 +1,20 @@
 """The Python API: load a QDQ model for a board, run it, trace it."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 
 from npu_sim.boards import Board, load_board
+from npu_sim.errors import NpuSimError
+from npu_sim.runtime.batch import axis_refusal, batch_refusal, concat_results, feed_batch, split_feeds
 from npu_sim.runtime.executor import RunResult, execute
 from npu_sim.ir import Program
 from npu_sim.lowering.walk import lower_graph
 from npu_sim.frontend.reader import read_model
+
+BATCH_PROGRAMS_KEPT = 4  # programs lowered for a batch size, most recent kept
 
 
 class Simulator:
@@ -17,11 +22,23 @@ class Simulator:
 
     ``run(feeds)`` returns dequantized float outputs by ONNX output name; ``run(feeds, raw=True)`` the integers.
     ``trace(feeds)`` returns every quantized tensor (integers), keyed by the ONNX float tensor it stands for.
+
+    Batches: where every input's one-sample shape starts with 1, ``run`` and ``trace`` also take N samples stacked
+    along the first axis, and return what N single runs concatenated along axis 0 would -- bit for bit. The model
+    is lowered once more for N (each node then runs once for the whole batch); where that is not exact (a node
+    working along axis 0, an activation without the batch dimension) or not possible (a Simulator built from a
+    Program), the samples run one by one, and ``batch_note`` says why, naming the node. (A model given as an ONNX
+    ModelProto is read again for a batch: leave it unchanged after ``load``.)
     """
 
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, source=None):
+        """``source``: ``(model, board, file_stamp(model))`` as loaded (a path or an ONNX ModelProto), to lower it
+        again for batches."""
         self.program = program
         self.last: RunResult | None = None
+        self.batch_note: str | None = None  # why a batch ran as single runs (None: never so far)
+        self.source = source
+        self.batch_programs: dict[int, tuple[Program | None, str | None]] = {}  # N -> (program or None, reason)
 
     @property
     def board(self) -> Board:
@@ -45,7 +62,8 @@ class Simulator:
         return self.last
 
     def run(self, feeds: dict, raw: bool = False) -> dict[str, np.ndarray]:
-        result = self.execute(feeds)
+        """Outputs by ONNX name: dequantized floats, or with ``raw`` the integers; feeds may be a batch."""
+        result = self.run_batch(feeds)
         out = {}
         for name, tname in self.program.outputs.items():
             q = result.values[tname]
@@ -53,13 +71,62 @@ class Simulator:
         return out
 
     def trace(self, feeds: dict) -> dict[str, np.ndarray]:
-        result = self.execute(feeds, keep_all=True)
+        """Every quantized tensor (integers) by ONNX float tensor name; feeds may be a batch."""
+        result = self.run_batch(feeds, keep_all=True)
         traced = {}
         for tname, arr in result.values.items():
             t = self.program.tensors[tname]
             if t.q is not None and not t.is_const:
                 traced.setdefault(t.float_name, arr)
         return traced
+
+    def run_batch(self, feeds: dict, hooks=(), keep_all: bool = False) -> RunResult:
+        """``execute`` for one sample or a batch of N (see the class): the result's tensors are named as in
+        ``program``, with N first. Hooks see each node once for the batch (once per sample where the batch runs as
+        single runs). Kept in ``last``."""
+        n = feed_batch(self.program, feeds)
+        if n is None:
+            return self.execute(feeds, hooks, keep_all)
+        program = self.batch_program(n)
+        if program is not None:
+            self.last = execute(program, feeds, hooks, keep_all)
+        else:
+            self.last = concat_results([execute(self.program, one, hooks, keep_all)
+                                        for one in split_feeds(feeds, n)])
+        return self.last
+
+    def batch_program(self, n: int) -> Program | None:
+        """The program lowered for a batch of ``n``, or None when a batch must run as single runs (then
+        ``batch_note`` says why). Lowered once per ``n``; the last few are kept."""
+        if n not in self.batch_programs:
+            self.batch_programs[n] = self.lower_batch(n)
+            while len(self.batch_programs) > BATCH_PROGRAMS_KEPT:
+                self.batch_programs.pop(next(iter(self.batch_programs)))
+        program, reason = self.batch_programs[n]
+        if reason is not None:
+            where = self.program.model_path or "the model"
+            self.batch_note = (f"{where}: a batch of {n} runs as {n} single runs (the same integers, without the "
+                               f"speed of a batch): {reason}")
+        return program
+
+    def lower_batch(self, n: int) -> tuple[Program | None, str | None]:
+        """``(program for n samples, None)``, or ``(None, the reason it cannot be)``."""
+        if self.source is None:
+            return None, "this Simulator was built from a Program, not loaded from a model (npu_sim.load)"
+        model, board, stamp = self.source
+        if stamp != file_stamp(model):
+            return None, f"the model file {model} changed since it was loaded"
+        shapes = {name: self.program.tensors[t].shape for name, t in self.program.inputs.items()}
+        try:
+            graph = read_model(model, shapes, batch=n)
+            reason = axis_refusal(graph)
+            if reason is not None:
+                return None, reason
+            program = lower_graph(graph, board)
+        except NpuSimError as exc:
+            return None, f"the model does not lower for a batch of {n} ({exc})"
+        reason = batch_refusal(self.program, program, n)
+        return (None, reason) if reason is not None else (program, None)
 
     def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
         """Seeded random feeds spanning each input's quantized (calibrated) range."""
@@ -83,9 +150,22 @@ def load(path, board="default", input_shapes: dict | None = None, feed_shapes: d
     """Load a QDQ ONNX model and lower it for ``board`` (a preset name, a TOML path, or a Board).
 
     ``input_shapes`` fixes dynamic input dimensions, e.g. ``{"x": (1, 3, 48, 192)}``; ``feed_shapes`` (the shapes
-    of the feeds you will pass) resolve dynamic dimensions only.
+    of the feeds you will pass) resolve dynamic dimensions only. With a batch dimension of 1 (fixed or given),
+    ``run`` and ``trace`` also take a batch of N samples stacked along it (see ``Simulator``).
     Raises an ``npu_sim.errors.NpuSimError`` subclass with a clear message on bad input.
     """
     b = load_board(board)
-    graph = read_model(path if not isinstance(path, Path) else str(path), input_shapes, feed_shapes)
-    return Simulator(lower_graph(graph, b))
+    model = path if not isinstance(path, Path) else str(path)
+    graph = read_model(model, input_shapes, feed_shapes)
+    return Simulator(lower_graph(graph, b), source=(model, b, file_stamp(model)))
+
+
+def file_stamp(model) -> tuple[int, int] | None:
+    """(modification time, size) of a model file, None for an in-memory model or a file gone."""
+    if not isinstance(model, str):
+        return None
+    try:
+        st = os.stat(model)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
