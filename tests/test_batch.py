@@ -20,6 +20,7 @@ import pytest
 from onnx import helper
 
 import npu_sim
+from npu_sim.cli.main import main
 from npu_sim.errors import InputError, NpuSimError
 from npu_sim.frontend.reader import read_model
 from npu_sim.runtime.simulator import Simulator
@@ -278,3 +279,22 @@ def test_run_batch_hooks_once_per_node_and_overflows_add_up(tmp_path):
     assert total and result.overflows == total
     out = sim.program.outputs["logits"]
     assert np.array_equal(result.values[out], np.concatenate([r.values[out] for r in singles]))
+
+
+def test_cli_run_takes_a_batch_file(tmp_path, capsys):
+    """`npu-sim run --input batch.npy` on a model whose batch dimension is fixed at 1: one run of the N samples,
+    the outputs (N first) equal to the single runs; a batch that must run as single runs says so on stderr."""
+    for name, tail, shape, consts, batched in (
+            ("cli_1m1", "Reshape", (1, 32), np.array([1, -1], np.int64), True),
+            ("cli_m1", "Reshape", (32,), np.array([-1], np.int64), False)):
+        path = _conv_then(tmp_path, name, [helper.make_node(tail, ["c", "shape"], ["y"], name="flat")], shape,
+                          {"shape": consts})
+        sim = npu_sim.load(path)
+        singles, batch = stacked(sim)
+        np.save(tmp_path / f"{name}.npy", batch["x"])
+        out = tmp_path / f"{name}_out"
+        assert main(["run", str(path), "--input", str(tmp_path / f"{name}.npy"), "--out", str(out)]) == 0
+        want = np.concatenate([sim.run(f, raw=True)["y"] for f in singles])
+        assert np.array_equal(np.load(out / "y.int.npy"), want)
+        err = capsys.readouterr().err
+        assert ("runs as 3 single runs" in err) == (not batched), err

@@ -118,7 +118,9 @@ def main(args, shapes) -> int:
     feeds = arrays if arrays else sim.random_inputs(args.seed)
     if not arrays:
         print(f"no --input given: using seeded random input (seed {args.seed}) in the calibrated range")
-    result = sim.execute(feeds, keep_all=args.dump_all)
+    result = sim.run_batch(feeds, keep_all=args.dump_all)  # one sample, or N stacked on a batch dimension of 1
+    if sim.batch_note:
+        print(f"note: {sim.batch_note}", file=sys.stderr)
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {args.out!r} is a file; give a folder (it is created if missing)")
