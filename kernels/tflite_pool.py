@@ -18,8 +18,8 @@ from .tflite_fixedpoint import mbqm32, wrap32
 
 
 def tfl_avgpool(x, kernel, stride, pads, qmin, qmax):
-    if x.ndim != 4 or x.dtype.kind != "i":
-        raise ValueError("tfl_avgpool: NCHW signed integer input required")
+    if x.ndim != 4 or x.dtype.kind not in "iu":
+        raise ValueError("tfl_avgpool: NCHW integer input required")
     kh, kw = kernel
     sh, sw = stride
     top, left, bottom, right = pads

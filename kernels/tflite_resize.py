@@ -68,8 +68,8 @@ def bilinear_axis(n_in: int, n_out: int, align_corners: bool, half_pixel: bool):
 
 
 def tfl_resize_nearest(x, out_hw, align_corners: bool, half_pixel: bool):
-    if x.ndim != 4 or x.dtype.kind != "i":
-        raise ValueError("tfl_resize_nearest: NCHW signed integer input required")
+    if x.ndim != 4 or x.dtype.kind not in "iu":
+        raise ValueError("tfl_resize_nearest: NCHW integer input required")
     iy = nearest_indices(x.shape[2], out_hw[0], align_corners, half_pixel)
     ix = nearest_indices(x.shape[3], out_hw[1], align_corners, half_pixel)
     return np.ascontiguousarray(x[:, :, iy][:, :, :, ix])

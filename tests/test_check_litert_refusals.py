@@ -13,8 +13,11 @@ import numpy as np
 import onnx
 import pytest
 
+from onnx import helper
+
 import npu_sim
 from npu_sim.cli.main import main as cli_main
+from tests import qdq_models as qm
 
 TFLITE = Path(__file__).resolve().parent / "fixtures" / "tflite"
 NAME = "refusal_chain_a16w8"
@@ -84,5 +87,29 @@ def test_run_refuses_the_same_nodes(tmp_path, capsys):
                      "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert f"{len(expected)} node(s) cannot run as integer ops on board '{U55}'" in err
-    for node, quantize in expected.values():
-        assert f"node {node!r}" in err and f"node {quantize!r}" in err
+    for node, _ in expected.values():  # named by the refused op, not by the QuantizeLinear that ends its group
+        assert f"node {node!r} (Conv)" in err
+
+
+@pytest.mark.parametrize("op, attrs, runs", [
+    ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}, True),
+    ("Resize", {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, True),
+    ("Resize", {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}, False)])
+def test_uint8_pool_and_resize_on_litert_arithmetic(tmp_path, capsys, op, attrs, runs):
+    """uint8 activations on the LiteRT arithmetic: AveragePool and nearest Resize compute as LiteRT's uint8 kernels
+    (the same integers as int8: a rounded mean, a gather) and run; bilinear Resize (LiteRT's uint8 kernel computes
+    another way) is refused at load, naming the node -- never a failure inside the run (exit 3)."""
+    inputs = ["c"] if op == "AveragePool" else ["c", "", "scales"]
+    inits = {"W": qm.weights(qm.rng_for(op), (2, 3, 3, 3), 0.3)}
+    if op == "Resize":
+        inits["scales"] = np.array([1, 1, 2, 2], np.float32)
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node(op, inputs, ["y"], name="the_op", **attrs)]
+    out = (1, 2, 2, 2) if op == "AveragePool" else (1, 2, 8, 8)
+    model = qm.build_model(nodes, {"x": (1, 3, 4, 4)}, {"y": out}, inits, name=f"u8_{op}")
+    path = qm.quantize(model, tmp_path, f"u8_{op}_{attrs['mode'] if 'mode' in attrs else 'avg'}", activation_type="u8")
+    code = cli_main(["run", str(path), "--board", U55, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == (0 if runs else 2), err
+    if not runs:
+        assert "the_op" in err and "uint8" in err

@@ -67,8 +67,8 @@ def test_mul(seed, dtype, m, s, z1, z2, zo, extreme):
 
 
 @settings(deadline=None, max_examples=60)
-@given(st.integers(0, 2 ** 32 - 1), DTYPES, st.integers(1, 3), st.integers(1, 3), st.integers(1, 2),
-       st.integers(0, 1), st.integers(0, 1), st.booleans())
+@given(st.integers(0, 2 ** 32 - 1), st.sampled_from([np.int8, np.int16, np.uint8]), st.integers(1, 3),
+       st.integers(1, 3), st.integers(1, 2), st.integers(0, 1), st.integers(0, 1), st.booleans())
 def test_avgpool(seed, dtype, kh, kw, stride, pt, pl, extreme):
     x = _ints(np.random.default_rng(seed), dtype, 2 * 5 * 6, extreme).reshape(1, 2, 5, 6)
     pads = (min(pt, kh - 1), min(pl, kw - 1), min(pt, kh - 1), min(pl, kw - 1))

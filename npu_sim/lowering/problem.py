@@ -7,6 +7,8 @@ from __future__ import annotations
 class Problem(Exception):
     """A node that cannot be lowered (a gap of npu-sim or of the model); collected and reported with the others."""
 
+    node = None  # the ONNX node it is about, where that is not the node the walk was visiting (set by the walk)
+
 
 class Refusal(Problem):
     """A node the board's own toolchain refuses (not a gap of npu-sim): the check reports it as an error."""

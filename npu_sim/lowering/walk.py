@@ -143,7 +143,8 @@ class Lowering:
                     raise  # only kernels.fixedpoint's "factor too large": the model's scales, not a bug
                 why = str(p) if isinstance(p, Problem) else (f"its scales give a requantization {p}; check the "
                                                              f"scales of its inputs and output (re-run calibration)")
-                self.problems.append((onode.name or onode.output[0], onode.op_type, why))
+                where = getattr(p, "node", None) or onode  # a ValueError has none
+                self.problems.append((where.name or where.output[0], where.op_type, why))
                 if isinstance(p, Refusal):
                     self.refusals.append(self.problems[-1])
                     if onode.op_type == "QuantizeLinear" and onode.output[0] in self.tensors:
@@ -351,7 +352,11 @@ class Lowering:
                 raise Problem(f"activation {f!r} is quantized per axis; npu-sim supports per-tensor activations")
             t = self.add_tensor(Tensor(out, f, self.ctx.shape(f), q))
             info = self.op_info(p.node.op_type)
-            node = info.lower(self.ctx, p.node, p.args, t, p.act)
+            try:
+                node = info.lower(self.ctx, p.node, p.args, t, p.act)
+            except Problem as exc:
+                exc.node = p.node  # the op that cannot be lowered, not the QuantizeLinear that completed its group
+                raise
             node.sources = p.sources + [onode.name]
             self.nodes.append(node)
             self.ints[out] = out

@@ -44,6 +44,9 @@ def lower_resize(lowering, onode, args, out, act):
         raise Problem("TFLite resizes the two spatial axes of a 4-D tensor only")
     if x.q.bits > 16 or not x.q.same_as(out.q) or act is not None:
         raise Problem("TFLite's integer resize keeps the quantization: input and output must share it (int8/int16)")
+    if mode == "linear" and x.q.dtype == "uint8":
+        raise Problem("TFLite's integer RESIZE_BILINEAR is for int8/int16 (its uint8 kernel computes another way): "
+                      "quantize the activations as int8 (quantize_static activation_type=QInt8)")
     p = {"hw": (int(out.shape[2]), int(out.shape[3])), "align_corners": flags[0], "half_pixel": flags[1],
          "bilinear": mode == "linear"}
     return Node(lowering.node_name(onode), "Resize", [x.name], [out.name], _run_resize, p,
