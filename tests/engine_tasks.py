@@ -1,0 +1,63 @@
+"""Jobs for tests/test_engines.py and benchmarks/throughput.py, at module level so that spawned worker processes
+(they get the parent's sys.path) and Ray actors (the engine puts this folder on their PYTHONPATH) import them by
+name."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+import npu_sim
+from npu_sim.errors import InputError
+
+SETUPS = {"count": 0}  # set-ups run in this process
+
+
+def setup_scale(arg: dict) -> dict:
+    """The toy job's set-up: ``arg["scale"]``; raises when ``arg["fail"]`` (a model that does not load)."""
+    if arg.get("fail"):
+        raise InputError(f"model {arg['fail']!r} cannot be read")
+    SETUPS["count"] += 1
+    return {"scale": arg["scale"]}
+
+
+def scaled_square(state: dict, payload):
+    """``scale * x * x`` for ``payload = x``; ``("raise", x)`` raises; ``("die_once", marker, x)`` kills its
+    process unless ``marker`` exists (it creates it first); ``("die", x)`` always kills its process. Returns the
+    value, this process's id and how many set-ups ran in it."""
+    if isinstance(payload, tuple):
+        kind, *rest = payload
+        if kind == "raise":
+            raise ValueError(f"sample {rest[0]} is broken")
+        if kind == "die":
+            os._exit(3)
+        if kind == "die_once":
+            marker = Path(rest[0])
+            if not marker.exists():
+                marker.write_text("died once")
+                os._exit(3)
+        payload = rest[-1]
+    return state["scale"] * payload * payload, os.getpid(), SETUPS["count"]
+
+
+def load_model(arg: dict):
+    """A real job's set-up: the model loaded and lowered once per worker."""
+    return npu_sim.load(arg["model"], input_shapes=arg.get("input_shapes"))
+
+
+def run_raw(sim, shard: dict) -> dict:
+    """A real job's task: every sample of a shard (``{input name: [N, ...] array}``) run one at a time; the
+    board's integers of every output, stacked."""
+    names = list(shard)
+    outs: dict[str, list] = {}
+    for k in range(len(shard[names[0]])):
+        result = sim.run({n: shard[n][k:k + 1] for n in names}, raw=True)
+        for name, q in result.items():
+            outs.setdefault(name, []).append(q)
+    return {name: np.concatenate(qs) for name, qs in outs.items()}
+
+
+def empty(state, payload):
+    """No work: a task's round trip through the engine (the benchmark's per-task overhead)."""
+    return payload
