@@ -61,3 +61,14 @@ def run_raw(sim, shard: dict) -> dict:
 def empty(state, payload):
     """No work: a task's round trip through the engine (the benchmark's per-task overhead)."""
     return payload
+
+
+def _refuse_to_load():
+    raise ModuleNotFoundError("No module named 'ghost_tasks'")
+
+
+class Unloadable:
+    """A set-up argument that cannot be unpickled in a worker (as if its module were missing there)."""
+
+    def __reduce__(self):
+        return (_refuse_to_load, ())

@@ -169,3 +169,8 @@ def test_a_real_model_gives_the_same_integers_on_every_engine(engine):
         assert set(got[i]) == set(want) == {"logits"}
         for name in want:
             assert got[i][name].dtype == want[name].dtype and np.array_equal(got[i][name], want[name]), (i, name)
+
+
+def test_ray_workers_that_cannot_load_the_job_are_one_clear_error(ray_cluster):
+    with pytest.raises(InputError, match="the Ray workers could not start: .*ghost_tasks"):
+        _run([1, 2], EngineOptions("ray", workers=2), arg=engine_tasks.Unloadable())

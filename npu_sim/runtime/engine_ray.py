@@ -207,7 +207,11 @@ def _dispatch(ray, actors: Actors, payloads: list) -> Iterator[tuple[int, Any]]:
             actors.load[slot] -= weight
         try:
             result = ray.get(ref)
-        except died:
+        except died as exc:
+            if getattr(exc, "actor_init_failed", False):  # RayWorker.__init__ never raises: the code did not load
+                raise InputError(f"--engine ray: the Ray workers could not start: {_first_line(exc)}; they must "
+                                 f"import npu_sim and the job's functions as this driver does (see "
+                                 f"docs/SCALING.md)") from None
             actors.replace(slot, gen)
             tries[i] += 1
             if tries[i] > RETRIES:
@@ -221,3 +225,9 @@ def _dispatch(ray, actors: Actors, payloads: list) -> Iterator[tuple[int, Any]]:
         if isinstance(result, SetupFailed):
             raise result.error
         yield i, result
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "Error:" in ln and not ln.startswith("The actor died")]
+    return (errors or lines or [type(exc).__name__])[-1]
