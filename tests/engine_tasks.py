@@ -4,6 +4,7 @@ name."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -58,9 +59,28 @@ def run_raw(sim, shard: dict) -> dict:
     return {name: np.concatenate(qs) for name, qs in outs.items()}
 
 
+def run_raw_timed(sim, shard: dict) -> dict:
+    """:func:`run_raw`, when it started and ended (``time.time()``, comparable across processes of one machine),
+    the CPU time it took and in which process: how busy the engine keeps its workers, and how much of a core
+    each got."""
+    start, cpu = time.time(), time.process_time()
+    out = run_raw(sim, shard)
+    return {"out": out, "start": start, "end": time.time(), "cpu": time.process_time() - cpu, "pid": os.getpid()}
+
+
 def empty(state, payload):
     """No work: a task's round trip through the engine (the benchmark's per-task overhead)."""
     return payload
+
+
+def memory(state, shard) -> dict:
+    """This worker's resident memory in MiB (``VmRSS`` now, ``VmHWM`` its peak), after running ``shard`` on the
+    worker's simulator if one is given (the benchmark's memory per worker)."""
+    if shard is not None:
+        run_raw(state, shard)
+    status = Path("/proc/self/status").read_text().splitlines()
+    kib = {line.split(":")[0]: int(line.split()[1]) for line in status if line.startswith(("VmRSS", "VmHWM"))}
+    return {"rss_mib": kib["VmRSS"] / 1024, "peak_mib": kib["VmHWM"] / 1024}
 
 
 def _refuse_to_load():
