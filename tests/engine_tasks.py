@@ -68,6 +68,11 @@ def run_raw_timed(sim, shard: dict) -> dict:
     return {"out": out, "start": start, "end": time.time(), "cpu": time.process_time() - cpu, "pid": os.getpid()}
 
 
+def where(state, payload) -> dict:
+    """The files this process imported npu_sim and this module from."""
+    return {"npu_sim": npu_sim.__file__, "engine_tasks": __file__}
+
+
 def empty(state, payload):
     """No work: a task's round trip through the engine (the benchmark's per-task overhead)."""
     return payload

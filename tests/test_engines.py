@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -26,13 +27,20 @@ NO_RAY = "ray is not installed (pip install 'npu-sim[ray]' or the test extra)"
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
+def ray_cluster(tmp_path_factory):
     if not HAS_RAY:
         pytest.skip(NO_RAY)
     import ray
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        # Ray puts the driver's current directory first on its workers' sys.path: started from an empty folder,
+        # the actors find this checkout only through the engine (not through the folder pytest runs in)
+        here = os.getcwd()
+        os.chdir(tmp_path_factory.mktemp("ray-driver-cwd"))
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        finally:
+            os.chdir(here)
     yield ray
     if started:
         ray.shutdown()
@@ -152,6 +160,11 @@ def test_actors_refuse_other_code():
 def test_actors_import_the_drivers_code():
     paths = engine_ray.worker_env(engine_tasks.setup_scale)["env_vars"]["PYTHONPATH"].split(":")
     assert paths[0] == str(ROOT) and str(ROOT / "tests") in paths and paths[-1] == "${PYTHONPATH}"
+
+
+def test_workers_import_the_drivers_npu_sim(engine):
+    got = dict(run_tasks(engine_tasks.setup_scale, {"scale": 1}, engine_tasks.where, [0, 1], engine))
+    assert got[0] == got[1] == engine_tasks.where(None, None)
 
 
 def _digits_shards(count: int = 12, size: int = 4) -> list[dict]:
