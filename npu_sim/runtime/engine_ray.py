@@ -6,8 +6,9 @@ Ray already initialized in this process (a test, a notebook) is used as it is an
 
 Each actor runs ``setup(arg)`` once (``arg`` is put in the object store once, so it travels once per node) and then
 the tasks it is given, at most ``IN_FLIGHT`` at a time (one running, one waiting, so an actor never idles between
-tasks). Results come back as they finish. An actor that dies has its unanswered tasks resubmitted to a fresh actor,
-at most ``RETRIES`` times each. Actors import the driver's own npu_sim: their ``PYTHONPATH`` starts with the
+tasks). Results come back as they finish. An actor that dies is replaced and its unanswered tasks resubmitted, at
+most ``RETRIES`` times each, a retried task alone on its actor (so that the task that kills its actor is the one
+charged); actors that cannot even load the job's code are one InputError naming what failed. Actors import the driver's own npu_sim: their ``PYTHONPATH`` starts with the
 folders the driver imported npu_sim, kernels and the job's functions from, and each actor compares a fingerprint
 of its npu_sim and kernels sources (and board presets) with the driver's before it sets up; a cluster running other
 code is refused with an error naming both (results would not be bit-identical). See docs/SCALING.md.
@@ -114,7 +115,7 @@ def check_reachable(address: str, source: str) -> None:
         raise InputError(f"{source} {address!r}: write HOST:PORT, the head node's address (e.g. 10.0.0.1:6379, "
                          f"as `ray start --head` prints it), or ray://HOST:10001")
     try:
-        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:
         raise InputError(f"{source} {address}: no Ray cluster answers there ({exc}); start one with "
                          f"`ray start --head` or fix the address") from None
