@@ -4,6 +4,7 @@ name."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -66,6 +67,11 @@ def run_raw_timed(sim, shard: dict) -> dict:
     start, cpu = time.time(), time.process_time()
     out = run_raw(sim, shard)
     return {"out": out, "start": start, "end": time.time(), "cpu": time.process_time() - cpu, "pid": os.getpid()}
+
+
+def lock_or_value(state, payload):
+    """A result that cannot be pickled (a lock) for ``"lock"``, else the payload."""
+    return threading.Lock() if payload == "lock" else payload
 
 
 def where(state, payload) -> dict:

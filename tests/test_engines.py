@@ -107,6 +107,13 @@ def test_a_task_that_kills_every_worker_fails_alone(engine_with_workers):
     assert results[0][0] == 3 and results[2][0] == 27
 
 
+def test_a_result_that_cannot_travel_fails_alone(engine_with_workers):
+    results = dict(run_tasks(engine_tasks.setup_scale, {"scale": 1}, engine_tasks.lock_or_value, [1, "lock", 3],
+                             engine_with_workers))
+    assert results[0] == 1 and results[2] == 3
+    assert isinstance(results[1], TaskFailed) and "lock" in results[1].error.lower()
+
+
 def test_no_payloads_no_work(engine):
     assert _run([], engine) == {}
 

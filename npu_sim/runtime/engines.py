@@ -122,6 +122,8 @@ def _pool_results(futures: dict, pending: dict):
             except BrokenProcessPool:
                 broken = True
                 continue
+            except Exception as exc:  # the payload or the result could not travel (pickling): this task only
+                result = TaskFailed(f"{type(exc).__name__}: {exc}")
             if isinstance(result, SetupFailed):
                 raise result.error
             pending.pop(i)
