@@ -73,7 +73,8 @@ class RayWorker:
             self.state = SetupFailed(InputError(
                 f"--engine ray: the Ray workers run npu_sim from {NPU_SIM_DIR} on {socket.gethostname()}, whose "
                 f"code differs from the driver's ({where}); results would not be bit-identical. Install the same "
-                f"npu-sim on every node, or run from the folder that holds it (see docs/SCALING.md)"))
+                f"npu-sim on every node, and do not run the command from inside another npu-sim checkout (Ray puts "
+                f"the driver's current folder first on its workers' path; see docs/SCALING.md)"))
         else:
             self.state = set_up(setup, arg)
 
@@ -122,7 +123,8 @@ def check_reachable(address: str, source: str) -> None:
 
 
 def connect(ray, address: str | None, workers: int | None) -> bool:
-    """Join or start the cluster; True when this job started it (and so shuts it down)."""
+    """Join or start the cluster; True when this job initialized Ray here (and so shuts it down at the end: a
+    local cluster stops, a cluster joined at an address only loses this driver)."""
     if ray.is_initialized():
         return False
     source = "--ray-address" if address else "RAY_ADDRESS"
