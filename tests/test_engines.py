@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -194,3 +195,25 @@ def test_a_real_model_gives_the_same_integers_on_every_engine(engine):
 def test_ray_workers_that_cannot_load_the_job_are_one_clear_error(ray_cluster):
     with pytest.raises(InputError, match="the Ray workers could not start: .*ghost_tasks"):
         _run([1, 2], EngineOptions("ray", workers=2), arg=engine_tasks.Unloadable())
+
+
+_JOB_ON_ITS_OWN_CLUSTER = """
+import ray, engine_tasks
+from npu_sim.runtime.engines import EngineOptions, run_tasks
+got = dict(run_tasks(engine_tasks.setup_scale, {"scale": 2}, engine_tasks.scaled_square, [1, 2, 3],
+                     EngineOptions("ray", workers=1)))
+assert {i: r[0] for i, r in got.items()} == {0: 2, 1: 8, 2: 18}, got
+assert not ray.is_initialized(), "the job's own cluster was left running"
+print("ok")
+"""
+
+
+def test_ray_without_a_cluster_starts_one_for_the_job_and_stops_it(tmp_path):
+    if not HAS_RAY:
+        pytest.skip(NO_RAY)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    env.pop("RAY_ADDRESS", None)
+    out = subprocess.run([sys.executable, "-c", _JOB_ON_ITS_OWN_CLUSTER], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    assert "Started a local Ray instance" not in out.stderr + out.stdout
