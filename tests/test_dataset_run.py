@@ -22,7 +22,8 @@ from npu_sim.analysis import dataset_task
 from npu_sim.cli.main import main
 from npu_sim.render.dataset_out import DatasetWriter, npz_bytes
 
-DEMO = Path(__file__).parent.parent / "models" / "demo"
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "models" / "demo"
 MODEL = DEMO / "digits_cnn.qdq.onnx"
 FLOAT = DEMO / "digits_cnn.float.onnx"
 TEST = DEMO / "digits_test.npz"
@@ -52,9 +53,9 @@ def _cli(*args) -> int:
     return main(["run", *map(str, args), "--workers", "1"])
 
 
-def _run(out, data, workers=1, **kw):
+def _run(out, data, workers=1, kind="local", **kw):
     writer = DatasetWriter(out, resume=kw.pop("resume", False), every=0)
-    return npu_sim.run_dataset(MODEL, data, writer, engine=npu_sim.EngineOptions("local", workers), **kw)
+    return npu_sim.run_dataset(MODEL, data, writer, engine=npu_sim.EngineOptions(kind, workers), **kw)
 
 
 def test_outputs_equal_single_runs(tmp_path, digits, sim):
@@ -97,6 +98,21 @@ def test_layout_and_bytes_do_not_depend_on_workers(tmp_path, digits):
     a, b = _files(tmp_path / "w1"), _files(tmp_path / "w2")
     assert list(a) == list(b) and len(a) == 5 + 2
     assert a == b
+
+
+def test_ray_cluster_gives_the_same_files(tmp_path, digits):
+    """--engine ray on a local cluster of 2 CPUs (started here, shut down after): the files of --workers 1, byte
+    for byte."""
+    ray = pytest.importorskip("ray")
+    one = _run(tmp_path / "w1", [digits], workers=1, shard_size=8, float_model=FLOAT)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    try:
+        on_ray = _run(tmp_path / "ray", [digits], workers=2, kind="ray", shard_size=8, float_model=FLOAT)
+    finally:
+        ray.shutdown()
+    assert one.ok and on_ray.ok and one.metrics == on_ray.metrics
+    assert _files(tmp_path / "w1") == _files(tmp_path / "ray")
 
 
 class _Killed(BaseException):
