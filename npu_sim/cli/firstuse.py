@@ -1,9 +1,10 @@
 """First use: the kernels compile (Numba, ``cache=True``) the first time they run, which on a real model takes
 tens of seconds with nothing on the screen. Said once on stderr, with a count of the kernels compiled.
 
-Cheap: the cache is "cold" when its folder holds no index (``.nbi``) or a kernel module is newer than its newest
-index (a stale cache: Numba recompiles). A compile that starts while the cache looked warm (a kernel used for the
-first time) is said the same way, when it starts (Numba's ``numba:compile`` event)."""
+Cheap: the cache is "cold" when its folder holds no index (``.nbi``): then it is said at once. A compile that
+starts while the cache looked warm (a kernel used for the first time, or one whose source changed since it was
+cached) is said the same way, when it starts (Numba's ``numba:compile`` event). A changed kernel is not said up
+front: its module may hold no kernel this command uses, and the message would then repeat on every run."""
 from __future__ import annotations
 
 import contextlib
@@ -31,22 +32,12 @@ def cache_dir() -> Path:
     return SOURCES / "__pycache__"
 
 
-def cache_is_cold(cache: Path, sources: Path = SOURCES) -> bool:
-    """No compiled kernel in ``cache``, or a kernel source newer than its index (Numba would recompile it)."""
-    newest: dict[str, float] = {}
+def cache_is_cold(cache: Path) -> bool:
+    """No compiled kernel in ``cache`` (no index file, or no folder yet)."""
     try:
-        for f in cache.glob("*.nbi"):
-            module = f.name.split(".", 1)[0]
-            newest[module] = max(newest.get(module, 0.0), f.stat().st_mtime)
+        return next(cache.glob("*.nbi"), None) is None
     except OSError:
         return True
-    if not newest:
-        return True
-    for module, stamp in newest.items():
-        src = sources / f"{module}.py"
-        if src.is_file() and src.stat().st_mtime > stamp:
-            return True
-    return False
 
 
 class FirstUse(event.Listener):
