@@ -4,7 +4,6 @@ import io
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numba
