@@ -7,9 +7,9 @@ keeps each sample by reference (its file, its item in a .npy/.npz batch, its lab
 headers: no sample is decoded then. ``execute`` sends the shards that are not already written as tasks to
 ``npu_sim.runtime.engines.run_tasks`` (``dataset_task.setup`` / ``shard_task``), which pulls them lazily:
 ``shard_payload`` reads a shard's samples (decodes its images, slices its arrays) only when a worker can take it,
-so the driver holds the decoded shards in flight only. It hands each finished shard to a *writer* (the files are the render
-layer's: ``npu_sim.render.dataset_out.DatasetWriter``), which also rewrites the manifest as shards finish, so a
-killed run resumes where it stopped and gives the same bytes.
+so the driver holds the decoded shards in flight only. It hands each finished shard to a *writer* (the files are
+the render layer's: ``npu_sim.render.dataset_out.DatasetWriter``), which also rewrites the manifest as shards
+finish, so a killed run resumes where it stopped and gives the same bytes.
 """
 from __future__ import annotations
 
