@@ -343,3 +343,97 @@ def test_a_failed_task_is_named_and_run_again_on_resume(tmp_path, digits, capsys
                                                                               or real(s, a, t, payloads, o)))
     assert _cli(MODEL, "--data", digits, "--out", out, "--shard-size", 16, "--resume") == 0
     assert ran == [1] and _files(out) == _files(whole)
+
+
+def _arrays_in(obj, seen=None) -> list[np.ndarray]:
+    """Every numpy array reachable from ``obj`` through dataclasses, lists, tuples and dicts."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        return [obj]
+    if isinstance(obj, dict):
+        items = list(obj.values())
+    elif isinstance(obj, (list, tuple)):
+        items = list(obj)
+    elif hasattr(obj, "__dataclass_fields__"):
+        items = [getattr(obj, f) for f in obj.__dataclass_fields__]
+    else:
+        return []
+    return [a for item in items for a in _arrays_in(item, seen)]
+
+
+def test_the_plan_holds_sample_references_not_samples(tmp_path):
+    """Many samples: the plan keeps (file, item, label) per sample, counted from the headers; no decoded array."""
+    from npu_sim.analysis.dataset_run import plan_dataset
+    z = np.load(TEST)
+    data = tmp_path / "many"
+    data.mkdir()
+    np.save(data / "a.npy", np.concatenate([z["x"]] * 6))                       # 2160 samples
+    np.savez(data / "b.npz", x=z["x"][:100], y=z["y"][:100])
+    plan = plan_dataset(MODEL, [data], shard_size=64)
+    assert len(plan.samples) == 2260 and plan.shards == 36 and not hasattr(plan, "feeds")
+    assert [(s.file, s.item) for s in plan.samples[2158:2162]] == [(str(data / "a.npy"), 2158),
+                                                                   (str(data / "a.npy"), 2159),
+                                                                   (str(data / "b.npz"), 0), (str(data / "b.npz"), 1)]
+    assert plan.samples[2161].labels.tolist() == [int(z["y"][1])]
+    held = _arrays_in(plan.samples) + _arrays_in(plan.files) + _arrays_in(plan.load_errors)
+    assert held and all(a.size <= 1 for a in held), "the plan holds sample data"
+
+
+def test_a_sample_that_cannot_be_read_when_its_shard_is_built_fails_alone(tmp_path, sim, capsys):
+    """Headers fine, data not: a .npy cut short, a row with NaN, a truncated image. Each is named in the manifest
+    when its shard is built; the other samples of the same shards are written."""
+    from PIL import Image
+    x = np.load(TEST)["x"]
+    data = tmp_path / "data"
+    data.mkdir()
+    np.save(data / "a.npy", x[:4])
+    bad = x[4:8].copy()
+    bad[1, 0, 3, 3] = np.nan
+    np.save(data / "b.npy", bad)
+    np.save(data / "c.npy", x[8:11])
+    cut = (data / "c.npy").read_bytes()
+    (data / "c.npy").write_bytes(cut[:len(cut) - 100])  # the header promises 3 samples; the data is short
+    Image.fromarray(np.uint8(np.clip((x[11, 0] + 1) * 127.5, 0, 255))).save(data / "d.png")
+    png = (data / "d.png").read_bytes()
+    (data / "d.png").write_bytes(png[:len(png) // 2])
+    out = tmp_path / "out"
+    assert _cli(MODEL, "--data", data, "--out", out, "--shard-size", 3) == 1
+    err = capsys.readouterr().err
+    man = json.loads((out / "manifest.json").read_text())
+    failed = {f["sample"]: f["error"] for f in man["failed"]}
+    assert sorted(failed) == [f"{data / 'b.npy'}[1]", f"{data / 'c.npy'}[0]", f"{data / 'c.npy'}[1]",
+                              f"{data / 'c.npy'}[2]", str(data / "d.png")]
+    assert "NaN" in failed[f"{data / 'b.npy'}[1]"] and "d.png" in failed[str(data / "d.png")]
+    assert all(name in err for name in failed)
+    assert len(man["samples"]) == 12 and [f.get("index") for f in man["failed"]] == [5, 8, 9, 10, 11]
+    written = {s["index"]: s for s in man["samples"] if "row" in s}
+    assert sorted(written) == [0, 1, 2, 3, 4, 6, 7]
+    for i, s in written.items():
+        row = np.load(out / s["shard"])["logits.int"][s["row"]]
+        assert np.array_equal(row, sim.run({"input": x[i:i + 1]}, raw=True)["logits"]), i
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_shards_are_built_as_the_engine_pulls_them(tmp_path, digits, monkeypatch, workers):
+    """Each shard's payload is built when a worker can take it: when the first shard is written, at most two
+    per worker were built; every shard is built once."""
+    from npu_sim.analysis import dataset_run
+    real_build, real_write = dataset_run.shard_payload, DatasetWriter.shard
+    built, at_first_write = [], []
+
+    def counting_build(plan, k, opened=None):
+        built.append(k)
+        return real_build(plan, k, opened)
+
+    def noting_write(self, k, arrays):
+        at_first_write.append(len(built))
+        return real_write(self, k, arrays)
+
+    monkeypatch.setattr(dataset_run, "shard_payload", counting_build)
+    monkeypatch.setattr(DatasetWriter, "shard", noting_write)
+    summary = _run(tmp_path / "out", [digits], workers=workers, shard_size=2)
+    assert summary.ok and summary.shards == 20 and sorted(built) == list(range(20))
+    assert 1 <= at_first_write[0] <= 2 * workers, at_first_write

@@ -19,7 +19,7 @@ import pytest
 import engine_tasks
 from npu_sim.errors import InputError
 from npu_sim.runtime import engine_ray
-from npu_sim.runtime.engines import EngineOptions, TaskFailed, run_tasks
+from npu_sim.runtime.engines import IN_FLIGHT, EngineOptions, TaskFailed, run_tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "models" / "demo"
@@ -117,6 +117,51 @@ def test_a_result_that_cannot_travel_fails_alone(engine_with_workers):
 
 def test_no_payloads_no_work(engine):
     assert _run([], engine) == {}
+    assert _run(iter(()), engine) == {}
+
+
+class _Pulled:
+    """Payloads from a generator that records how many were pulled, and how many each result found pulled but
+    not answered yet."""
+
+    def __init__(self, payloads):
+        self.payloads, self.pulled, self.ahead = list(payloads), 0, []
+
+    def __iter__(self):
+        for payload in self.payloads:
+            self.pulled += 1
+            yield payload
+
+    def run(self, options) -> dict:
+        results = {}
+        for i, result in run_tasks(engine_tasks.setup_scale, {"scale": 3}, engine_tasks.scaled_square, iter(self),
+                                   options):
+            self.ahead.append(self.pulled - len(results))
+            assert i not in results, f"task {i} answered twice"
+            results[i] = result
+        return results
+
+
+def test_a_generator_of_payloads_is_pulled_as_workers_take_them(engine):
+    feed = _Pulled(range(40))
+    results = feed.run(engine)
+    assert {i: r[0] for i, r in results.items()} == {i: 3 * i * i for i in range(40)}
+    assert feed.pulled == 40
+    workers = engine.workers or 1
+    assert 1 <= feed.ahead[0] <= IN_FLIGHT * workers, "pulled more than the workers could take before a result"
+    assert max(feed.ahead) <= IN_FLIGHT * workers, feed.ahead
+
+
+def test_a_generator_with_a_task_that_kills_its_worker(engine_with_workers, tmp_path):
+    marker = tmp_path / "died"
+    feed = _Pulled([1, 2, ("die_once", str(marker), 4), 3, ("raise", 5)] + list(range(6, 16)))
+    results = feed.run(engine_with_workers)
+    assert marker.exists(), "the task did not kill its worker"
+    assert isinstance(results[4], TaskFailed) and results[4].error == "ValueError: sample 5 is broken"
+    values = {i: v for i, v in enumerate([1, 2, 4, 3, None] + list(range(6, 16))) if v is not None}
+    assert {i: r[0] for i, r in results.items() if i != 4} == {i: 3 * v * v for i, v in values.items()}
+    # the tasks queued on a dead worker are sent again: at most one worker's worth more than the workers hold
+    assert max(feed.ahead) <= IN_FLIGHT * (engine_with_workers.workers + 1), feed.ahead
 
 
 def test_without_ray_engine_ray_says_what_to_install(monkeypatch):

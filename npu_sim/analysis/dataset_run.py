@@ -1,15 +1,19 @@
 """The dataset mode of ``run``: every sample of a dataset through the board's integer program, in fixed-size shards.
 
-``plan_dataset`` reads the data as ``report --data`` does (``npu_sim.frontend.dataset``), one file at a time so a
-file that cannot be read is named and the others still run, and numbers the samples in file order; shard ``k``
-holds samples ``[k * shard_size, (k + 1) * shard_size)``, whatever the engine or the number of workers.
-``execute`` sends the shards that are not already written as tasks to ``npu_sim.runtime.engines.run_tasks``
-(``dataset_task.setup`` / ``shard_task``) and hands each finished shard to a *writer* (the files are the render
-layer's: ``npu_sim.render.dataset_out.DatasetWriter``), which also rewrites the manifest as shards finish, so a
-killed run resumes where it stopped and gives the same bytes.
+``plan_dataset`` checks the data as ``report --data`` reads it (``npu_sim.frontend.dataset``), one file at a time so
+a file that cannot be read is named and the others still run, and numbers the samples in file order; shard ``k``
+holds samples ``[k * shard_size, (k + 1) * shard_size)``, whatever the engine or the number of workers. The plan
+keeps each sample by reference (its file, its item in a .npy/.npz batch, its label), counted from the files'
+headers: no sample is decoded then. ``execute`` sends the shards that are not already written as tasks to
+``npu_sim.runtime.engines.run_tasks`` (``dataset_task.setup`` / ``shard_task``), which pulls them lazily:
+``shard_payload`` reads a shard's samples (decodes its images, slices its arrays) only when a worker can take it,
+so the driver holds the decoded shards in flight only. It hands each finished shard to a *writer* (the files are
+the render layer's: ``npu_sim.render.dataset_out.DatasetWriter``), which also rewrites the manifest as shards
+finish, so a killed run resumes where it stopped and gives the same bytes.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -48,10 +52,13 @@ class Plan:
     board: str
     shard_size: int
     sources: list[str]
-    samples: list[SampleRecord]
-    feeds: list[dict[str, np.ndarray]]
+    samples: list[SampleRecord]            # by reference: no sample's data is held
+    files: dict[str, ds.SourceFile]        # each readable file's samples, as its headers describe them
     load_errors: list[dict]                # {"sample": file, "error": message}: files that could not be read
     outputs: dict[str, dict]               # name -> dtype, shape, scale, zero_point
+    dtypes: dict[str, str] = field(default_factory=dict)   # input name -> element type
+    mean: str = "0"
+    std: str = "1"
     qparams: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -60,10 +67,6 @@ class Plan:
 
     def shard_samples(self, k: int) -> range:
         return range(k * self.shard_size, min(len(self.samples), (k + 1) * self.shard_size))
-
-    def payload(self, k: int) -> ShardPayload:
-        r = self.shard_samples(k)
-        return ShardPayload(k, list(r), [self.feeds[i] for i in r], [self.samples[i].labels for i in r])
 
     def columns(self) -> list[str] | None:
         """The metrics CSV's columns (with ``--float``), else None."""
@@ -103,9 +106,10 @@ def plan_dataset(model, data, board="default", input_shapes: dict | None = None,
                                                           else []))
     spec = JobSpec(model, _board_spec(board), tuple((n, tuple(s)) for n, s in shapes.items()), float_model, digests)
     prog = setup(spec).sim.program
-    samples, feeds, errors = _read_samples(files, shapes, {n: d for n, (_, d) in inputs.items()}, mean, std)
-    plan = Plan(spec, digests[0], prog.board.name, int(shard_size), [str(f) for f in files], samples, feeds,
-                errors, {})
+    dtypes = {n: d for n, (_, d) in inputs.items()}
+    samples, sources, errors = _scan_samples(files, shapes, dtypes, mean, std)
+    plan = Plan(spec, digests[0], prog.board.name, int(shard_size), [str(f) for f in files], samples, sources,
+                errors, {}, dtypes, mean, std)
     for name, tname in prog.outputs.items():
         t = prog.tensors[tname]
         plan.outputs[name] = {"dtype": t.q.dtype, "shape": [int(d) for d in t.shape],
@@ -115,37 +119,90 @@ def plan_dataset(model, data, board="default", input_shapes: dict | None = None,
     return plan
 
 
-def _read_samples(files: list[Path], shapes: dict, dtypes: dict, mean: str, std: str):
-    """Every file's samples (``dataset.load_dataset`` on each file alone): records, feeds, and the files that
-    could not be read (by name, with the error). No readable file at all is an ``InputError``."""
-    samples, feeds, errors = [], [], []
+def _scan_samples(files: list[Path], shapes: dict, dtypes: dict, mean: str, std: str):
+    """Every file's samples, by reference (``dataset.scan_file`` on each file alone: headers only): records, the
+    readable files, and the files that could not be read (by name, with the error). No readable file at all is
+    an ``InputError``."""
+    samples, sources, errors = [], {}, []
+    batch = next(iter(shapes.values()))[0]
     for f in files:
         try:
-            part = ds.load_dataset([f], shapes, dtypes, mean, std)
+            source, labels = ds.scan_file(f, shapes, dtypes, mean, std)
         except InputError as exc:
             errors.append({"sample": str(f), "error": str(exc)})
             continue
-        array = f.suffix.lower() in ds.ARRAY_SUFFIXES
-        for j, s in enumerate(part.samples):
-            b = next(iter(s.values())).shape[0]
-            lab = None if part.labels is None else part.labels[j * b:(j + 1) * b]
-            samples.append(SampleRecord(len(samples), str(f), j if array else None, lab))
-            feeds.append(s)
+        if not source.samples:
+            errors.append({"sample": str(f), "error": "--data: no samples found"})
+            continue
+        name = str(f)
+        sources[name] = source
+        for j in range(source.samples):
+            lab = None if labels is None else labels[j * batch:(j + 1) * batch]
+            samples.append(SampleRecord(len(samples), name, None if source.image else j, lab))
     if not samples:
         more = f" (and {len(errors) - 1} more file(s) failed)" if len(errors) > 1 else ""
         raise InputError(errors[0]["error"] + more if errors else "--data: no samples found")
-    return samples, feeds, errors
+    return samples, sources, errors
+
+
+def shard_payload(plan: Plan, k: int, opened: dict | None = None) -> ShardPayload:
+    """Shard ``k``'s payload, its samples read now (images decoded, arrays sliced from their file and converted,
+    as ``report --data`` reads them); ``opened`` keeps the last array file open from one shard to the next. A
+    sample that cannot be read is left out, its error in the payload (the shard's other samples still run)."""
+    opened = {} if opened is None else opened
+    payload = ShardPayload(k, [], [], [])
+    for i in plan.shard_samples(k):
+        s = plan.samples[i]
+        try:
+            feeds = _read_sample(plan, s, opened)
+        except Exception as exc:  # named in the manifest; the other samples go on
+            payload.errors[i] = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+            continue
+        payload.indices.append(i)
+        payload.feeds.append(feeds)
+        payload.labels.append(s.labels)
+    return payload
+
+
+def _read_sample(plan: Plan, s: SampleRecord, opened: dict) -> dict[str, np.ndarray]:
+    source = plan.files[s.file]
+    shapes = dict(plan.spec.shapes)
+    if source.image:
+        return ds.read_sample(source, 0, shapes, plan.dtypes, plan.mean, plan.std)
+    if opened.get("file") != s.file:
+        opened.clear()
+        opened["file"] = s.file
+        try:
+            opened["arrays"] = ds.open_arrays(source.path)
+        except InputError as exc:
+            opened["error"] = exc
+    if "error" in opened:
+        raise opened["error"]
+    return ds.read_sample(source, s.item, shapes, plan.dtypes, arrays=opened["arrays"])
+
+
+class ShardPayloads(Sequence):
+    """The payloads of the shards ``todo`` for ``run_tasks``, each built by ``shard_payload`` when it is pulled."""
+
+    def __init__(self, plan: Plan, todo: list[int]):
+        self.plan, self.todo, self.opened = plan, todo, {}
+
+    def __len__(self) -> int:
+        return len(self.todo)
+
+    def __getitem__(self, pos):
+        return shard_payload(self.plan, self.todo[pos], self.opened)
 
 
 def _first_arrays(files: list[Path], names: list[str]) -> dict:
-    """The first readable array of each input (``dataset.peek_arrays``), skipping files that cannot be read (they
-    fail by name later)."""
+    """The first readable array header of each input (its shape fixes dynamic dimensions), skipping files that
+    cannot be read (they fail by name later)."""
     first: dict = {}
     for f in files:
         if f.suffix.lower() in ds.ARRAY_SUFFIXES:
             try:
-                for name, arr in ds.peek_arrays([f], names).items():
-                    first.setdefault(name, arr)
+                for name, header in ds.peek_headers(f, names).items():
+                    first.setdefault(name, header)
             except InputError:
                 continue
         if len(first) == len(names):
@@ -271,10 +328,9 @@ def execute(plan: Plan, writer, options: EngineOptions | None = None,
         _tell(notify, f"{e['sample']}: {e['error']}")
     if progress:
         progress(done, total)
-    payloads = [plan.payload(k) for k in todo]
+    payloads = ShardPayloads(plan, todo)  # each shard read when the engine pulls it
     for pos, res in run_tasks(setup, plan.spec, shard_task, payloads, options or EngineOptions()):
         k = todo[pos]
-        payloads[pos] = None  # its samples are no longer needed here
         if isinstance(res, TaskFailed):
             for i in plan.shard_samples(k):
                 state.errors[i] = f"its shard's task failed: {res.error}"

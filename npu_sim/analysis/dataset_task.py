@@ -4,12 +4,12 @@
 ``shard_task(worker, payload)`` runs one shard's samples and returns their integer outputs and, with a float
 reference, per-sample metrics. Both are module-level functions and ``JobSpec``, ``ShardPayload`` and
 ``ShardResult`` are plain data, so a worker process or a Ray actor on another machine needs only the model
-files: the samples travel in the payload.
+files: the samples travel in the payload (read by the driver as the engine pulls the shard).
 """
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,9 +36,10 @@ class JobSpec:
 @dataclass
 class ShardPayload:
     shard: int
-    indices: list[int]                  # the samples' indices in the dataset
+    indices: list[int]                  # the samples' indices in the dataset (those that could be read)
     feeds: list[dict[str, np.ndarray]]
     labels: list[np.ndarray | None]     # per sample, when the data has labels
+    errors: dict[int, str] = field(default_factory=dict)  # the shard's samples that could not be read: index -> error
 
 
 @dataclass
@@ -113,7 +114,7 @@ def run_shard(sim: Simulator, feeds: list[dict[str, np.ndarray]]) -> list[dict[s
 def shard_task(worker: Worker, payload: ShardPayload) -> ShardResult:
     """One shard: its outputs; where the shard fails as a whole, each sample alone (to name the failing ones)."""
     n = len(payload.indices)
-    errors: dict[int, str] = {}
+    errors: dict[int, str] = dict(payload.errors)  # samples the driver could not read: failed before they ran
     try:
         outputs: list = list(run_shard(worker.sim, payload.feeds))
     except Exception:

@@ -6,12 +6,14 @@ Ray already initialized in this process (a test, a notebook) is used as it is an
 
 Each actor runs ``setup(arg)`` once (``arg`` is put in the object store once, so it travels once per node) and then
 the tasks it is given, at most ``IN_FLIGHT`` at a time (one running, one waiting, so an actor never idles between
-tasks). Results come back as they finish. An actor that dies is replaced and its unanswered tasks resubmitted, at
-most ``RETRIES`` times each, a retried task alone on its actor (so that the task that kills its actor is the one
-charged); actors that cannot even load the job's code are one InputError naming what failed. Actors import the driver's own npu_sim: their ``PYTHONPATH`` starts with the
-folders the driver imported npu_sim, kernels and the job's functions from, and each actor compares a fingerprint
-of its npu_sim and kernels sources (and board presets) with the driver's before it sets up; a cluster running other
-code is refused with an error naming both (results would not be bit-identical). See docs/SCALING.md.
+tasks); a payload is pulled from the job's iterable only when an actor has room for it, so the driver holds the
+tasks in flight only. Results come back as they finish. An actor that dies is replaced and its unanswered tasks
+resubmitted, at most ``RETRIES`` times each, a retried task alone on its actor (so that the task that kills its
+actor is the one charged); actors that cannot even load the job's code are one InputError naming what failed. Actors
+import the driver's own npu_sim: their ``PYTHONPATH`` starts with the folders the driver imported npu_sim, kernels
+and the job's functions from, and each actor compares a fingerprint of its npu_sim and kernels sources (and board
+presets) with the driver's before it sets up; a cluster running other code is refused with an error naming both
+(results would not be bit-identical). See docs/SCALING.md.
 """
 from __future__ import annotations
 
@@ -27,9 +29,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from npu_sim.errors import InputError
-from npu_sim.runtime.outcome import RETRIES, SetupFailed, TaskFailed, guarded, set_up
+from npu_sim.runtime.outcome import IN_FLIGHT, RETRIES, Feed, SetupFailed, TaskFailed, guarded, set_up
 
-IN_FLIGHT = 2  # tasks queued on one actor at a time
 CONNECT_TIMEOUT_S = 5.0
 NPU_SIM_DIR = Path(__file__).resolve().parents[1]
 _FINGERPRINT: dict[str, str] = {}
@@ -175,17 +176,20 @@ class Actors:
             self.kill(handle)
 
 
-def run_on_ray(ray, setup, arg, task, payloads: list, workers: int | None,
+def run_on_ray(ray, setup, arg, task, feed: Feed, workers: int | None,
                address: str | None) -> Iterator[tuple[int, Any]]:
-    """``(index, result)`` as tasks finish on the cluster (see the module docstring)."""
+    """``(index, result)`` as tasks finish on the cluster (see the module docstring); no payload, no cluster."""
+    if feed.next() is None:
+        return
     started = connect(ray, address, workers)
     try:
         cpus = int(ray.cluster_resources().get("CPU", 1))
-        count = max(1, min(workers or cpus, cpus, len(payloads)))
+        count = max(1, min(workers or cpus, cpus))
+        count = min(count, feed.fill(count))  # no more actors than there are payloads
         driver_code = (code_fingerprint(), f"{NPU_SIM_DIR} on {socket.gethostname()}")
         actors = Actors(ray, count, (setup, ray.put(arg), task, driver_code), worker_env(setup, task))
         try:
-            yield from _dispatch(ray, actors, payloads)
+            yield from _dispatch(ray, actors, feed)
         finally:
             actors.stop()
     finally:
@@ -193,17 +197,29 @@ def run_on_ray(ray, setup, arg, task, payloads: list, workers: int | None,
             ray.shutdown()
 
 
-def _dispatch(ray, actors: Actors, payloads: list) -> Iterator[tuple[int, Any]]:
+def _send(actors: Actors, feed: Feed, tries: dict, in_flight: dict) -> None:
+    """Payloads to the actors that have room, pulled from the feed only when one has (a task to retry needs an
+    actor with nothing queued: it runs alone)."""
+    while min(actors.load) < IN_FLIGHT and (i := feed.next()) is not None:
+        slot = actors.idle(alone=tries.get(i, 0) > 0)
+        if slot is None:
+            return
+        i, payload = feed.take()
+        weight = IN_FLIGHT if tries.get(i) else 1
+        in_flight[actors.handles[slot].run.remote(payload)] = (slot, actors.gen[slot], i, weight)
+        actors.load[slot] += weight
+
+
+def _dispatch(ray, actors: Actors, feed: Feed) -> Iterator[tuple[int, Any]]:
     """Tasks to idle actors; a task whose actor died runs alone on an actor from then on (so that a task that
     kills its actor is charged its tries, not the task queued behind it)."""
     died = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.LocalRayletDiedError)
-    queue, tries, in_flight = deque(range(len(payloads))), [0] * len(payloads), {}
-    while queue or in_flight:
-        while queue and (slot := actors.idle(alone=tries[queue[0]] > 0)) is not None:
-            i = queue.popleft()
-            weight = IN_FLIGHT if tries[i] else 1
-            in_flight[actors.handles[slot].run.remote(payloads[i])] = (slot, actors.gen[slot], i, weight)
-            actors.load[slot] += weight
+    tries: dict[int, int] = {}
+    in_flight: dict = {}
+    while True:
+        _send(actors, feed, tries, in_flight)
+        if not in_flight:
+            return
         (ref,), _ = ray.wait(list(in_flight), num_returns=1)
         slot, gen, i, weight = in_flight.pop(ref)
         if gen == actors.gen[slot]:
@@ -216,17 +232,20 @@ def _dispatch(ray, actors: Actors, payloads: list) -> Iterator[tuple[int, Any]]:
                                  f"import npu_sim and the job's functions as this driver does (see "
                                  f"docs/SCALING.md)") from None
             actors.replace(slot, gen)
-            tries[i] += 1
+            tries[i] = tries.get(i, 0) + 1
             if tries[i] > RETRIES:
+                feed.answered(i)
                 yield i, TaskFailed("its worker died on every try")
             else:
-                queue.appendleft(i)
+                feed.again([i])
             continue
         except ray.exceptions.RayTaskError as exc:  # not the task's own error (guarded catches that): its transport
+            feed.answered(i)
             yield i, TaskFailed(f"{type(exc.cause).__name__}: {exc.cause}")
             continue
         if isinstance(result, SetupFailed):
             raise result.error
+        feed.answered(i)
         yield i, result
 
 

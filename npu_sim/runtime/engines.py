@@ -2,11 +2,14 @@
 
 A job is ``setup(arg) -> state`` (run once per worker: load and lower the model) and ``task(state, payload) ->
 result`` (one shard of samples). Both are module-level functions, so a worker process or a Ray actor imports them by
-name; ``arg`` and every payload and result are pickled. :func:`run_tasks` yields ``(index, result)`` as tasks
-finish, in any order; callers that need sample order put results back by index. A task that raises yields a
-:class:`TaskFailed` in place of its result; a worker that dies has its tasks retried on a fresh worker; a
-``setup`` that raises is raised by :func:`run_tasks` itself, whichever engine ran it. The Ray engine is in
-``engine_ray.py`` (Ray is an optional extra, imported when a job asks for it).
+name; ``arg`` and every payload and result are pickled. The payloads are any iterable (a list, or a generator that
+builds each shard when it is pulled): every engine pulls a payload only when a worker can take it, at most
+``IN_FLIGHT`` per worker ahead of the results, so the driver holds only the tasks in flight (a generator's payloads
+are built in the driver's thread, between results). :func:`run_tasks` yields ``(index, result)`` as tasks
+finish, in any order (``index``: the payload's position in the iterable); callers that need sample order put
+results back by index. A task that raises yields a :class:`TaskFailed` in place of its result; a worker that dies
+has its tasks retried on a fresh worker; a ``setup`` that raises is raised by :func:`run_tasks` itself, whichever
+engine ran it. The Ray engine is in ``engine_ray.py`` (Ray is an optional extra, imported when a job asks for it).
 """
 from __future__ import annotations
 
@@ -17,13 +20,13 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from npu_sim.errors import InputError
 from npu_sim.runtime import engine_ray
-from npu_sim.runtime.outcome import RETRIES, SetupFailed, TaskFailed, guarded, set_up
+from npu_sim.runtime.outcome import IN_FLIGHT, RETRIES, Feed, SetupFailed, TaskFailed, guarded, set_up
 
-__all__ = ["ENGINES", "RETRIES", "EngineOptions", "TaskFailed", "default_workers", "run_tasks"]
+__all__ = ["ENGINES", "IN_FLIGHT", "RETRIES", "EngineOptions", "TaskFailed", "default_workers", "run_tasks"]
 
 ENGINES = ("local", "ray")
 
@@ -48,25 +51,31 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def run_tasks(setup: Callable[[Any], Any], arg: Any, task: Callable[[Any, Any], Any], payloads: list,
+def run_tasks(setup: Callable[[Any], Any], arg: Any, task: Callable[[Any, Any], Any], payloads: Iterable,
               options: EngineOptions = EngineOptions()) -> Iterator[tuple[int, Any]]:
-    """``(index, task(state, payloads[index]))`` for every payload, as they finish (see the module docstring)."""
+    """``(index, task(state, payload))`` for every payload of ``payloads`` (a list, or any iterable: it is pulled
+    as workers can take its payloads, at most ``IN_FLIGHT`` per worker ahead of the results; ``index`` is the
+    payload's position in it), as they finish (see the module docstring)."""
     if options.kind == "ray":
         ray = engine_ray.import_ray()  # before anything runs: no Ray is a clear error (exit 2), not a traceback
-        if not payloads:
-            return iter(())
-        return engine_ray.run_on_ray(ray, setup, arg, task, payloads, options.workers, options.ray_address)
-    if not payloads:
-        return iter(())
-    workers = min(options.workers or default_workers(), len(payloads))
+        return engine_ray.run_on_ray(ray, setup, arg, task, Feed(payloads), options.workers, options.ray_address)
+    return _local(setup, arg, task, Feed(payloads), options.workers or default_workers())
+
+
+def _local(setup, arg, task, feed: Feed, workers: int) -> Iterator[tuple[int, Any]]:
+    """No more workers than there are payloads (pulled up to ``workers`` to know); one runs in this process."""
+    workers = min(workers, feed.fill(workers))
     if workers == 1:
-        return _in_process(setup, arg, task, payloads)
-    return _processes(setup, arg, task, payloads, workers)
+        yield from _in_process(setup, arg, task, feed)
+    elif workers > 1:
+        yield from _processes(setup, arg, task, feed, workers)
 
 
-def _in_process(setup, arg, task, payloads) -> Iterator[tuple[int, Any]]:
+def _in_process(setup, arg, task, feed: Feed) -> Iterator[tuple[int, Any]]:
     state = setup(arg)
-    for i, payload in enumerate(payloads):
+    while feed.next() is not None:
+        i, payload = feed.take()
+        feed.answered(i)
         yield i, guarded(task, state, payload)
 
 
@@ -82,41 +91,54 @@ def _worker_task(task, payload, index: int, started: str):
     return guarded(task, _STATE["state"], payload)
 
 
-def _processes(setup, arg, task, payloads, workers) -> Iterator[tuple[int, Any]]:
-    """Spawned processes, each set up once. A pool broken by a dead worker is replaced; the tasks that were
-    running in it are charged a try, and a task charged once runs alone in a pool of its own from then on (so a
-    task that kills its worker cannot take others down with it); at most ``RETRIES`` retries each."""
-    pending = dict(enumerate(payloads))
-    tries = {i: 0 for i in pending}
+def _processes(setup, arg, task, feed: Feed, workers: int) -> Iterator[tuple[int, Any]]:
+    """Spawned processes, each set up once, each given at most ``IN_FLIGHT`` tasks at a time. A pool broken by a
+    dead worker is replaced; the tasks that were running in it are charged a try, and a task charged once runs
+    alone in a pool of its own from then on (so a task that kills its worker cannot take others down with it); at
+    most ``RETRIES`` retries each. Tasks sent but not started when the pool broke are sent again, uncharged."""
+    tries: dict[int, int] = {}
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="npu-sim-tasks-") as started:
-        while pending:
-            suspects = [i for i in pending if tries[i] > 0]
-            batch = suspects[:1] or list(pending)
-            with ProcessPoolExecutor(min(workers, len(batch)), mp_context=ctx, initializer=_worker_init,
-                                     initargs=(setup, arg)) as pool:
-                futures = {pool.submit(_worker_task, task, pending[i], i, started): i for i in batch}
+        while (first := feed.next()) is not None:
+            alone = tries.get(first, 0) > 0
+            size = 1 if alone else min(workers, feed.fill(workers))
+            futures: dict = {}
+            with ProcessPoolExecutor(size, mp_context=ctx, initializer=_worker_init, initargs=(setup, arg)) as pool:
                 try:
-                    broken = yield from _pool_results(futures, pending)
+                    yield from _pool_results(pool, futures, feed, task, started, None if alone else IN_FLIGHT * size)
                 finally:  # an abandoned job or a set-up error does not wait for the tasks still queued
                     for fut in futures:
                         fut.cancel()
-            if broken:
-                for i in [i for i in pending if Path(started, str(i)).exists()]:
-                    tries[i] += 1
+            lost = sorted(futures.values())  # sent, not answered: the pool broke
+            for i in lost:
+                if Path(started, str(i)).exists():
+                    tries[i] = tries.get(i, 0) + 1
                     Path(started, str(i)).unlink()
-            for i in [i for i in pending if tries[i] > RETRIES]:
-                pending.pop(i)
+            feed.again(sorted((i for i in lost if tries.get(i, 0) <= RETRIES), key=lambda i: (not tries.get(i), i)))
+            for i in [i for i in lost if tries.get(i, 0) > RETRIES]:
+                feed.answered(i)
                 yield i, TaskFailed("its worker process died on every try")
 
 
-def _pool_results(futures: dict, pending: dict):
-    """The results of one pool until it breaks (``pending`` loses what was answered); returns whether it broke."""
-    broken = False
-    while futures and not broken:
+def _pool_results(pool, futures: dict, feed: Feed, task, started: str, limit: int | None):
+    """The results of one pool until it breaks or the feed runs dry, topping it up to ``limit`` tasks as results
+    come back (None: the one task at the head of the feed, alone); ``futures`` keeps the tasks sent and not
+    answered."""
+    broken, sent = False, 0
+    while True:
+        while not broken and (limit is None and not sent or limit is not None and len(futures) < limit) \
+                and feed.next() is not None:
+            i, payload = feed.take()
+            sent += 1
+            try:
+                futures[pool.submit(_worker_task, task, payload, i, started)] = i
+            except BrokenProcessPool:  # broke since the last answer: this one goes back, not started
+                feed.again([i])
+                broken = True
+        if broken or not futures:
+            return
         done, _ = wait(futures, return_when=FIRST_COMPLETED)
         for fut in done:
-            i = futures.pop(fut)
             try:
                 result = fut.result()
             except BrokenProcessPool:
@@ -126,6 +148,6 @@ def _pool_results(futures: dict, pending: dict):
                 result = TaskFailed(f"{type(exc).__name__}: {exc}")
             if isinstance(result, SetupFailed):
                 raise result.error
-            pending.pop(i)
+            i = futures.pop(fut)
+            feed.answered(i)
             yield i, result
-    return broken
