@@ -90,46 +90,56 @@ def pack_weights(w, groups: int) -> np.ndarray:
 
 
 @njit
-def _word(x, n, ca, nch, ih, iw, center):
-    """The packed word of pixel ``(ih, iw)`` of channels ``ca + [0, nch)``: byte j = ``x[n, ca + j] - center``."""
-    v = np.int64(0)
-    for j in range(nch):
-        v |= ((np.int64(x[n, ca + j, ih, iw]) - center) & 0xFF) << (8 * j)
-    return np.int32(np.uint32(v))
-
-
-@njit
 def _quad_planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
     """Fill ``xp`` (quads, plane length) with the packed byte-quad planes of channels ``c0 + [0, 4*quads)`` of
     image ``n`` in the polyphase layout of :mod:`kernels.conv_int16` (every cell first the packed padding byte,
-    then the input bytes ``x - center``). Channels past the input's are 0."""
+    then the input bytes ``x - center``; channels past the input's are 0). Each column phase of an input row is
+    one unit-stride run of words."""
     cin = x.shape[1]
     h = x.shape[2]
     wd = x.shape[3]
     n_quads, plane = xp.shape
+    c32 = np.int32(center)
     for q in range(n_quads):
         ca = c0 + 4 * q
         nch = min(4, cin - ca)
-        pv = np.int64(0)
-        for j in range(nch):
-            pv |= (np.int64(pad) & 0xFF) << (8 * j)
+        mask = np.int32(np.uint32((np.int64(1) << (8 * nch)) - 1))  # the bytes of real channels
+        pb = np.int32(pad) & 0xFF
         dst = xp[q]
-        pw = np.int32(np.uint32(pv))
+        pw = (pb | (pb << 8) | (pb << 16) | (pb << 24)) & mask
         for j in range(plane):
             dst[j] = pw
         for ih in range(h):
             r = top + ih
             row0 = ((r % sh) * sw) * psz + (r // sh) * wq
-            if sw == 1 and nch == 4:
-                d = dst[row0 + left:row0 + left + wd]
-                s0, s1, s2, s3 = x[n, ca, ih], x[n, ca + 1, ih], x[n, ca + 2, ih], x[n, ca + 3, ih]
-                for j in range(wd):
-                    d[j] = (((np.int32(s0[j]) - center) & 0xFF) | (((np.int32(s1[j]) - center) & 0xFF) << 8)
-                            | (((np.int32(s2[j]) - center) & 0xFF) << 16) | ((np.int32(s3[j]) - center) << 24))
-                continue
-            for iw in range(wd):
-                c = left + iw
-                dst[row0 + (c % sw) * psz + c // sw] = _word(x, n, ca, nch, ih, iw, center)
+            s0 = x[n, ca, ih]
+            s1 = x[n, ca + min(1, nch - 1), ih]  # a missing channel repeats the last one, masked off below
+            s2 = x[n, ca + min(2, nch - 1), ih]
+            s3 = x[n, ca + min(3, nch - 1), ih]
+            for px in range(sw):
+                iw0 = (px - left) % sw  # the first input column landing in column phase px
+                if iw0 >= wd:
+                    continue
+                cnt = (wd - 1 - iw0) // sw + 1
+                d = dst[row0 + px * psz + (left + iw0) // sw:]
+                t0, t1, t2, t3 = s0[iw0:], s1[iw0:], s2[iw0:], s3[iw0:]
+                if sw == 1:  # literal steps: LLVM vectorizes the runs
+                    for j in range(cnt):
+                        d[j] = _word(t0[j], t1[j], t2[j], t3[j], c32, mask)
+                elif sw == 2:
+                    for j in range(cnt):
+                        d[j] = _word(t0[2 * j], t1[2 * j], t2[2 * j], t3[2 * j], c32, mask)
+                else:
+                    for j in range(cnt):
+                        k = j * sw
+                        d[j] = _word(t0[k], t1[k], t2[k], t3[k], c32, mask)
+
+
+@njit
+def _word(a, b, c, d, c32, mask):
+    """The little-endian word of the bytes ``a - c32, b - c32, c - c32, d - c32``, masked."""
+    return (((np.int32(a) - c32) & 0xFF) | (((np.int32(b) - c32) & 0xFF) << 8) | (((np.int32(c) - c32) & 0xFF) << 16)
+            | ((np.int32(d) - c32) << 24)) & mask
 
 
 AVAILABLE = _host_has_vnni()
