@@ -112,9 +112,8 @@ def int_kernel(x_dtype, x_zp, padded, w, wabs_rowsum_max, cache=None):
     :mod:`kernels.conv_int16` (int16 pairs) where its plan holds. ``cache`` (the caller's, per weight tensor) keeps
     the weights' fit tests."""
     cache = {} if cache is None else cache
-    cin_g, kh, kw = w.shape[1:]
     for mod in (conv_u8s8, conv_int16):
-        if mod is conv_u8s8 and not (mod.AVAILABLE and mod.wins(cin_g, kh, kw)):
+        if mod is conv_u8s8 and not (mod.AVAILABLE and mod.wins(w.shape[1])):
             continue
         key = "fits_" + mod.__name__
         if key not in cache:
