@@ -132,33 +132,31 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
         true accumulator[c, j] = acc[c, j] + offset[c]       (acc: float32/float64 holding exact integers,
                                                               int64, or int32; offset: int64)
 
-    Activations run on the exact integer kernels of :func:`int_kernel` (:mod:`kernels.conv_u8s8` for 8-bit
-    activations and weights on VNNI CPUs, :mod:`kernels.conv_int16`; int32 ``acc``, whole output rows per block)
-    wherever their ``plan`` proves them exact; the float paths below cover the rest.
+    The exact integer kernels of :func:`int_kernel` run (int32 ``acc``, whole output rows per block) wherever
+    their ``plan`` proves them exact; the float paths below cover the rest.
 
     The exactness plan uses the activation dtype's range (not the data), so it is the same on every call.
     Activations enter the GEMM centred, ``x - center`` (center = 128 for uint8, 32768 for uint16, else 0;
     padded cells hold ``x_zp - center``), which halves the operand bound for asymmetric 8-bit activations,
     so most layers need one exact float32 chunk (K <= 1032 for 8-bit). Then
     ``sum((x - x_zp) * w) = sum((x - center) * w) + (center - x_zp) * sum(w)``, the second term being
-    ``offset``. ``w_cache`` (a dict owned by the caller, one per weight tensor) keeps the float weights and
-    their row sums between calls.
-    """
+    ``offset``. ``w_cache`` (a dict owned by the caller, one per weight tensor) keeps the packed or float
+    weights and their row sums between calls."""
     cache = w_cache if w_cache is not None else {}
     gp = _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols)
-    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups = gp["geo"]
-    n_img, cin, h, wd = x.shape
-    cout, cin_g, kh, kw = w.shape
-    ho, wo = gp["out_hw"]
-    cout_g = cout // groups
-    k = cin_g * kh * kw
-    p = ho * wo
-    center, pad, padded, offset = gp["center"], gp["pad"], gp["padded"], gp["offset"]
+    cout_g = w.shape[0] // gp["geo"][-1]
     if gp["layout"] is not None:
         w32, int_center, int_pad, offset = gp["int"]
         for n, g, c0, c1, acc in conv_int16.blocks(x, int_center, int_pad, w32, gp["layout"]):
             yield n, g, c0, c1, acc, offset[g * cout_g:(g + 1) * cout_g]
         return
+    x_zp, sh, sw, top, left, bottom, right, dh, dw, groups = gp["geo"]
+    n_img, cin, h, wd = x.shape
+    cout, cin_g, kh, kw = w.shape
+    ho, wo = gp["out_hw"]
+    k = cin_g * kh * kw
+    p = ho * wo
+    center, pad, padded, offset = gp["center"], gp["pad"], gp["padded"], gp["offset"]
     method, kc = gp["method"]
     key = ("w", method)
     if key not in cache:
