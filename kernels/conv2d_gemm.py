@@ -289,3 +289,29 @@ def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     # the kernel sums (x - center) * w: the bias takes the rest, (center - x_zp) * sum(w)
     bias_c = bias + (center - x_zp) * w64.sum(axis=1)
     return (center, pad, w32, layout, bias_c, mult, shift, bound, out_zp, qmin, qmax)
+
+
+def bind_matmul_requantized(a, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out, block_cols=8192):
+    """``a @ (w)`` requantized per column, for rows ``a`` (M, K) of 8-bit activations and constant weights ``w``
+    (K, N), as the 1x1 convolution of K channels over M pixels: ``run(a, out)`` writes ``out`` (M, N) exactly as
+    :func:`conv2d_gemm_requantized` of that convolution would (``a`` transposed into channels, the result back
+    into rows). Returns None unless :func:`int_kernel` picks the byte quads of :mod:`kernels.conv_u8s8` and the
+    fused requantization is proven (then the caller's integer matmul runs)."""
+    m, k = a.shape
+    n = w.shape[1]
+    w4 = np.ascontiguousarray(w.T).reshape(n, k, 1, 1)
+    wabs = int(np.abs(w4.astype(np.int64)).reshape(n, k).sum(axis=1).max(initial=0))
+    if int_kernel(a.dtype, x_zp, False, w4, wabs) is not conv_u8s8:
+        return None
+    per_col = [np.ascontiguousarray(np.broadcast_to(v, (n,))) for v in (bias, mult, shift)]
+    run4 = bind_gemm_requantized(np.empty((1, k, 1, m), a.dtype), x_zp, w4, (1, 1), (0, 0, 0, 0), (1, 1), 1,
+                                 *per_col, out_zp, qmin, qmax, acc_bits, np.empty((1, n, 1, m), out.dtype), block_cols)
+    if run4 is None:
+        return None
+
+    def run(a, out):
+        y = np.empty((1, n, 1, m), out.dtype)
+        run4(np.ascontiguousarray(a.T).reshape(1, k, 1, m), y)
+        out[...] = y.reshape(n, m).T
+
+    return run

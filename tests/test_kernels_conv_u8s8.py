@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels import conv_int16, conv_u8s8
-from kernels.conv2d_gemm import bind_gemm_requantized, conv2d_gemm, conv2d_gemm_blocks, int_kernel
+from kernels.conv2d_gemm import (bind_gemm_requantized, bind_matmul_requantized, conv2d_gemm, conv2d_gemm_blocks,
+                                 int_kernel)
 from tests import naive
 from tests.test_kernels_conv2d import check_bound_runs, fused_case
 
@@ -94,6 +95,36 @@ def test_conv_u8s8_requantized_matches_twins(case, wide_acc):
     lo, hi = RANGES[x.dtype]
     flipped = (lo + hi - x.astype(np.int64)).astype(x.dtype)  # every element changed, still in range
     check_bound_runs(bind_gemm_requantized, case, [x, flipped], block_cols=7)
+
+
+@settings(deadline=None, max_examples=80)
+@given(st.data())
+def test_matmul_on_quads_matches_twins(data):
+    """Gemm rows (M, K) @ constant int8 weights (K, N) as a 1x1 convolution on the byte quads, requantized per
+    column (per-tensor multipliers broadcast), == naive.int_matmul + naive.requantize."""
+    m, k, n = data.draw(st.integers(1, 40)), data.draw(st.integers(3, 70)), data.draw(st.integers(1, 30))
+    dtype = data.draw(st.sampled_from([np.uint8, np.int8]))
+    lo, hi = RANGES[np.dtype(dtype)]
+    a = data.draw(naive.int_arrays((m, k), dtype, lo, hi))
+    x_zp = data.draw(naive.zero_points(lo, hi))
+    w = data.draw(naive.int_arrays((k, n), np.int8, -128, 127))
+    per_tensor = data.draw(st.booleans())
+    mult, shift = data.draw(naive.multiplier_arrays(1 if per_tensor else n, allow_negative=True))
+    dt, out_zp, qmin, qmax = data.draw(naive.out_params())
+    shift = naive.fusable_shifts(shift, out_zp, qmin, qmax)
+    bias = np.array([data.draw(st.integers(-2 ** 20, 2 ** 20)) for _ in range(n)], np.int64)
+    out = np.empty((m, n), dt)
+    run = bind_matmul_requantized(a, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, 64, out, block_cols=7)
+    acc = naive.int_matmul(a.astype(np.int64) - x_zp, w.astype(np.int64))
+    mult_c, shift_c = np.broadcast_to(mult, (n,)), np.broadcast_to(shift, (n,))
+    expected, _ = naive.requantize(acc.T[None], bias, mult_c, shift_c, out_zp, qmin, qmax, 64, False, dt)
+    assert run is not None  # >= 3 channels of int8 weights, shifts with saturation bounds: fused on the quads
+    for trial in (a, (lo + hi - a.astype(np.int64)).astype(dtype)):
+        if trial is not a:
+            acc = naive.int_matmul(trial.astype(np.int64) - x_zp, w.astype(np.int64))
+            expected, _ = naive.requantize(acc.T[None], bias, mult_c, shift_c, out_zp, qmin, qmax, 64, False, dt)
+        run(trial, out)
+        np.testing.assert_array_equal(out, expected[0].T)
 
 
 def test_conv_u8s8_plan_bounds():
