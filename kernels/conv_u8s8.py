@@ -27,6 +27,10 @@ paths. The junk columns of the wide grid read padding or in-range slack bytes: b
 :data:`AVAILABLE` needs AVX-512 VNNI and AVX-512BW on the host (read from LLVM's host CPU features, as
 :mod:`kernels.conv_int16` does) and Numba compiling for the host; elsewhere the int16 pairs run. Where the quads
 beat the pairs is :func:`wins` (measured; docs/PERFORMANCE.md).
+
+Developing: the compiled tiles are :mod:`kernels.conv_int16`'s templates, cached under that file's name; Numba
+checks only a cached function's own source file, so after editing :func:`_quad_planes` here delete
+``kernels/__pycache__/conv_int16.*`` (or the stale plane code keeps running).
 """
 import numba
 import numpy as np
