@@ -215,3 +215,17 @@ def test_tiles_compile_to_vpdpbusd():
     asm = fresh.inspect_asm(fresh.signatures[0])
     assert "vpdpbusd" in asm and "zmm" in asm
     assert "vpmaddwd" not in asm and "vpdpwssd" not in asm
+
+
+def test_without_vnni_the_pairs_run():
+    """A CPU without AVX-512 VNNI (AVAILABLE False, as _host_has_vnni finds from LLVM's host features or a
+    NUMBA_CPU_NAME override): the int16 pairs take the same convolutions, with the same integers."""
+    from unittest import mock
+    rng = np.random.default_rng(5)
+    x = rng.integers(-128, 128, (1, 8, 6, 35)).astype(np.int8)
+    w = rng.integers(-128, 128, (5, 8, 3, 3)).astype(np.int8)
+    with_quads = _check(x, -3, w, (1, 1), (1, 1, 1, 1), (1, 1), 1, twin=False)
+    with mock.patch.object(conv_u8s8, "AVAILABLE", False):
+        assert not conv_u8s8.plan(np.int8, None, 1)
+        assert int_kernel(x.dtype, -3, True, w, _rowsum(w)) is conv_int16
+        np.testing.assert_array_equal(conv2d_gemm(x, -3, w, (1, 1), (1, 1, 1, 1), (1, 1), 1), with_quads)
