@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's npu_sim, kernels and models, not an installed copy
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 ALL = [f"{family}_{variant}" for family in ("mobilenetv2", "efficientnet_lite0", "ppocr_det", "ppocr_rec", "ppocr_cls")
        for variant in ("a8w8", "a8w8u", "a16w8")]
@@ -96,7 +97,6 @@ def model_path(name: str) -> Path:
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
-    sys.path.insert(0, str(ROOT))
     from models.build import artifact_dir, get, sample_inputs
     if name not in BUILT_HERE:
         return get(name)
@@ -127,7 +127,7 @@ def model_path(name: str) -> Path:
     return out
 
 
-def _child(model_name: str, threads: int, repeat: int) -> dict:
+def _child(model_name: str, threads: int, repeat: int, pairs: bool = False) -> dict:
     import time
     t0 = time.perf_counter()
     import numpy as np
@@ -145,23 +145,35 @@ def _child(model_name: str, threads: int, repeat: int) -> dict:
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    sims = [sim]
+    if pairs:  # the same model with the byte quads off: the int16-pair kernels (same integers)
+        from kernels import conv_u8s8
+        available, conv_u8s8.AVAILABLE = conv_u8s8.AVAILABLE, False
+        sims.append(npu_sim.load(path, board="default"))
+        sims[1].run(feeds)
+        conv_u8s8.AVAILABLE = available
     for _ in range(3):
         sess.run(None, feeds)
-        sim.run(feeds)
+        for engine in sims:
+            engine.run(feeds)
 
     # interleaved, so that both engines see the same load on a shared machine
-    ort_times, sim_times = [], []
+    ort_times, sim_times = [], [[] for _ in sims]
     for _ in range(repeat):
         s = time.perf_counter()
         sess.run(None, feeds)
         ort_times.append(time.perf_counter() - s)
-        s = time.perf_counter()
-        sim.run(feeds)
-        sim_times.append(time.perf_counter() - s)
+        for engine, times in zip(sims, sim_times):
+            s = time.perf_counter()
+            engine.run(feeds)
+            times.append(time.perf_counter() - s)
     t_ort = float(np.median(ort_times))
-    t_sim = float(np.median(sim_times))
-    return {"model": model_name, "threads": threads, "ort_ms": t_ort * 1e3, "sim_ms": t_sim * 1e3,
-            "ratio": t_sim / t_ort, "cold_s": cold, "coretype": os.environ.get("OPENBLAS_CORETYPE", "")}
+    t_sim = float(np.median(sim_times[0]))
+    row = {"model": model_name, "threads": threads, "ort_ms": t_ort * 1e3, "sim_ms": t_sim * 1e3,
+           "ratio": t_sim / t_ort, "cold_s": cold, "coretype": os.environ.get("OPENBLAS_CORETYPE", "")}
+    if pairs:
+        row["quads_vs_pairs"] = t_sim / float(np.median(sim_times[1]))
+    return row
 
 
 def main() -> None:
@@ -171,10 +183,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", help="thread counts to run (default: 1 and all cores)")
     ap.add_argument("--coretypes", nargs="+", default=["", "Haswell"],
                     help="OPENBLAS_CORETYPE values ('' = unset; default: unset and Haswell)")
-    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--pairs", action="store_true",
+                    help="also time npu-sim with its VNNI byte-quad kernels off (the int16 pairs), interleaved")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(_child(args.child[0], int(args.child[1]), int(args.child[2]))))
+        print(json.dumps(_child(args.child[0], int(args.child[1]), int(args.child[2]), args.child[3] == "1")))
         return
     cores = os.cpu_count() or 1
     rows = []
@@ -188,7 +202,8 @@ def main() -> None:
                 env.pop("OPENBLAS_CORETYPE", None)
                 if coretype:
                     env["OPENBLAS_CORETYPE"] = coretype
-                out = subprocess.run([sys.executable, __file__, "--child", model, str(threads), str(args.repeat)],
+                out = subprocess.run([sys.executable, __file__, "--child", model, str(threads), str(args.repeat),
+                                      str(int(args.pairs))],
                                      env=env, capture_output=True, text=True, cwd=ROOT)
                 if out.returncode:
                     sys.exit(f"benchmark child failed:\n{out.stderr}")
