@@ -211,12 +211,17 @@ def main() -> None:
                 r = rows[-1]
                 print(f"{r['model']:22s} threads={r['threads']} OPENBLAS_CORETYPE={r['coretype'] or '(unset)':8s} "
                       f"onnxruntime {r['ort_ms']:8.2f} ms  npu-sim {r['sim_ms']:8.2f} ms  ratio {r['ratio']:5.2f}x  "
-                      f"cold start {r['cold_s']:.2f} s", flush=True)
-    print("\n| model | threads | OPENBLAS_CORETYPE | onnxruntime ms | npu-sim ms | ratio | cold start s |")
-    print("|---|---|---|---|---|---|---|")
+                      f"cold start {r['cold_s']:.2f} s" + _pairs_note(r, "  quads/pairs {:.2f}x"), flush=True)
+    print("\n| model | threads | OPENBLAS_CORETYPE | onnxruntime ms | npu-sim ms | ratio | cold start s |"
+          + (" byte quads / int16 pairs |" if args.pairs else ""))
+    print("|---|---|---|---|---|---|---|" + ("---|" if args.pairs else ""))
     for r in rows:
         print(f"| {r['model']} | {r['threads']} | {r['coretype'] or 'unset'} | {r['ort_ms']:.2f} | {r['sim_ms']:.2f} | "
-              f"{r['ratio']:.2f}× | {r['cold_s']:.2f} |")
+              f"{r['ratio']:.2f}× | {r['cold_s']:.2f} |" + _pairs_note(r, " {:.2f}× |"))
+
+
+def _pairs_note(row: dict, fmt: str) -> str:
+    return fmt.format(row["quads_vs_pairs"]) if "quads_vs_pairs" in row else ""
 
 
 if __name__ == "__main__":
