@@ -8,7 +8,7 @@ the requantization in where that is proven the same.
 import numpy as np
 
 from ._jit import njit
-from . import depthwise
+from . import depthwise, depthwise_cl
 from .conv2d_common import requant_args, validate_conv2d
 from .requantize import requantize_row, saturation_bounds
 
@@ -182,10 +182,13 @@ def _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias
         return None
     fdt = depthwise.plan(w.shape[2] * w.shape[3], bound) if w.shape[1] == 1 else None
     run = None
-    if fdt is not None:
+    if w.shape[1] == 1 and depthwise_cl.wins(x.shape[1], shape[2], shape[3], w.shape[0] // x.shape[1]):
+        run = depthwise_cl.bind(x.shape, x_zp, w, (sh, sw), (top, left, bottom, right), (dh, dw), shape, bias, mult,
+                                shift, lims, out_zp, qmin, qmax)  # small planes: channels last (int32, exact)
+    elif fdt is not None:
         wf = np.ascontiguousarray(w.reshape(w.shape[0], -1).astype(fdt))
         run = depthwise.bind(x.shape, x.dtype, x_zp, wf, w.shape[2], w.shape[3], (sh, sw), (top, left, bottom, right),
                              (dh, dw), out.shape, True, bias, mult, shift, lims, out_zp, qmin, qmax)
     return {"shape": tuple(shape), "geo": (x_zp, sh, sw, top, left, bottom, right, dh, dw, groups),
             "rq": (bias, mult, shift, lims, out_zp, qmin, qmax), "run": run,
-            "w32": None if fdt is not None else w.astype(np.int32, copy=False)}
+            "w32": None if run is not None else w.astype(np.int32, copy=False)}

@@ -1,17 +1,17 @@
 """im2col + GEMM strategy of the 2-D convolution: the exact float GEMMs of :mod:`kernels.gemm`, in column blocks.
 
 :func:`conv2d_gemm_blocks` yields the accumulator of :func:`kernels.conv2d.conv2d_acc` block by block (and
-:func:`conv2d_gemm` assembles the blocks): on the int16-pair kernel of :mod:`kernels.conv_int16` where it is
-proven exact; for stride 1, where one float chunk or the hi/lo byte split of 16-bit activations applies, by the
+:func:`conv2d_gemm` assembles the blocks): on the byte-quad kernel of :mod:`kernels.conv_u8s8` or the
+int16-pair kernel of :mod:`kernels.conv_int16` where one is proven exact (:func:`int_kernel`); for stride 1, where one float chunk or the hi/lo byte split of 16-bit activations applies, by the
 stacked-tap GEMMs of :mod:`kernels.conv2d_hilo`; else by im2col (zero point subtracted while converting to
 float) and one GEMM per (image, group), 1x1 / stride 1 / no-pad convolutions skipping the gather and only
 converting. :func:`conv2d_gemm_requantized` and :func:`bind_gemm_requantized` fuse the requantization in on the
-int16-pair kernel where that is proven the same.
+exact integer kernels (:func:`int_kernel`: byte quads or int16 pairs) where that is proven the same.
 """
 import numpy as np
 
 from ._jit import njit
-from . import conv_int16
+from . import conv_int16, conv_u8s8
 from .checks import as_int
 from .conv2d_common import requant_args, sub_zero_point, valid_range, validate_conv2d
 from .conv2d_hilo import HILO_MIN_K, hilo_ok, pointwise_split, stacked_taps
@@ -85,23 +85,42 @@ def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) ->
         cache["wsum"] = w64.sum(axis=1)
         cache["wabs"] = int(np.abs(w64).sum(axis=1).max(initial=0))
     layout = None
-    if "w16" not in cache:
-        cache["w16"] = conv_int16.weights_fit(w)
-    if cache["w16"] and conv_int16.plan(x.dtype, pad if padded else None, cache["wabs"]):
-        if "int16" not in cache:
-            cache["int16"] = conv_int16.pack_weights(w, groups)
+    mod = int_kernel(x.dtype, x_zp, padded, w, cache["wabs"], cache)
+    if mod is not None:
+        if mod.__name__ not in cache:
+            cache[mod.__name__] = mod.pack_weights(w, groups)
         layout = conv_int16.Layout(x.shape, w.shape, groups, (sh, sw), (top, left, bottom, right), (dh, dw),
-                                   shape[2], shape[3], block_cols, cache["int16"].shape[2])
+                                   shape[2], shape[3], block_cols, cache[mod.__name__].shape[2], mod.KERNELS)
+        int_center = mod.x_center(x.dtype)
     offset = (center - x_zp) * cache["wsum"]
     offset_split = offset + 128 * cache["wsum"]
-    for a in (offset, offset_split):
+    offset_int = offset if mod is None else (int_center - x_zp) * cache["wsum"]
+    for a in (offset, offset_split, offset_int):
         a.flags.writeable = False  # yielded to callers on every call
     gp = {"geo": (x_zp, sh, sw, top, left, bottom, right, dh, dw, groups), "out_hw": shape[2:], "center": center,
           "pad": pad, "padded": padded, "offset": offset, "offset_split": offset_split, "layout": layout,
-          "method": plan(x_dev * cache["wmax"], k)}
+          "method": plan(x_dev * cache["wmax"], k),
+          "int": None if mod is None else (cache[mod.__name__], int_center, x_zp - int_center, offset_int)}
     if key is not None:
         cache["plan_key"], cache["plan"] = key, gp
     return gp
+
+
+def int_kernel(x_dtype, x_zp, padded, w, wabs_rowsum_max, cache=None):
+    """The exact integer kernel module of a convolution, or None (the float paths): :mod:`kernels.conv_u8s8`
+    (byte quads, VNNI) where its plan proves it exact and :func:`kernels.conv_u8s8.wins` says it is faster, else
+    :mod:`kernels.conv_int16` (int16 pairs) where its plan holds. ``cache`` (the caller's, per weight tensor) keeps
+    the weights' fit tests."""
+    cache = {} if cache is None else cache
+    for mod in (conv_u8s8, conv_int16):
+        if mod is conv_u8s8 and not (mod.AVAILABLE and mod.wins(w.shape[1])):
+            continue
+        key = "fits_" + mod.__name__
+        if key not in cache:
+            cache[key] = mod.weights_fit(w)
+        if cache[key] and mod.plan(x_dtype, x_zp - mod.x_center(x_dtype) if padded else None, wabs_rowsum_max):
+            return mod
+    return None
 
 
 def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=8192, w_cache=None):
@@ -113,31 +132,31 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
         true accumulator[c, j] = acc[c, j] + offset[c]       (acc: float32/float64 holding exact integers,
                                                               int64, or int32; offset: int64)
 
-    16-bit activations run on the exact int16-pair kernel of :mod:`kernels.conv_int16` (int32 ``acc``, whole
-    output rows per block) wherever its ``plan`` proves it exact; the float paths below cover the rest.
+    The exact integer kernels of :func:`int_kernel` run (int32 ``acc``, whole output rows per block) wherever
+    their ``plan`` proves them exact; the float paths below cover the rest.
 
     The exactness plan uses the activation dtype's range (not the data), so it is the same on every call.
     Activations enter the GEMM centred, ``x - center`` (center = 128 for uint8, 32768 for uint16, else 0;
     padded cells hold ``x_zp - center``), which halves the operand bound for asymmetric 8-bit activations,
     so most layers need one exact float32 chunk (K <= 1032 for 8-bit). Then
     ``sum((x - x_zp) * w) = sum((x - center) * w) + (center - x_zp) * sum(w)``, the second term being
-    ``offset``. ``w_cache`` (a dict owned by the caller, one per weight tensor) keeps the float weights and
-    their row sums between calls.
-    """
+    ``offset``. ``w_cache`` (a dict owned by the caller, one per weight tensor) keeps the packed or float
+    weights and their row sums between calls."""
     cache = w_cache if w_cache is not None else {}
     gp = _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols)
+    cout_g = w.shape[0] // gp["geo"][-1]
+    if gp["layout"] is not None:
+        w32, int_center, int_pad, offset = gp["int"]
+        for n, g, c0, c1, acc in conv_int16.blocks(x, int_center, int_pad, w32, gp["layout"]):
+            yield n, g, c0, c1, acc, offset[g * cout_g:(g + 1) * cout_g]
+        return
     x_zp, sh, sw, top, left, bottom, right, dh, dw, groups = gp["geo"]
     n_img, cin, h, wd = x.shape
     cout, cin_g, kh, kw = w.shape
     ho, wo = gp["out_hw"]
-    cout_g = cout // groups
     k = cin_g * kh * kw
     p = ho * wo
     center, pad, padded, offset = gp["center"], gp["pad"], gp["padded"], gp["offset"]
-    if gp["layout"] is not None:
-        for n, g, c0, c1, acc in conv_int16.blocks(x, center, pad, cache["int16"], gp["layout"]):
-            yield n, g, c0, c1, acc, offset[g * cout_g:(g + 1) * cout_g]
-        return
     method, kc = gp["method"]
     key = ("w", method)
     if key not in cache:
@@ -200,13 +219,13 @@ def conv2d_gemm(x, x_zp, w, stride, pads, dilation, groups) -> np.ndarray:
 
 def conv2d_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax,
                             acc_bits, out, block_cols=8192) -> bool:
-    """Convolution with the requantization fused in, on the int16-pair kernel (one kernel call for the whole
+    """Convolution with the requantization fused in, on an exact integer kernel (one kernel call for the whole
     convolution): ``out`` (N, Cout, Ho, Wo) receives exactly
     ``requantize(conv2d_acc(...), bias, mult, shift, out_zp, qmin, qmax, acc_bits, ...)``.
 
-    Used only where that is proven: :func:`kernels.conv_int16.plan` holds, no accumulator plus bias can reach
-    the board's ``acc_bits`` (``|acc| <= max|x - x_zp| * max_c sum|w[c]|`` over the activation dtype; so no
-    overflow can happen or need counting), and every channel has a saturation bound (the branch-free path of
+    Used only where that is proven: :func:`int_kernel` finds a kernel whose plan holds, no accumulator plus bias
+    can reach the board's ``acc_bits`` (``|acc| <= max|x - x_zp| * max_c sum|w[c]|`` over the activation dtype;
+    so no overflow can happen or need counting), and every channel has a saturation bound (the branch-free path of
     ``requantize``). Returns False, leaving ``out`` untouched, when that does not hold; the caller then runs
     :func:`conv2d_gemm_blocks` and requantizes separately.
     """
@@ -248,13 +267,14 @@ def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     acc_bits = as_int(acc_bits, "acc_bits")
     if not 2 <= acc_bits <= 64:
         raise ValueError(f"acc_bits must be in [2, 64], got {acc_bits}")
-    center = conv_int16.x_center(x.dtype)
-    pad = x_zp - center
-    padded = top or left or bottom or right
+    padded = bool(top or left or bottom or right)
     w64 = w.reshape(cout, -1).astype(np.int64)
     wabs = int(np.abs(w64).sum(axis=1).max(initial=0))
-    if not (conv_int16.weights_fit(w) and conv_int16.plan(x.dtype, pad if padded else None, wabs)):
+    mod = int_kernel(x.dtype, x_zp, padded, w, wabs)
+    if mod is None:
         return None
+    center = mod.x_center(x.dtype)
+    pad = x_zp - center
     info = np.iinfo(x.dtype)
     x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))  # padding contributes 0
     max_bias = int(np.abs(bias).max()) if bias.size else 0
@@ -263,9 +283,35 @@ def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     bound = saturation_bounds(mult, shift, out_zp, qmin, qmax)
     if bound.size and int(bound.min()) == 0:
         return None
-    w32 = conv_int16.pack_weights(w, groups)
+    w32 = mod.pack_weights(w, groups)
     layout = conv_int16.Layout(x.shape, w.shape, groups, (sh, sw), (top, left, bottom, right), (dh, dw), shape[2],
-                               shape[3], block_cols, w32.shape[2])
+                               shape[3], block_cols, w32.shape[2], mod.KERNELS)
     # the kernel sums (x - center) * w: the bias takes the rest, (center - x_zp) * sum(w)
     bias_c = bias + (center - x_zp) * w64.sum(axis=1)
     return (center, pad, w32, layout, bias_c, mult, shift, bound, out_zp, qmin, qmax)
+
+
+def bind_matmul_requantized(a, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out, block_cols=8192):
+    """``a @ (w)`` requantized per column, for rows ``a`` (M, K) of 8-bit activations and constant weights ``w``
+    (K, N), as the 1x1 convolution of K channels over M pixels: ``run(a, out)`` writes ``out`` (M, N) exactly as
+    :func:`conv2d_gemm_requantized` of that convolution would (``a`` transposed into channels, the result back
+    into rows). Returns None unless :func:`int_kernel` picks the byte quads of :mod:`kernels.conv_u8s8` and the
+    fused requantization is proven (then the caller's integer matmul runs)."""
+    m, k = a.shape
+    n = w.shape[1]
+    w4 = np.ascontiguousarray(w.T).reshape(n, k, 1, 1)
+    wabs = int(np.abs(w4.astype(np.int64)).reshape(n, k).sum(axis=1).max(initial=0))
+    if int_kernel(a.dtype, x_zp, False, w4, wabs) is not conv_u8s8:
+        return None
+    per_col = [np.ascontiguousarray(np.broadcast_to(v, (n,))) for v in (bias, mult, shift)]
+    run4 = bind_gemm_requantized(np.empty((1, k, 1, m), a.dtype), x_zp, w4, (1, 1), (0, 0, 0, 0), (1, 1), 1,
+                                 *per_col, out_zp, qmin, qmax, acc_bits, np.empty((1, n, 1, m), out.dtype), block_cols)
+    if run4 is None:
+        return None
+
+    def run(a, out):
+        y = np.empty((1, n, 1, m), out.dtype)
+        run4(np.ascontiguousarray(a.T).reshape(1, k, 1, m), y)
+        out[...] = y.reshape(n, m).T
+
+    return run

@@ -50,11 +50,14 @@ V_RANGE = (-(1 << 15), (1 << 15) - 1)
 class Isa:
     """One instruction set's tile: ``lanes`` int32 lanes per vector (``vpmaddwd`` intrinsic ``madd``), ``nv``
     vectors per tile row (``nb = nv * lanes`` outputs per tile), ``mr`` output channels per register tile and
-    ``mr_tail`` for the remaining channels (``mr_tail`` divides ``PACK_ROWS`` and ``mr``)."""
+    ``mr_tail`` for the remaining channels (``mr_tail`` divides ``PACK_ROWS`` and ``mr``). ``per_word`` input
+    channels share one int32 (2 int16 halves here; 4 bytes for :mod:`kernels.conv_u8s8`, whose ``madd`` is the
+    accumulating ``vpdpbusd``: ``dot=True``, ``acc = madd(acc, x, w)`` instead of ``acc + madd(x, w)``)."""
 
-    def __init__(self, name, madd, lanes, nv, mr, mr_tail):
+    def __init__(self, name, madd, lanes, nv, mr, mr_tail, per_word=2, dot=False):
         self.name, self.madd, self.lanes, self.nv, self.mr, self.mr_tail = name, madd, lanes, nv, mr, mr_tail
         self.nb = nv * lanes
+        self.per_word, self.dot = per_word, dot
 
 
 ISAS = {
@@ -118,8 +121,10 @@ def _make_tile(isa, mr):
         def codegen(context, builder, sig, args):
             xa, base, oa, wa, m0, outa, col = args
             lanes, nv = isa.lanes, isa.nv
-            vec, v16 = ir.VectorType(_I32, lanes), ir.VectorType(_I16, 2 * lanes)
-            madd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [v16, v16]), isa.madd)
+            vec = ir.VectorType(_I32, lanes)
+            v16 = vec if isa.dot else ir.VectorType(_I16, 2 * lanes)  # vpdpbusd takes its bytes as <16 x i32>
+            madd = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vec, [vec, v16, v16] if isa.dot else [v16, v16]), isa.madd)
             xs_, os_, ws_, outs_ = [cgutils.create_struct_proxy(sig.args[i])(context, builder, value=args[i])
                                     for i in (0, 2, 3, 5)]
             xptr, optr, wptr, outptr = xs_.data, os_.data, ws_.data, outs_.data
@@ -144,7 +149,10 @@ def _make_tile(isa, mr):
                     ws = builder.bitcast(builder.shuffle_vector(ws, ws, splat_mask), v16)
                     for v in range(nv):
                         a = accs[m][v]
-                        builder.store(builder.add(builder.load(a), builder.call(madd, [xs[v], ws])), a)
+                        prev = builder.load(a)
+                        acc = (builder.call(madd, [prev, xs[v], ws]) if isa.dot
+                               else builder.add(prev, builder.call(madd, [xs[v], ws])))
+                        builder.store(acc, a)
             obase = builder.gep(builder.bitcast(outptr, ir.IntType(8).as_pointer()), [builder.mul(m0, ostride)])
             for m in range(mr):
                 row = builder.bitcast(builder.gep(obase, [builder.mul(ir.Constant(_I64, m), ostride)]),
@@ -253,7 +261,7 @@ def _conv_requantized(x, center, pad, top, left, sh, sw, wq, psz, rows, wo, offs
     flat = xp.reshape(-1)
     for n in range(n_img):
         for g in range(groups):
-            _pair_planes(x, n, g * cin_g, center, pad, top, left, sh, sw, wq, psz, xp)
+            _planes(x, n, g * cin_g, center, pad, top, left, sh, sw, wq, psz, xp)
             for r0 in range(0, ho, rows):
                 r1 = min(ho, r0 + rows)
                 # reads reach offs[-1] + r0*wq + npix rounded up to NB: inside the last pair's plane and its slack
@@ -282,12 +290,14 @@ def _conv_requantized(x, center, pad, top, left, sh, sw, wq, psz, rows, wo, offs
 
 class KernelSet:
     """The compiled tiles of one :class:`Isa`: ``tiles_compact`` and ``conv_requantized`` (the templates
-    :func:`_tiles_compact` and :func:`_conv_requantized`), with the tile geometry ``isa``."""
+    :func:`_tiles_compact` and :func:`_conv_requantized`), with the tile geometry ``isa`` and the function that
+    fills the packed input planes, ``planes`` (:func:`_pair_planes` here, its signature)."""
 
-    def __init__(self, isa):
+    def __init__(self, isa, planes=None):
         self.isa = isa
+        self.planes = _pair_planes if planes is None else planes
         globs = dict(globals(), NB=isa.nb, MR=isa.mr, MR_TAIL=isa.mr_tail, _tile=_make_tile(isa, isa.mr),
-                     _tile_tail=_make_tile(isa, isa.mr_tail))
+                     _tile_tail=_make_tile(isa, isa.mr_tail), _planes=self.planes)
         for fn in (_tiles, _tiles_compact, _conv_requantized):  # _tiles first: the other two call it
             globs[fn.__name__] = compile_template(fn, isa.name, globs)
         self.tiles_compact, self.conv_requantized = globs["_tiles_compact"], globs["_conv_requantized"]
@@ -319,19 +329,20 @@ NB = KERNELS.isa.nb if AVAILABLE else 0  # outputs per tile of KERNELS (npu_sim.
 class Layout:
     """The shape-dependent part of the int16-pair convolution of one input shape: the plane geometry, the read
     offset of every (pair, tap) and the rows per block, computed once per shape (callers keep it in their cache),
-    for the tiles of :data:`KERNELS` (``kernels``; their ``NB`` sets the plane slack and the wide-grid rounding).
+    for the tiles of :data:`KERNELS` or the given ``kernels`` (a :class:`KernelSet`; its ``NB`` sets the plane slack
+    and the wide-grid rounding, its ``per_word`` the packed words per pixel).
     ``buffers()`` allocates the scratch planes (fresh per call: concurrent users never share them)."""
 
-    def __init__(self, x_shape, w_shape, groups, stride, pads, dilation, ho, wo, block_cols, mp):
-        self.kernels = KERNELS
-        nb = KERNELS.isa.nb
+    def __init__(self, x_shape, w_shape, groups, stride, pads, dilation, ho, wo, block_cols, mp, kernels=None):
+        self.kernels = kernels = KERNELS if kernels is None else kernels
+        nb = kernels.isa.nb
         h, wd = x_shape[2], x_shape[3]
         cin_g, kh, kw = w_shape[1], w_shape[2], w_shape[3]
         sh, sw = stride
         top, left, bottom, right = pads
         dh, dw = dilation
         self.wq, self.psz = wq, psz = plane_geometry(h, wd, top, left, bottom, right, sh, sw)
-        n_pairs = (cin_g + 1) // 2
+        n_pairs = -(-cin_g // kernels.isa.per_word)  # packed words per input pixel
         plane = sh * sw * psz + nb
         tap_off = tap_offsets(kh, kw, sh, sw, dh, dw, psz, wq)
         self.offs = (np.arange(n_pairs)[:, None] * plane + tap_off).reshape(-1).astype(np.int64)
@@ -373,7 +384,7 @@ def blocks(x, center, pad, w32, layout):
     flat = xp.reshape(-1)
     for n in range(n_img):
         for g in range(groups):
-            _pair_planes(x, n, g * cin_g, center, pad, L.top, L.left, L.sh, L.sw, L.wq, L.psz, xp)
+            L.kernels.planes(x, n, g * cin_g, center, pad, L.top, L.left, L.sh, L.sw, L.wq, L.psz, xp)
             for r0 in range(0, L.ho, L.rows):
                 r1 = min(L.ho, r0 + L.rows)
                 acc = np.empty((L.cout_g, (r1 - r0) * L.wo), np.int32)

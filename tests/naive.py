@@ -158,6 +158,49 @@ def conv2d_acc(x, x_zp, w, stride, pads, dilation, groups):
     return out
 
 
+def dpbusd(acc, a, b):
+    """One int32 lane of x86 VNNI ``vpdpbusd``: ``acc`` plus the four products of ``a``'s unsigned bytes and ``b``'s
+    signed bytes (little-endian words), wrapped to int32 (the instruction does not saturate)."""
+    total = int(acc)
+    for j in range(4):
+        ua = (int(a) >> (8 * j)) & 0xFF
+        sb = (int(b) >> (8 * j)) & 0xFF
+        total += ua * (sb - 256 if sb >= 128 else sb)
+    return wrap(total, 32)
+
+
+def conv2d_acc_u8s8(x, x_zp, w, stride, pads, dilation, groups):
+    """``conv2d_acc`` the way the byte-quad kernel (kernels/conv_u8s8.py) computes it: bytes ``u = x - center``
+    (center -128 for int8, 0 for uint8; padding ``u = x_zp - center``), for each output one int32 lane that
+    ``dpbusd`` adds the quads of channels (4q..4q+3, missing ones 0) of every tap to, wrapping, then the weight-sum
+    correction ``(center - x_zp) * sum(w)`` in int64."""
+    n_img, cin, h, wd = x.shape
+    cout, cin_g, kh, kw = w.shape
+    sh, sw = stride
+    top, left, bottom, right = pads
+    dh, dw = dilation
+    center = -128 if x.dtype == np.int8 else 0
+    ho = conv_out_size(h, top, bottom, kh, sh, dh)
+    wo = conv_out_size(wd, left, right, kw, sw, dw)
+    cout_g = cout // groups
+    out = np.zeros((n_img, cout, ho, wo), dtype=np.int64)
+    for n, co, oh, ow in itertools.product(range(n_img), range(cout), range(ho), range(wo)):
+        g = co // cout_g
+        lane = 0
+        for q, ky, kx in itertools.product(range(-(-cin_g // 4)), range(kh), range(kw)):
+            ih = oh * sh + ky * dh - top
+            iw = ow * sw + kx * dw - left
+            a = b = 0
+            for j in range(min(4, cin_g - 4 * q)):
+                cl = 4 * q + j
+                u = int(x[n, g * cin_g + cl, ih, iw]) - center if 0 <= ih < h and 0 <= iw < wd else x_zp - center
+                a |= (u & 0xFF) << (8 * j)
+                b |= (int(w[co, cl, ky, kx]) & 0xFF) << (8 * j)
+            lane = dpbusd(lane, a, b)
+        out[n, co, oh, ow] = lane + (center - x_zp) * int(w[co].astype(np.int64).sum())
+    return out
+
+
 def conv_transpose2d_acc(x, x_zp, w, stride, pads, dilation, groups, out_hw):
     n_img, cin, h, wd = x.shape
     _, cout_g, kh, kw = w.shape

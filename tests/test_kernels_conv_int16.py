@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import conv_int16
+from kernels import conv_int16, conv_u8s8
 from kernels.conv2d_gemm import conv2d_gemm, conv2d_gemm_blocks
 from tests import naive
 from tests.test_kernels_conv2d import check_bound_runs, fused_case
@@ -27,8 +27,10 @@ per_isa = pytest.mark.parametrize("isa", HOST_ISAS)
 
 @contextlib.contextmanager
 def _using(isa):
-    """conv_int16 (and so conv2d) running the tiles of instruction set ``isa``."""
-    with mock.patch.object(conv_int16, "KERNELS", conv_int16.kernel_set(isa)):
+    """conv_int16 (and so conv2d) running the tiles of instruction set ``isa``, for 8-bit activations too (the byte
+    quads of conv_u8s8, which would take most of them on VNNI CPUs, off)."""
+    with mock.patch.object(conv_int16, "KERNELS", conv_int16.kernel_set(isa)), \
+            mock.patch.object(conv_u8s8, "AVAILABLE", False):
         yield
 
 
@@ -262,7 +264,7 @@ def test_weights_outside_int16_take_the_float_path(big):
 
 HASWELL_TILES = """
 import re, numba, numpy as np
-from kernels import conv_int16
+from kernels import conv_int16, conv_u8s8
 tiles = conv_int16.kernel_set("avx2").tiles_compact.py_func.__globals__["_tiles"]
 fresh = numba.njit(tiles.py_func)  # not cached: inspect_asm needs the compiled text
 xp, offs, w32 = np.arange(64, dtype=np.int32), np.array([0, 3], np.int64), np.ones((2, 8), np.int32)

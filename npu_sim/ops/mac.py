@@ -18,7 +18,7 @@ import numpy as np
 
 from kernels.conv2d_common import sub_zero_point
 from kernels.conv2d_direct import bind_direct, bind_direct_requantized
-from kernels.conv2d_gemm import bind_gemm_requantized, conv2d_gemm_blocks
+from kernels.conv2d_gemm import bind_gemm_requantized, bind_matmul_requantized, conv2d_gemm_blocks
 from kernels.conv2d_hilo import combine_hilo, HILO_MIN_K, hilo_ok, split_hilo
 from kernels.gemm import abs_max, float_dtype, plan
 from kernels import conv_int16, pointwise_small
@@ -242,6 +242,15 @@ def _bind_small_gemm(p, m, a):
     return bound_closure(run, (m, -1, 1), (m, n, 1), (m, n), p["_out_dtype"])
 
 
+def _bind_quads(p, a, zp):
+    """``f(a) -> y`` of a Gemm/MatMul with constant weights on ``kernels.conv2d_gemm.bind_matmul_requantized``
+    (None: not that kernel)."""
+    out = np.empty((a.shape[0], p["_w"].shape[1]), p["_out_dtype"])
+    run = bind_matmul_requantized(a, zp, p["_w"], p["bias"], p["mult"], p["shift"], p["out_zp"], p["qmin"],
+                                  p["qmax"], p["acc_bits"], out, max(1, PAIR_BLOCK // out.shape[1]))
+    return None if run is None else bound_closure(run, a.shape, out.shape, out.shape, out.dtype)
+
+
 def _is_pointwise(p) -> bool:
     w = p["_w"]
     return (w.shape[2] == 1 and w.shape[3] == 1 and tuple(p["stride"]) == (1, 1) and not any(p["pads"])
@@ -407,6 +416,10 @@ def _run_gemm(node, inputs, ctx):
         small = layout_memo(m, "small_run", (a.shape, a.dtype), lambda: _bind_small_gemm(p, m, a))
         if small is not None:
             return [small(a)]
+    if "mult" in p:  # 8-bit rows on the byte quads, as a 1x1 convolution
+        quads = layout_memo(m, "quads", (a.shape, a.dtype), lambda: _bind_quads(p, a, p["x_zp"]))
+        if quads is not None:
+            return [quads(a)]
     a = a.astype(np.int32) - p["x_zp"]
     acc = int_matmul(np.ascontiguousarray(a), p["_w"], compact=True, b_cache=m.setdefault("w_cache", {}))
     return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
@@ -463,6 +476,11 @@ def _run_matmul(node, inputs, ctx):
     p = node.params
     out_shape = tuple(ctx.shape_of(node.outputs[0]))
     if p["_w"] is not None:  # activation @ constant weights
+        if "mult" in p:  # 8-bit rows on the byte quads, as a 1x1 convolution
+            a = inputs[0].reshape(-1, p["_w"].shape[0])
+            quads = layout_memo(node.memo, "quads", (a.shape, a.dtype), lambda: _bind_quads(p, a, p["a_zp"]))
+            if quads is not None:
+                return [quads(a).reshape(out_shape)]
         a = inputs[0].astype(np.int32) - p["a_zp"]
         acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), p["_w"], compact=True,
                          b_cache=node.memo.setdefault("w_cache", {}))
