@@ -13,10 +13,42 @@ inherit the setting; these kernels return no arrays either (the caller keeps the
 
 A kernel that passes a constant to another kernel passes it typed (``np.int64(0)``, not ``0``): a bare literal
 makes Numba compile the callee once more for that literal value, which only costs first-use compile time.
+
+The compiled code is kept in a folder named after a fingerprint of every kernel source (``kernels/__pycache__/
+sources-<hash>``, or under ``NUMBA_CACHE_DIR``): Numba checks a cached function against its own file only, so a
+kernel whose code inlines a function of another file (a tile of ``conv_int16`` used by ``conv_u8s8``) would keep
+its old compiled code after that other file changed -- wrong integers after an update. A new set of sources gets a
+new folder, and compiles once.
 """
+import hashlib
+import os
+from pathlib import Path
+
 import numba
 
 JIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": False}
+SOURCES = Path(__file__).resolve().parent
+
+
+def sources_fingerprint(folder: Path = SOURCES) -> str:
+    """A short hash of the names and contents of the kernel sources in ``folder``."""
+    h = hashlib.sha256()
+    for f in sorted(folder.glob("*.py")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _use_fingerprinted_cache() -> None:
+    """Point Numba's cache (``NUMBA_CACHE_DIR``, else ``kernels/__pycache__``) at its ``sources-<hash>`` folder,
+    before any kernel is compiled; set in the environment too, so worker processes use the same folder."""
+    tail = f"sources-{sources_fingerprint()}"
+    base = os.environ.get("NUMBA_CACHE_DIR") or str(SOURCES / "__pycache__")
+    if Path(base).name != tail:
+        os.environ["NUMBA_CACHE_DIR"] = str(Path(base) / tail)
+        numba.config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"]
+
+
+_use_fingerprinted_cache()
 
 
 def njit(fn):

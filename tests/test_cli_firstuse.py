@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numba
 
+from kernels._jit import sources_fingerprint
 from npu_sim.cli.firstuse import cache_dir, cache_is_cold, watch
 from tests.cli_models import free_width
 
@@ -50,3 +51,14 @@ def test_first_run_says_so_then_not(tmp_path):
     assert first.stderr.count("compiling kernels") == 1 and "kernel(s) in" in first.stderr
     again = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert again.returncode == 0 and "compil" not in again.stderr, again.stderr
+
+
+def test_cache_folder_follows_the_kernel_sources(tmp_path):
+    """Numba checks a cached kernel against its own file only; the cache folder is named after every kernel
+    source, so a change to any of them (e.g. a tile another file inlines) gets compiled afresh."""
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("y = 2\n")
+    before = sources_fingerprint(tmp_path)
+    (tmp_path / "b.py").write_text("y = 3\n")
+    assert sources_fingerprint(tmp_path) != before
+    assert f"sources-{sources_fingerprint()}" in str(cache_dir())

@@ -23,7 +23,8 @@ SOURCES = Path(kernels.__file__).parent
 
 
 def cache_dir() -> Path:
-    """Where Numba keeps the kernels' compiled code (``NUMBA_CACHE_DIR``, else ``kernels/__pycache__``)."""
+    """Where Numba keeps the kernels' compiled code (under ``NUMBA_CACHE_DIR``, else ``kernels/__pycache__``, in
+    the folder named after the kernels' sources: ``kernels._jit``)."""
     for fn in vars(requantize).values():
         if isinstance(fn, numba.core.dispatcher.Dispatcher):
             path = getattr(getattr(fn, "_cache", None), "_cache_path", None)
