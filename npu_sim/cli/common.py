@@ -182,3 +182,20 @@ def engine_options(args) -> EngineOptions:
     if args.ray_address and args.engine != "ray":
         raise InputError("--ray-address needs --engine ray")
     return EngineOptions(args.engine, args.workers, args.ray_address)
+
+
+def take_model(args, lists: tuple[str, ...], usage: str) -> None:
+    """The MODEL positional, where it was written after a list option (``--data``, ``--requantize``: they take
+    several values, so the list took it): an ``.onnx`` file is never data, so it is the model. ``usage`` ends the
+    error when no model was given."""
+    for attr in lists:
+        items = getattr(args, attr, None) or []
+        onnx_files = [i for i in items if i.lower().endswith(".onnx")]
+        if onnx_files and args.model is None and len(onnx_files) == 1:
+            args.model = onnx_files[0]
+            items.remove(onnx_files[0])
+        elif onnx_files:
+            raise InputError(f"--{attr} {onnx_files[0]!r}: an .onnx file is not data; give the model once, "
+                             f"before the options")
+    if args.model is None:
+        raise InputError(f"{args.command}: give the QDQ model: {usage}")

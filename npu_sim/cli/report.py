@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from npu_sim.api import AdviceOptions, accuracy_report, annotate, check, load_data
-from npu_sim.cli.common import add_job_arguments, engine_options
+from npu_sim.cli.common import add_job_arguments, engine_options, take_model
 from npu_sim.cli.noise import quiet_logs
 from npu_sim.cli.progress import progress
 from npu_sim.errors import InputError
@@ -31,22 +31,6 @@ Without --workers, only as many workers start as the work pays for. Progress bar
 --quiet: none).
 """
 MODEL_AFTER_LISTS = True  # `report --data DIR MODEL`: an .onnx file that ends --data (or --requantize) is the model
-
-
-def take_model(args) -> None:
-    """Where the MODEL positional was written after ``--data``/``--requantize`` (which take several values), the
-    list took it: an ``.onnx`` file is never data, so it is the model."""
-    for attr in ("data", "requantize"):
-        items = getattr(args, attr) or []
-        onnx_files = [i for i in items if i.lower().endswith(".onnx")]
-        if onnx_files and args.model is None and len(onnx_files) == 1:
-            args.model = onnx_files[0]
-            items.remove(onnx_files[0])
-        elif onnx_files:
-            raise InputError(f"--{attr} {onnx_files[0]!r}: an .onnx file is not data; give the model once, "
-                             f"before the options")
-    if args.model is None:
-        raise InputError("report: give the QDQ model: npu-sim report MODEL.qdq.onnx --data DIR|FILE ...")
 
 
 def add_arguments(p) -> None:
@@ -104,7 +88,7 @@ def remaining_errors(result, path: str) -> str:
 
 
 def main(args, shapes) -> int:
-    take_model(args)
+    take_model(args, ("data", "requantize"), "npu-sim report MODEL.qdq.onnx --data DIR|FILE ...")
     if args.requantize == []:
         raise InputError("--requantize: give the calibration data (folders or files)")
     engine = engine_options(args)

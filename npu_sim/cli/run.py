@@ -11,7 +11,7 @@ import numpy as np
 from npu_sim.analysis.compare.match import sanitize
 from npu_sim.api import check, load, program_for, run_dataset
 from npu_sim.cli.common import (EXIT_OK, add_job_arguments, engine_options, fixed_shapes, model_inputs, no_repeats,
-                                parse_feed, read_npy, refuse_empty)
+                                parse_feed, read_npy, refuse_empty, take_model)
 from npu_sim.cli.progress import progress
 from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import read_image
@@ -72,22 +72,8 @@ def add_arguments(run) -> None:
     add_job_arguments(d, "the dataset run")
 
 
-def take_model(args) -> None:
-    """The MODEL positional, where it was written after ``--data`` (which took it): an .onnx file is not data."""
-    data = getattr(args, "data", None) or []
-    onnx_files = [i for i in data if i.lower().endswith(".onnx")]
-    if args.model is None and len(onnx_files) == 1:
-        args.model = onnx_files[0]
-        data.remove(onnx_files[0])
-    elif onnx_files:
-        raise InputError(f"--data {onnx_files[0]!r}: an .onnx file is not data; give the model once, before the "
-                         f"options")
-    if args.model is None:
-        raise InputError(f"{args.command}: give the QDQ model: npu-sim {args.command} MODEL.qdq.onnx ...")
-
-
 def lower_main(args, shapes) -> int:
-    take_model(args)
+    take_model(args, (), "npu-sim lower MODEL.qdq.onnx")
     shapes = fixed_shapes(args.model, args.board, shapes, program_for=program_for)
     sim = load(args.model, board=args.board, input_shapes=shapes)
     refuse_empty(sim.program, shapes)
@@ -96,7 +82,7 @@ def lower_main(args, shapes) -> int:
 
 
 def main(args, shapes) -> int:
-    take_model(args)
+    take_model(args, ("data",), "npu-sim run MODEL.qdq.onnx ...")
     if args.data:
         return data_main(args, shapes)
     given = [flag for attr, flag in DATA_ONLY if getattr(args, attr) not in (None, False)] + (["--engine"] if args.engine != "local" else [])
