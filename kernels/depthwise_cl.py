@@ -5,7 +5,7 @@ On a small plane (MobileNetV2's 14x14 and 7x7 layers of 384-960 channels) the pe
 64 outputs for 49, one requantization call) that is several times the multiply-adds. Here the image is first
 copied into a channels-last padded buffer ``xt`` (``xt[r*wp + c, ch] = x[ch, r - top, c - left] - x_zp``, zero
 on the border; int16 where every ``x - x_zp`` fits it, as for 8-bit activations, with the weights int16 too:
-half the memory traffic, and LLVM multiplies such operands with ``vpmaddwd`` instead of ``vpmulld``), every
+half the memory traffic of int32 operands), every
 output pixel then sums its taps with vector operations across the channels (a kernel row of 3 or 5 taps in one
 pass, the accumulator row loaded and stored once per kernel row), the int32
 accumulators are transposed back to one row per channel and each row is requantized by ``requantize_row``,
