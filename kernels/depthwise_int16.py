@@ -23,7 +23,7 @@ one too, its extra outputs discarded (the planes carry ``NB`` cells of slack): o
 accumulators costs about what a single vector's chain of dependent multiply-adds does.
 
 Padding rows. An output row's kernel rows that fall on padding rows read only ``pad``: the output rows are
-grouped into blocks (:func:`_row_blocks`), and a block's tiles run only the pairs of the kernel rows that fall on
+grouped into blocks (:func:`row_blocks`), and a block's tiles run only the pairs of the kernel rows that fall on
 input rows for at least one of its rows (all of them inside the plane; for the block's other rows they read
 ``pad``, which cancels). The blocks are the cheapest partition by a cost model (tiles times pairs, plus a fixed
 cost per block): on PP-OCR's 5x5 depthwise layers over planes of 2-3 rows that leaves out 2-3 of the 5 kernel
@@ -193,7 +193,7 @@ def _row_ranges(ho, h, kh, kw, sh, top, dh, pa):
     return out
 
 
-def _row_blocks(ho, h, kh, kw, sh, top, dh, pa, rows_blk, wq, wo):
+def row_blocks(ho, h, kh, kw, sh, top, dh, pa, rows_blk, wq, wo):
     """Output row blocks ``(oh0, oh1, k0, k1)``: consecutive rows (at most ``rows_blk``) and the pairs
     ``k0 <= k < k1`` their tiles compute, the union of the rows' ranges of :func:`_row_ranges` (a row's kernel
     rows inside that range but over padding read ``pad`` and cancel: module docstring). The partition is the
@@ -244,14 +244,14 @@ def _store_rows(src, dst, pitch, corr):
 def _geometry(x_shape, pa, kh, kw, sh, sw, top, left, bottom, right, dh, dw, ho):
     """Everything of :func:`_depthwise16` that depends on shapes only, worked out once per bind: ``(offs, rowoff,
     col_q, col_iw0, col_cnt, blocks, spans, wq)`` -- the read offset of each pair, where the input rows land
-    (:func:`kernels.polyphase.phase_offsets`), the row blocks (:func:`_row_blocks`), the plane spans repacked per
+    (:func:`kernels.polyphase.phase_offsets`), the row blocks (:func:`row_blocks`), the plane spans repacked per
     channel and the row pitch."""
     h, wd = x_shape[2], x_shape[3]
     wq, psz = plane_geometry(h, wd, top, left, bottom, right, sh, sw)
     offs = tap_offsets(kh, kw, sh, sw, dh, dw, psz, wq)[pa]
     rowoff, col_q, col_iw0, col_cnt = phase_offsets(h, wd, top, left, sh, sw, psz, wq)
     wo = (left + wd + right - dw * (kw - 1) - 1) // sw + 1
-    blocks = _row_blocks(ho, h, kh, kw, sh, top, dh, pa, max(1, BLOCK // wq), wq, wo)
+    blocks = row_blocks(ho, h, kh, kw, sh, top, dh, pa, max(1, BLOCK // wq), wq, wo)
     # Stride 1: the tiles read input rows only (their kernel rows, by block), so only those cells (of each column
     # phase) are repacked per channel; the padding rows' pairs stay as packed at the start. Other strides repack
     # the whole plane.
