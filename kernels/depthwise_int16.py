@@ -40,6 +40,7 @@ of a lane -- a product, a pair sum, a partial sum in any order -- is a sum of a 
 ``max_c S_c * 2**15 <= 2**31 - 1`` and :func:`prepare` only weights that fit int16, so no int32 operation wraps,
 whatever the vector width or tile (both instruction sets give identical results).
 """
+import bisect
 import functools
 import math
 
@@ -197,20 +198,22 @@ def row_blocks(ho, h, kh, kw, sh, top, dh, pa, rows_blk, wq, wo):
     """Output row blocks ``(oh0, oh1, k0, k1)``: consecutive rows (at most ``rows_blk``) and the pairs
     ``k0 <= k < k1`` their tiles compute, the union of the rows' ranges of :func:`_row_ranges` (a row's kernel
     rows inside that range but over padding read ``pad`` and cancel: module docstring). The partition is the
-    cheapest by :data:`BLOCK_COST`: tiles times pairs, plus a fixed cost per block (a block per set of kernel rows
-    costs more than it saves on 14x14 planes, and less on PP-OCR's 2-3 row planes)."""
+    cheapest by :data:`BLOCK_COST` (tiles times pairs, plus a fixed cost per block) among those whose blocks start
+    where a block per set of kernel rows would (``starts``) or ``rows_blk`` rows before their end: that one is
+    among them, and costs more than one block on 14x14 planes, less on PP-OCR's 2-3 row planes."""
     rng = _row_ranges(ho, h, kh, kw, sh, top, dh, pa)
-    best = [(0, 0, (0, 0))] + [None] * ho  # best[i]: (cost, start of the last block) of rows < i
+    change = [0] + [oh for oh in range(1, ho) if (rng[oh] != rng[oh - 1]).any()]
+    segs = [(a, b, int(rng[a, 0]), int(rng[a, 1])) for a, b in zip(change, change[1:] + [ho])]
+    starts = sorted({j for a, b, _, _ in segs for j in range(a, b, rows_blk)})
+    best = [(0, 0, (0, 0))] + [None] * ho  # best[i]: (cost, start of the last block, its pairs) of rows < i
     for i in range(1, ho + 1):
-        k0, k1 = 1 << 62, -1
-        for j in range(i - 1, max(0, i - rows_blk) - 1, -1):  # the last block: rows j .. i-1
-            if rng[j, 1] > rng[j, 0]:
-                k0, k1 = min(k0, int(rng[j, 0])), max(k1, int(rng[j, 1]))
-            tiles = -(-((i - j - 1) * wq + wo) // NB)
-            cost = best[j][0]
-            cost += tiles * max(0, k1 - k0) + BLOCK_COST
+        lo = max(0, i - rows_blk)
+        for j in {lo, *starts[bisect.bisect_left(starts, lo):bisect.bisect_left(starts, i)]}:  # last block j..i-1
+            ks = [(k0, k1) for a, b, k0, k1 in segs if a < i and j < b and k1 > k0]
+            k0, k1 = (min(k[0] for k in ks), max(k[1] for k in ks)) if ks else (0, 0)
+            cost = best[j][0] + -(-((i - j - 1) * wq + wo) // NB) * (k1 - k0) + BLOCK_COST
             if best[i] is None or cost < best[i][0]:
-                best[i] = (cost, j, (k0, k1) if k1 > k0 else (0, 0))
+                best[i] = (cost, j, (k0, k1))
     blocks, i = [], ho
     while i:
         _, j, (k0, k1) = best[i]
