@@ -126,6 +126,25 @@ def _taps_kx3(acc, xq, toff, base, wrow, kh):
 
 
 @njit
+def _taps_kx5(acc, xq, toff, base, wrow, kh):
+    """acc = sum over the kh*5 taps t of wrow[t] * xq[toff[t] + base + j], a kernel row of five taps per pass
+    (one load and store of acc per kernel row instead of per tap)."""
+    n = acc.shape[0]
+    for ky in range(kh):
+        t = ky * 5
+        w0, w1, w2, w3, w4 = wrow[t], wrow[t + 1], wrow[t + 2], wrow[t + 3], wrow[t + 4]
+        o0, o1, o2, o3, o4 = (toff[t] + base, toff[t + 1] + base, toff[t + 2] + base, toff[t + 3] + base,
+                              toff[t + 4] + base)
+        a0, a1, a2, a3, a4 = xq[o0:o0 + n], xq[o1:o1 + n], xq[o2:o2 + n], xq[o3:o3 + n], xq[o4:o4 + n]
+        if ky == 0:
+            for j in range(n):
+                acc[j] = w0 * a0[j] + w1 * a1[j] + w2 * a2[j] + w3 * a3[j] + w4 * a4[j]
+        else:
+            for j in range(n):
+                acc[j] += w0 * a0[j] + w1 * a1[j] + w2 * a2[j] + w3 * a3[j] + w4 * a4[j]
+
+
+@njit
 def _tap(acc, a0, w0):
     """acc += w0*a0."""
     for j in range(acc.shape[0]):
@@ -218,6 +237,8 @@ def _depthwise(x, x_zp, wf, kh, kw, sh, sw, left, toff, rowoff, col_q, col_iw0, 
                     blk = acc[:length]
                     if kw == 3:
                         _taps_kx3(blk, xq, toff, base, wrow, kh)
+                    elif kw == 5:
+                        _taps_kx5(blk, xq, toff, base, wrow, kh)
                     else:
                         blk[:] = zero
                         for t in range(taps):

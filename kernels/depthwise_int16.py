@@ -23,9 +23,12 @@ one too, its extra outputs discarded (the planes carry ``NB`` cells of slack): o
 accumulators costs about what a single vector's chain of dependent multiply-adds does.
 
 Padding rows. An output row's kernel rows that fall on padding rows read only ``pad``: the output rows are
-grouped into blocks whose kernel rows over input rows are the same (:func:`_row_blocks`; all of them inside the
-plane), and a block's tiles run only those rows' pairs. On PP-OCR's 5x5 depthwise layers over planes of 2-3 rows
-that leaves out 2-3 of the 5 kernel rows; stride-1 planes then repack only their input rows per channel.
+grouped into blocks (:func:`row_blocks`), and a block's tiles run only the pairs of the kernel rows that fall on
+input rows for at least one of its rows (all of them inside the plane; for the block's other rows they read
+``pad``, which cancels). The blocks are the cheapest partition by a cost model (tiles times pairs, plus a fixed
+cost per block): on PP-OCR's 5x5 depthwise layers over planes of 2-3 rows that leaves out 2-3 of the 5 kernel
+rows; on 14x14 planes one block per 64 rows (measured 0.65-0.75x the time of a block per set of kernel rows on
+5x5, 0.75-0.85x on 3x3). Stride-1 planes then repack only their input rows per channel.
 
 Exactness. ``sum_t w[t] * (x_t - x_zp) = sum_t w[t] * v_t - pad * sum_t w[t]`` over a block's taps ``t``
 (padding cells hold ``v = pad``; a left-out tap contributes ``w[t] * (pad - pad) = 0`` to both sides), so the
@@ -37,6 +40,7 @@ of a lane -- a product, a pair sum, a partial sum in any order -- is a sum of a 
 ``max_c S_c * 2**15 <= 2**31 - 1`` and :func:`prepare` only weights that fit int16, so no int32 operation wraps,
 whatever the vector width or tile (both instruction sets give identical results).
 """
+import bisect
 import functools
 import math
 
@@ -54,6 +58,7 @@ from .requantize import requantize_row
 NB = 64             # outputs per main tile: 4 vectors of 16 int32 lanes (AVX-512BW), 8 of 8 (AVX2: 8 accumulators,
                     # 1 weight and a product of the 16 ymm registers)
 BLOCK = 4096        # wide accumulator elements per row block (16 KiB of int32)
+BLOCK_COST = 12     # the fixed cost of a row block, in tiles of one pair (measured: ~45 ns, a tile of a pair ~3.5 ns)
 
 _I16, _I32, _I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
@@ -177,21 +182,44 @@ def _pack(u, p, d, q0, q1):
         dst[q] = (np.int32(lo[q]) & 0xFFFF) | (np.int32(hi[q]) << 16)
 
 
-def _row_blocks(ho, h, kh, kw, sh, top, dh, pa, rows_blk):
-    """Output row blocks ``(oh0, oh1, k0, k1)``: consecutive rows (at most ``rows_blk``) whose kernel rows over
-    input rows (not padding) are the same, ``ky0 <= ky < ky1``, and the pairs ``k0 <= k < k1`` of those kernel
-    rows (:func:`prepare` lists the pairs by kernel row)."""
+def _row_ranges(ho, h, kh, kw, sh, top, dh, pa):
+    """int64 ``(ho, 2)``: the pairs ``k0 <= k < k1`` of output row ``oh``'s kernel rows over input rows (not
+    padding), ``(0, 0)`` where there is none (:func:`prepare` lists the pairs by kernel row)."""
     first = np.searchsorted(np.asarray(pa) // kw, np.arange(kh + 1))  # first pair of kernel row ky or later
-    blocks = []
+    out = np.zeros((ho, 2), np.int64)
     for oh in range(ho):
         rows = [ky for ky in range(kh) if 0 <= oh * sh - top + ky * dh < h]
-        k0, k1 = (int(first[rows[0]]), int(first[rows[-1] + 1])) if rows else (0, 0)
-        last = blocks[-1] if blocks else None
-        if last is not None and last[2:] == [k0, k1] and oh - last[0] < rows_blk:
-            last[1] = oh + 1
-        else:
-            blocks.append([oh, oh + 1, k0, k1])
-    return np.array(blocks, np.int64).reshape(-1, 4)
+        if rows:
+            out[oh] = first[rows[0]], first[rows[-1] + 1]
+    return out
+
+
+def row_blocks(ho, h, kh, kw, sh, top, dh, pa, rows_blk, wq, wo):
+    """Output row blocks ``(oh0, oh1, k0, k1)``: consecutive rows (at most ``rows_blk``) and the pairs
+    ``k0 <= k < k1`` their tiles compute, the union of the rows' ranges of :func:`_row_ranges` (a row's kernel
+    rows inside that range but over padding read ``pad`` and cancel: module docstring). The partition is the
+    cheapest by :data:`BLOCK_COST` (tiles times pairs, plus a fixed cost per block) among those whose blocks start
+    where a block per set of kernel rows would (``starts``) or ``rows_blk`` rows before their end: that one is
+    among them, and costs more than one block on 14x14 planes, less on PP-OCR's 2-3 row planes."""
+    rng = _row_ranges(ho, h, kh, kw, sh, top, dh, pa)
+    change = [0] + [oh for oh in range(1, ho) if (rng[oh] != rng[oh - 1]).any()]
+    segs = [(a, b, int(rng[a, 0]), int(rng[a, 1])) for a, b in zip(change, change[1:] + [ho])]
+    starts = sorted({j for a, b, _, _ in segs for j in range(a, b, rows_blk)})
+    best = [(0, 0, (0, 0))] + [None] * ho  # best[i]: (cost, start of the last block, its pairs) of rows < i
+    for i in range(1, ho + 1):
+        lo = max(0, i - rows_blk)
+        for j in {lo, *starts[bisect.bisect_left(starts, lo):bisect.bisect_left(starts, i)]}:  # last block j..i-1
+            ks = [(k0, k1) for a, b, k0, k1 in segs if a < i and j < b and k1 > k0]
+            k0, k1 = (min(k[0] for k in ks), max(k[1] for k in ks)) if ks else (0, 0)
+            cost = best[j][0] + -(-((i - j - 1) * wq + wo) // NB) * (k1 - k0) + BLOCK_COST
+            if best[i] is None or cost < best[i][0]:
+                best[i] = (cost, j, (k0, k1))
+    blocks, i = [], ho
+    while i:
+        _, j, (k0, k1) = best[i]
+        blocks.append([j, i, k0, k1])
+        i = j
+    return np.array(blocks[::-1], np.int64).reshape(-1, 4)
 
 
 @njit
@@ -219,13 +247,14 @@ def _store_rows(src, dst, pitch, corr):
 def _geometry(x_shape, pa, kh, kw, sh, sw, top, left, bottom, right, dh, dw, ho):
     """Everything of :func:`_depthwise16` that depends on shapes only, worked out once per bind: ``(offs, rowoff,
     col_q, col_iw0, col_cnt, blocks, spans, wq)`` -- the read offset of each pair, where the input rows land
-    (:func:`kernels.polyphase.phase_offsets`), the row blocks (:func:`_row_blocks`), the plane spans repacked per
+    (:func:`kernels.polyphase.phase_offsets`), the row blocks (:func:`row_blocks`), the plane spans repacked per
     channel and the row pitch."""
     h, wd = x_shape[2], x_shape[3]
     wq, psz = plane_geometry(h, wd, top, left, bottom, right, sh, sw)
     offs = tap_offsets(kh, kw, sh, sw, dh, dw, psz, wq)[pa]
     rowoff, col_q, col_iw0, col_cnt = phase_offsets(h, wd, top, left, sh, sw, psz, wq)
-    blocks = _row_blocks(ho, h, kh, kw, sh, top, dh, pa, max(1, BLOCK // wq))
+    wo = (left + wd + right - dw * (kw - 1) - 1) // sw + 1
+    blocks = row_blocks(ho, h, kh, kw, sh, top, dh, pa, max(1, BLOCK // wq), wq, wo)
     # Stride 1: the tiles read input rows only (their kernel rows, by block), so only those cells (of each column
     # phase) are repacked per channel; the padding rows' pairs stay as packed at the start. Other strides repack
     # the whole plane.

@@ -63,3 +63,17 @@ def test_depthwise_cl_extremes():
         for mult, shift in ((one * ((1 << 31) - 1), one * 40), (one << 30, one * 31)):
             case = (x, lo, w, (1, 1), (2, 2, 2, 2), (1, 1), c, one * 7, mult, shift, 3, -128, 127, 48, np.int8)
             assert check_bound_runs(bind_direct_requantized, case, [x, x[:, ::-1].copy()])
+
+
+def test_depthwise_cl_wide_weights():
+    """Weights past int16 (int32, +-40000) with 8-bit activations: the kernel keeps int32 weights there (int16
+    elsewhere), exact against the twins; 3x3 and 5x5 kernels (a kernel row per pass) and a 1x2 one (tap by tap)."""
+    rng = np.random.default_rng(7)
+    c = 20
+    x = rng.integers(-128, 128, (2, c, 6, 7)).astype(np.int8)
+    one = np.ones(c, np.int64)
+    for kh, kw in ((3, 3), (5, 5), (1, 2)):
+        w = rng.choice(np.array([-40000, 40000, -32768, 1], np.int64), (c, 1, kh, kw)).astype(np.int32)
+        pads = (kh // 2, kw // 2, kh // 2, kw // 2)
+        case = (x, -128, w, (1, 1), pads, (1, 1), c, one * 3, one << 30, one * 44, 0, -128, 127, 48, np.int8)
+        assert check_bound_runs(bind_direct_requantized, case, [x, x[:, ::-1].copy()])

@@ -281,3 +281,40 @@ def test_avx2_tiles_are_avx2_code(tmp_path):
     res = subprocess.run([sys.executable, "-c", HASWELL_TILES], cwd=Path(__file__).resolve().parent.parent, env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-3000:]
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.data())
+def test_depthwise_int16_row_blocks(data):
+    """The row blocks cover the output rows in order, at most rows_blk each, every row's kernel rows over input
+    rows inside its block's pairs, and cost no more (tiles times pairs plus BLOCK_COST per block) than one block
+    per set of kernel rows, the partition before the cost model."""
+    kh, kw = data.draw(st.sampled_from([(3, 3), (5, 5), (7, 7), (3, 1), (1, 5)]))
+    sh, dh = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 2))
+    top, bottom = data.draw(st.integers(0, 3)), data.draw(st.integers(0, 3))
+    h = data.draw(st.integers(max(1, dh * (kh - 1) + 1 - top - bottom), 40))
+    ho = (top + h + bottom - dh * (kh - 1) - 1) // sh + 1
+    wq, rows_blk = data.draw(st.integers(1, 120)), data.draw(st.integers(1, 40))
+    wo = data.draw(st.integers(1, wq))
+    pa = depthwise_int16.prepare(np.ones((1, kh * kw)), kh, kw, 1, 1)[0]
+    first = np.searchsorted(pa // kw, np.arange(kh + 1))
+    blocks = depthwise_int16.row_blocks(ho, h, kh, kw, sh, top, dh, pa, rows_blk, wq, wo)
+    assert blocks[0, 0] == 0 and blocks[-1, 1] == ho and (blocks[1:, 0] == blocks[:-1, 1]).all()
+    assert ((blocks[:, 1] > blocks[:, 0]) & (blocks[:, 1] - blocks[:, 0] <= rows_blk)).all()
+    need = []
+    for oh in range(ho):
+        rows = [ky for ky in range(kh) if 0 <= oh * sh - top + ky * dh < h]
+        need.append((int(first[rows[0]]), int(first[rows[-1] + 1])) if rows else (0, 0))
+        b = blocks[(blocks[:, 0] <= oh) & (oh < blocks[:, 1])][0]
+        assert not rows or b[2] <= need[-1][0] and need[-1][1] <= b[3]
+
+    def cost(parts):
+        return sum(-(-((oh1 - oh0 - 1) * wq + wo) // depthwise_int16.NB) * (k1 - k0) + depthwise_int16.BLOCK_COST
+                   for oh0, oh1, k0, k1 in parts)
+    old = []
+    for oh in range(ho):
+        if old and old[-1][2:] == list(need[oh]) and oh - old[-1][0] < rows_blk:
+            old[-1][1] = oh + 1
+        else:
+            old.append([oh, oh + 1, *need[oh]])
+    assert cost(blocks.tolist()) <= cost(old)
