@@ -157,7 +157,7 @@ def test_resume_of_another_job_is_refused(tmp_path, digits, capsys):
     capsys.readouterr()
     assert _cli(MODEL, "--data", digits, "--out", out, "--shard-size", 16, "--resume") == 2
     err = capsys.readouterr().err
-    assert "shard_size" in err and "new --out" in err
+    assert "differs in: --shard-size" in err and "new --out" in err
     before = _files(out)
     assert _cli(MODEL, "--data", digits, "--out", out, "--shard-size", 8, "--resume") == 0
     assert _files(out) == before

@@ -266,8 +266,11 @@ def resume_state(plan: Plan, previous: dict, hashes: dict[str, str], metrics: di
         raise InputError("--resume: the manifest.json in --out is not one this npu-sim writes; give a new --out")
     differ = [k for k in RESUME_KEYS if previous.get(k) != mine[k]]
     if differ:
-        raise InputError(f"--resume: --out holds a run with another {', '.join(differ)} (its manifest.json); give "
-                         f"the same model, board, --float, --shard-size and --data, or a new --out")
+        shown = {"model_sha256": "model file", "float_model_sha256": "--float file", "float_model": "--float",
+                 "shard_size": "--shard-size", "sources": "--data", "inputs": "input shapes"}
+        raise InputError(f"--resume: --out holds a run that differs in: {', '.join(shown.get(k, k) for k in differ)} "
+                         f"(its manifest.json); give the same model, board, --float, --shard-size and --data, or a "
+                         f"new --out")
     state = Progress()
     by_index = {e.get("index"): e for e in previous.get("samples", []) if isinstance(e, dict)}
     for entry in previous.get("shards", []):
