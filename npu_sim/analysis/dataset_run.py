@@ -21,8 +21,8 @@ from typing import Any, Callable
 import numpy as np
 
 from npu_sim.analysis.accuracy.engine import class_rows
+from npu_sim.analysis.accuracy.jobs import board_spec
 from npu_sim.analysis.dataset_task import JobSpec, ShardPayload, ShardResult, file_sha256, setup, shard_task
-from npu_sim.boards import Board
 from npu_sim.errors import InputError, ModelLoadError
 from npu_sim.frontend import dataset as ds
 from npu_sim.runtime.engines import EngineOptions, TaskFailed, run_tasks
@@ -104,7 +104,7 @@ def plan_dataset(model, data, board="default", input_shapes: dict | None = None,
     float_model = None if float_model is None else str(float_model)
     digests = tuple(file_sha256(f) for f in [model] + ([float_model] if float_model and Path(float_model).is_file()
                                                           else []))
-    spec = JobSpec(model, _board_spec(board), tuple((n, tuple(s)) for n, s in shapes.items()), float_model, digests)
+    spec = JobSpec(model, board_spec(board), tuple((n, tuple(s)) for n, s in shapes.items()), float_model, digests)
     prog = setup(spec).sim.program
     dtypes = {n: d for n, (_, d) in inputs.items()}
     samples, sources, errors = _scan_samples(files, shapes, dtypes, mean, std)
@@ -208,13 +208,6 @@ def _first_arrays(files: list[Path], names: list[str]) -> dict:
         if len(first) == len(names):
             break
     return first
-
-
-def _board_spec(board):
-    """A board as a worker can load it: a Board read from a file travels as its path."""
-    if isinstance(board, Board) and board.source and Path(board.source).is_file():
-        return board.source
-    return board
 
 
 def header(plan: Plan) -> dict:

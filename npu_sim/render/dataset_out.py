@@ -11,7 +11,6 @@ import csv
 import hashlib
 import io
 import json
-import os
 import re
 import time
 import zipfile
@@ -21,6 +20,7 @@ import numpy as np
 
 from npu_sim.analysis.dataset_run import Plan, Progress, Summary, resume_state, shard_file
 from npu_sim.errors import InputError
+from npu_sim.render.files import write_bytes
 
 MANIFEST = "manifest.json"
 METRICS = "metrics.csv"
@@ -42,17 +42,6 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
             info.external_attr = 0o644 << 16
             z.writestr(info, data.getvalue())
     return buf.getvalue()
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """``data`` to a temporary name beside ``path``, then renamed over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def cell(v) -> str:
@@ -136,7 +125,7 @@ class DatasetWriter:
     def shard(self, k: int, arrays: dict[str, np.ndarray]) -> dict:
         data = npz_bytes(arrays)
         name = shard_file(k)
-        write_atomic(self.out / name, data)
+        write_bytes(self.out / name, data)
         return {"file": name, "sha256": hashlib.sha256(data).hexdigest()}
 
     def due(self) -> bool:
@@ -147,8 +136,8 @@ class DatasetWriter:
         """The metrics CSV, then the manifest (which names the shards written: it goes last)."""
         self.last = time.monotonic()
         if columns is not None:
-            write_atomic(self.out / METRICS, metrics_text(rows, columns).encode("utf-8"))
-        write_atomic(self.out / MANIFEST, manifest_text(manifest).encode("utf-8"))
+            write_bytes(self.out / METRICS, metrics_text(rows, columns).encode("utf-8"))
+        write_bytes(self.out / MANIFEST, manifest_text(manifest).encode("utf-8"))
 
 
 def manifest_text(manifest: dict) -> str:

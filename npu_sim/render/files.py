@@ -6,20 +6,30 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 import numpy as np
 
 
-def save_npy(path: Path, arr: np.ndarray) -> None:
-    """``np.save`` to a temporary name beside ``path``, then renamed."""
+def write_file(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """``write(f)`` into a temporary file beside ``path``, then renamed over it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
-            np.save(f, arr)
+            write(f)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """``data`` into ``path``, atomically (see :func:`write_file`)."""
+    write_file(path, lambda f: f.write(data))
+
+
+def save_npy(path: Path, arr: np.ndarray) -> None:
+    """``np.save`` into ``path``, atomically (see :func:`write_file`)."""
+    write_file(path, lambda f: np.save(f, arr))
 
 
 def replace_folder(target: Path, fill: Callable[[Path], None]) -> Path:
