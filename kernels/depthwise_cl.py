@@ -119,7 +119,7 @@ def bind(x_shape, x_zp, w, stride, pads, dilation, out_shape, bias, mult, shift,
     """``run(x, out)`` of :func:`_depthwise_cl` for inputs of ``x_shape`` and ``out`` (N, C, Ho, Wo), ``w``
     (C, 1, kh, kw); the caller validated every argument and proved the int32 bound (module docstring)."""
     n_img, c, h, wd = x_shape
-    kh, kw = w.shape[2], w.shape[3]
+    kh = w.shape[2]
     top, left, bottom, right = pads
     hp, wp = top + h + bottom, left + wd + right
     ho, wo = out_shape[2], out_shape[3]

@@ -24,7 +24,6 @@ import logging
 import os
 import socket
 import sys
-from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
 
