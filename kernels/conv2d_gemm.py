@@ -11,7 +11,7 @@ exact integer kernels (:func:`int_kernel`: byte quads or int16 pairs) where that
 import numpy as np
 
 from ._jit import njit
-from . import conv_int16, conv_u8s8
+from . import conv_amx, conv_int16, conv_u8s8
 from .checks import as_int
 from .conv2d_common import requant_args, sub_zero_point, valid_range, validate_conv2d
 from .conv2d_hilo import HILO_MIN_K, hilo_ok, pointwise_split, stacked_taps
@@ -112,8 +112,8 @@ def int_kernel(x_dtype, x_zp, padded, w, wabs_rowsum_max, cache=None):
     :mod:`kernels.conv_int16` (int16 pairs) where its plan holds. ``cache`` (the caller's, per weight tensor) keeps
     the weights' fit tests."""
     cache = {} if cache is None else cache
-    for mod in (conv_u8s8, conv_int16):
-        if mod is conv_u8s8 and not (mod.AVAILABLE and mod.wins(w.shape[1])):
+    for mod in (conv_amx, conv_u8s8, conv_int16):
+        if mod is not conv_int16 and not (mod.AVAILABLE and mod.wins(w.shape[1])):
             continue
         key = "fits_" + mod.__name__
         if key not in cache:
@@ -301,7 +301,7 @@ def bind_matmul_requantized(a, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, a
     n = w.shape[1]
     w4 = np.ascontiguousarray(w.T).reshape(n, k, 1, 1)
     wabs = int(np.abs(w4.astype(np.int64)).reshape(n, k).sum(axis=1).max(initial=0))
-    if int_kernel(a.dtype, x_zp, False, w4, wabs) is not conv_u8s8:
+    if int_kernel(a.dtype, x_zp, False, w4, wabs) not in (conv_amx, conv_u8s8):
         return None
     per_col = [np.ascontiguousarray(np.broadcast_to(v, (n,))) for v in (bias, mult, shift)]
     run4 = bind_gemm_requantized(np.empty((1, k, 1, m), a.dtype), x_zp, w4, (1, 1), (0, 0, 0, 0), (1, 1), 1,

@@ -291,14 +291,21 @@ def _conv_requantized(x, center, pad, top, left, sh, sw, wq, psz, rows, wo, offs
 class KernelSet:
     """The compiled tiles of one :class:`Isa`: ``tiles_compact`` and ``conv_requantized`` (the templates
     :func:`_tiles_compact` and :func:`_conv_requantized`), with the tile geometry ``isa`` and the function that
-    fills the packed input planes, ``planes`` (:func:`_pair_planes` here, its signature)."""
+    fills the packed input planes, ``planes`` (:func:`_pair_planes` here, its signature). ``tiles`` replaces the
+    register tiles' loop (:func:`_tiles`, same signature; the AMX tiles of :mod:`kernels.conv_amx`), ``words``
+    the packed words per pixel of ``cin_g`` input channels (default ``ceil(cin_g / per_word)``)."""
 
-    def __init__(self, isa, planes=None):
+    def __init__(self, isa, planes=None, tiles=None, words=None):
         self.isa = isa
         self.planes = _pair_planes if planes is None else planes
-        globs = dict(globals(), NB=isa.nb, MR=isa.mr, MR_TAIL=isa.mr_tail, _tile=_make_tile(isa, isa.mr),
-                     _tile_tail=_make_tile(isa, isa.mr_tail), _planes=self.planes)
-        for fn in (_tiles, _tiles_compact, _conv_requantized):  # _tiles first: the other two call it
+        self.words = words if words is not None else (lambda cin_g: -(-cin_g // isa.per_word))
+        globs = dict(globals(), NB=isa.nb, MR=isa.mr, MR_TAIL=isa.mr_tail, _planes=self.planes)
+        if tiles is None:
+            globs.update(_tile=_make_tile(isa, isa.mr), _tile_tail=_make_tile(isa, isa.mr_tail))
+            globs["_tiles"] = compile_template(_tiles, isa.name, globs)
+        else:
+            globs["_tiles"] = tiles
+        for fn in (_tiles_compact, _conv_requantized):  # both call _tiles
             globs[fn.__name__] = compile_template(fn, isa.name, globs)
         self.tiles_compact, self.conv_requantized = globs["_tiles_compact"], globs["_conv_requantized"]
 
@@ -326,6 +333,13 @@ KERNELS = kernel_set(ISA) if AVAILABLE else None  # what Layout (hence blocks an
 NB = KERNELS.isa.nb if AVAILABLE else 0  # outputs per tile of KERNELS (npu_sim.ops.mac: smaller planes go elsewhere)
 
 
+def _skew(pitch: int) -> int:
+    """``pitch`` (int32 words) rounded up to 16 more than a multiple of 32: rows of planes and of the wide grid
+    then start 64 bytes apart modulo 128, so the 12-16 rows a tile reads or writes at once fall in different
+    L1 cache sets (a pitch of a multiple of 4 KiB put them all in one set: 2-3x slower tiles on such shapes)."""
+    return pitch + (16 - pitch % 32) % 32
+
+
 class Layout:
     """The shape-dependent part of the int16-pair convolution of one input shape: the plane geometry, the read
     offset of every (pair, tap) and the rows per block, computed once per shape (callers keep it in their cache),
@@ -342,15 +356,15 @@ class Layout:
         top, left, bottom, right = pads
         dh, dw = dilation
         self.wq, self.psz = wq, psz = plane_geometry(h, wd, top, left, bottom, right, sh, sw)
-        n_pairs = -(-cin_g // kernels.isa.per_word)  # packed words per input pixel
-        plane = sh * sw * psz + nb
+        n_pairs = kernels.words(cin_g)  # packed words per input pixel
+        plane = _skew(sh * sw * psz + nb)
         tap_off = tap_offsets(kh, kw, sh, sw, dh, dw, psz, wq)
         self.offs = (np.arange(n_pairs)[:, None] * plane + tap_off).reshape(-1).astype(np.int64)
         self.rows = rows = max(1, min(ho, block_cols // wo))
         self.ho, self.wo, self.top, self.left, self.sh, self.sw = ho, wo, top, left, sh, sw
         self.cout_g = w_shape[0] // groups
         self.xp_shape = (n_pairs, plane)
-        self.wide_shape = (mp, -(-((rows - 1) * wq + wo) // nb) * nb)
+        self.wide_shape = (mp, _skew(-(-((rows - 1) * wq + wo) // nb) * nb))
 
     def buffers(self):
         return np.empty(self.xp_shape, np.int32), np.empty(self.wide_shape, np.int32)

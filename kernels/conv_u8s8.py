@@ -29,7 +29,7 @@ paths. The junk columns of the wide grid read padding or in-range slack bytes: b
 beat the pairs is :func:`wins` (measured; docs/PERFORMANCE.md).
 
 Developing: the compiled tiles are :mod:`kernels.conv_int16`'s templates, cached under that file's name; Numba
-checks only a cached function's own source file, so after editing :func:`_quad_planes` here delete
+checks only a cached function's own source file, so after editing :func:`quad_planes` here delete
 ``kernels/__pycache__/conv_int16.*`` (or the stale plane code keeps running).
 """
 import numba
@@ -96,7 +96,7 @@ def pack_weights(w, groups: int) -> np.ndarray:
 
 
 @njit
-def _quad_planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
+def quad_planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
     """Fill ``xp`` (quads, plane length) with the packed byte-quad planes of channels ``c0 + [0, 4*quads)`` of
     image ``n`` in the polyphase layout of :mod:`kernels.conv_int16` (every cell first the packed padding byte,
     then the input bytes ``x - center``; channels past the input's are 0). Each column phase of an input row is
@@ -149,4 +149,4 @@ def _word(a, b, c, d, c32, mask):
 
 
 AVAILABLE = _host_has_vnni()
-KERNELS = KernelSet(ISA, _quad_planes) if AVAILABLE else None
+KERNELS = KernelSet(ISA, quad_planes) if AVAILABLE else None

@@ -169,6 +169,19 @@ def dpbusd(acc, a, b):
     return wrap(total, 32)
 
 
+def tdpbsud_element(acc, a_row, b_words):
+    """One int32 element of the AMX ``tdpbsud`` tile product: ``acc`` plus, for each of the ``len(a_row) // 4``
+    words, the four products of ``a_row``'s signed bytes (int8 values, 4 per word) and the unsigned bytes of
+    ``b_words[q]`` (little-endian int32 words), each word's sum added with int32 wrap-around (no saturation)."""
+    total = int(acc)
+    for q, word in enumerate(b_words):
+        s = 0
+        for j in range(4):
+            s += int(a_row[4 * q + j]) * ((int(word) >> (8 * j)) & 0xFF)
+        total = wrap(total + s, 32)
+    return total
+
+
 def conv2d_acc_u8s8(x, x_zp, w, stride, pads, dilation, groups):
     """``conv2d_acc`` the way the byte-quad kernel (kernels/conv_u8s8.py) computes it: bytes ``u = x - center``
     (center -128 for int8, 0 for uint8; padding ``u = x_zp - center``), for each output one int32 lane that

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import conv_int16, conv_u8s8
+from kernels import conv_amx, conv_int16, conv_u8s8
 from kernels.conv2d_gemm import conv2d_gemm, conv2d_gemm_blocks
 from tests import naive
 from tests.test_kernels_conv2d import check_bound_runs, fused_case
@@ -28,9 +28,9 @@ per_isa = pytest.mark.parametrize("isa", HOST_ISAS)
 @contextlib.contextmanager
 def _using(isa):
     """conv_int16 (and so conv2d) running the tiles of instruction set ``isa``, for 8-bit activations too (the byte
-    quads of conv_u8s8, which would take most of them on VNNI CPUs, off)."""
+    quads of conv_u8s8 and the AMX tiles of conv_amx, which would take most of them on VNNI and AMX CPUs, off)."""
     with mock.patch.object(conv_int16, "KERNELS", conv_int16.kernel_set(isa)), \
-            mock.patch.object(conv_u8s8, "AVAILABLE", False):
+            mock.patch.object(conv_u8s8, "AVAILABLE", False), mock.patch.object(conv_amx, "AVAILABLE", False):
         yield
 
 

@@ -3,13 +3,15 @@ the plain int64 sum (naive.conv2d_acc) and the kernel's own formulation with int
 (naive.conv2d_acc_u8s8); random geometries, uint8 and int8 activations, zero points, extreme multipliers and
 saturation through the fused requantization; the exactness bound just inside and just outside; and the compiled
 tile really is vpdpbusd code (a regression to scalar or pair code fails)."""
+from unittest import mock
+
 import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import conv_int16, conv_u8s8
+from kernels import conv_amx, conv_int16, conv_u8s8
 from kernels.conv2d_gemm import (bind_gemm_requantized, bind_matmul_requantized, conv2d_gemm, conv2d_gemm_blocks,
                                  int_kernel)
 from tests import naive
@@ -27,6 +29,15 @@ def _cpu_flags() -> set:
 HAS_VNNI = "avx512_vnni" in _cpu_flags()
 pytestmark = pytest.mark.skipif(not conv_u8s8.AVAILABLE, reason="needs AVX-512 VNNI (the int16 pairs run instead)")
 LIMIT = (1 << 31) - 1
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _byte_quads_not_amx():
+    """The AMX tiles (kernels/conv_amx.py) off: on AMX CPUs they would take the convolutions of 16+ channels."""
+    with mock.patch.object(conv_amx, "AVAILABLE", False):
+        yield
+
+
 RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
 
 
@@ -220,7 +231,6 @@ def test_tiles_compile_to_vpdpbusd():
 def test_without_vnni_the_pairs_run():
     """A CPU without AVX-512 VNNI (AVAILABLE False, as _host_has_vnni finds from LLVM's host features or a
     NUMBA_CPU_NAME override): the int16 pairs take the same convolutions, with the same integers."""
-    from unittest import mock
     rng = np.random.default_rng(5)
     x = rng.integers(-128, 128, (1, 8, 6, 35)).astype(np.int8)
     w = rng.integers(-128, 128, (5, 8, 3, 3)).astype(np.int8)
