@@ -127,7 +127,7 @@ def model_path(name: str) -> Path:
     return out
 
 
-def _child(model_name: str, threads: int, repeat: int, pairs: bool = False) -> dict:
+def _child(model_name: str, threads: int, repeat: int, paths: bool = False) -> dict:
     import time
     t0 = time.perf_counter()
     import numpy as np
@@ -146,12 +146,14 @@ def _child(model_name: str, threads: int, repeat: int, pairs: bool = False) -> d
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     sims = [sim]
-    if pairs:  # the same model with the byte quads off: the int16-pair kernels (same integers)
-        from kernels import conv_u8s8
-        available, conv_u8s8.AVAILABLE = conv_u8s8.AVAILABLE, False
-        sims.append(npu_sim.load(path, board="default"))
-        sims[1].run(feeds)
-        conv_u8s8.AVAILABLE = available
+    if paths:  # the same model on the slower integer paths (same integers): AMX off, then the byte quads off too
+        from kernels import conv_amx, conv_u8s8
+        saved = conv_amx.AVAILABLE, conv_u8s8.AVAILABLE
+        for amx, quads in ((False, saved[1]), (False, False)):
+            conv_amx.AVAILABLE, conv_u8s8.AVAILABLE = amx, quads
+            sims.append(npu_sim.load(path, board="default"))
+            sims[-1].run(feeds)
+        conv_amx.AVAILABLE, conv_u8s8.AVAILABLE = saved
     for _ in range(3):
         sess.run(None, feeds)
         for engine in sims:
@@ -171,8 +173,9 @@ def _child(model_name: str, threads: int, repeat: int, pairs: bool = False) -> d
     t_sim = float(np.median(sim_times[0]))
     row = {"model": model_name, "threads": threads, "ort_ms": t_ort * 1e3, "sim_ms": t_sim * 1e3,
            "ratio": t_sim / t_ort, "cold_s": cold, "coretype": os.environ.get("OPENBLAS_CORETYPE", "")}
-    if pairs:
-        row["quads_vs_pairs"] = t_sim / float(np.median(sim_times[1]))
+    if paths:
+        t_quads, t_pairs = (float(np.median(t)) for t in sim_times[1:])
+        row["amx_vs_quads"], row["quads_vs_pairs"] = t_sim / t_quads, t_quads / t_pairs
     return row
 
 
@@ -183,8 +186,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", help="thread counts to run (default: 1 and all cores)")
     ap.add_argument("--coretypes", nargs="+", default=["", "Haswell"],
                     help="OPENBLAS_CORETYPE values ('' = unset; default: unset and Haswell)")
-    ap.add_argument("--pairs", action="store_true",
-                    help="also time npu-sim with its VNNI byte-quad kernels off (the int16 pairs), interleaved")
+    ap.add_argument("--paths", action="store_true",
+                    help="also time npu-sim with its AMX tiles off (the VNNI byte quads) and with both off (the int16 "
+                         "pairs), interleaved")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -203,7 +207,7 @@ def main() -> None:
                 if coretype:
                     env["OPENBLAS_CORETYPE"] = coretype
                 out = subprocess.run([sys.executable, __file__, "--child", model, str(threads), str(args.repeat),
-                                      str(int(args.pairs))],
+                                      str(int(args.paths))],
                                      env=env, capture_output=True, text=True, cwd=ROOT)
                 if out.returncode:
                     sys.exit(f"benchmark child failed:\n{out.stderr}")
@@ -211,17 +215,17 @@ def main() -> None:
                 r = rows[-1]
                 print(f"{r['model']:22s} threads={r['threads']} OPENBLAS_CORETYPE={r['coretype'] or '(unset)':8s} "
                       f"onnxruntime {r['ort_ms']:8.2f} ms  npu-sim {r['sim_ms']:8.2f} ms  ratio {r['ratio']:5.2f}x  "
-                      f"cold start {r['cold_s']:.2f} s" + _pairs_note(r, "  quads/pairs {:.2f}x"), flush=True)
+                      f"cold start {r['cold_s']:.2f} s" + _paths_note(r, "  AMX/quads {:.2f}x  quads/pairs {:.2f}x"), flush=True)
     print("\n| model | threads | OPENBLAS_CORETYPE | onnxruntime ms | npu-sim ms | ratio | cold start s |"
-          + (" byte quads / int16 pairs |" if args.pairs else ""))
-    print("|---|---|---|---|---|---|---|" + ("---|" if args.pairs else ""))
+          + (" AMX / byte quads | byte quads / int16 pairs |" if args.paths else ""))
+    print("|---|---|---|---|---|---|---|" + ("---|---|" if args.paths else ""))
     for r in rows:
         print(f"| {r['model']} | {r['threads']} | {r['coretype'] or 'unset'} | {r['ort_ms']:.2f} | {r['sim_ms']:.2f} | "
-              f"{r['ratio']:.2f}× | {r['cold_s']:.2f} |" + _pairs_note(r, " {:.2f}× |"))
+              f"{r['ratio']:.2f}× | {r['cold_s']:.2f} |" + _paths_note(r, " {:.2f}× | {:.2f}× |"))
 
 
-def _pairs_note(row: dict, fmt: str) -> str:
-    return fmt.format(row["quads_vs_pairs"]) if "quads_vs_pairs" in row else ""
+def _paths_note(row: dict, fmt: str) -> str:
+    return fmt.format(row["amx_vs_quads"], row["quads_vs_pairs"]) if "quads_vs_pairs" in row else ""
 
 
 if __name__ == "__main__":

@@ -100,12 +100,16 @@ def quad_planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
     """Fill ``xp`` (quads, plane length) with the packed byte-quad planes of channels ``c0 + [0, 4*quads)`` of
     image ``n`` in the polyphase layout of :mod:`kernels.conv_int16` (every cell first the packed padding byte,
     then the input bytes ``x - center``; channels past the input's are 0). Each column phase of an input row is
-    one unit-stride run of words."""
+    one unit-stride run of words; without padding at the top and left, stride 1 and rows of pitch ``wq`` equal to
+    the input's (most 1x1 convolutions), each plane is one run (:func:`_flat_planes`)."""
     cin = x.shape[1]
     h = x.shape[2]
     wd = x.shape[3]
     n_quads, plane = xp.shape
     c32 = np.int32(center)
+    if top == 0 and left == 0 and sh == 1 and sw == 1 and wq == wd:
+        _flat_planes(x[n].reshape(cin, h * wd), c0, c32, np.int32(pad), xp)
+        return
     for q in range(n_quads):
         ca = c0 + 4 * q
         nch = min(4, cin - ca)
@@ -139,6 +143,27 @@ def quad_planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
                     for j in range(cnt):
                         k = j * sw
                         d[j] = _word(t0[k], t1[k], t2[k], t3[k], c32, mask)
+
+
+@njit
+def _flat_planes(xc, c0, c32, pad, xp):
+    """:func:`quad_planes` where the padded plane is the input plane followed by padding cells: ``xc`` the
+    image's channels as rows (C, H*W); each quad's words in one loop, then the packed padding byte."""
+    cin, npix = xc.shape
+    n_quads, plane = xp.shape
+    pb = pad & 0xFF
+    for q in range(n_quads):
+        ca = c0 + 4 * q
+        nch = min(4, cin - ca)
+        mask = np.int32(np.uint32((np.int64(1) << (8 * nch)) - 1))
+        dst = xp[q]
+        t0, t1 = xc[ca], xc[ca + min(1, nch - 1)]
+        t2, t3 = xc[ca + min(2, nch - 1)], xc[ca + min(3, nch - 1)]
+        for j in range(npix):
+            dst[j] = _word(t0[j], t1[j], t2[j], t3[j], c32, mask)
+        pw = (pb | (pb << 8) | (pb << 16) | (pb << 24)) & mask
+        for j in range(npix, plane):
+            dst[j] = pw
 
 
 @njit
