@@ -3,6 +3,10 @@ the plain int64 sum (naive.conv2d_acc) and the kernel's own formulation with int
 (naive.conv2d_acc_u8s8); random geometries, uint8 and int8 activations, zero points, extreme multipliers and
 saturation through the fused requantization; the exactness bound just inside and just outside; and the compiled
 tile really is vpdpbusd code (a regression to scalar or pair code fails)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
 from unittest import mock
 
 import numba
@@ -27,8 +31,11 @@ def _cpu_flags() -> set:
 
 
 HAS_VNNI = "avx512_vnni" in _cpu_flags()
-pytestmark = pytest.mark.skipif(not conv_u8s8.AVAILABLE, reason="needs AVX-512 VNNI (the int16 pairs run instead)")
+pytestmark = pytest.mark.skipif(not conv_u8s8.AVAILABLE, reason="needs AVX-512 VNNI or AVX-VNNI (the int16 pairs run instead)")
 LIMIT = (1 << 31) - 1
+# the host's byte-quad instruction set and the narrower ones (ISAS lists the widest first)
+HOST_SETS = list(conv_u8s8.ISAS)[list(conv_u8s8.ISAS).index(conv_u8s8.ISA):] if conv_u8s8.AVAILABLE else []
+per_set = pytest.mark.parametrize("isa", HOST_SETS)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -88,15 +95,18 @@ def case8(draw):
     return x, x_zp, w, (sh, sw), pads, (dh, dw), groups
 
 
+@per_set
 @settings(deadline=None, max_examples=120)
-@given(case8(), st.sampled_from([1, 7, 8192]))
-def test_conv_u8s8_matches_twins(case, block_cols):
-    _check(*case, block_cols=block_cols)
+@given(case=case8(), block_cols=st.sampled_from([1, 7, 8192]))
+def test_conv_u8s8_matches_twins(isa, case, block_cols):
+    with mock.patch.object(conv_u8s8, "KERNELS", conv_u8s8.kernel_set(isa)):
+        _check(*case, block_cols=block_cols)
 
 
+@per_set
 @settings(deadline=None, max_examples=150)
-@given(fused_case(case8()), st.booleans())
-def test_conv_u8s8_requantized_matches_twins(case, wide_acc):
+@given(case=fused_case(case8()), wide_acc=st.booleans())
+def test_conv_u8s8_requantized_matches_twins(isa, case, wide_acc):
     """The fused requantization on the byte quads (signed and extreme multipliers, saturating outputs, biases at
     the accumulator's edge), one bound run reused on other data of the same shape."""
     if wide_acc:
@@ -105,7 +115,8 @@ def test_conv_u8s8_requantized_matches_twins(case, wide_acc):
     assert int_kernel(x.dtype, case[1], any(case[4]), case[2], _rowsum(case[2])) is conv_u8s8
     lo, hi = RANGES[x.dtype]
     flipped = (lo + hi - x.astype(np.int64)).astype(x.dtype)  # every element changed, still in range
-    check_bound_runs(bind_gemm_requantized, case, [x, flipped], block_cols=7)
+    with mock.patch.object(conv_u8s8, "KERNELS", conv_u8s8.kernel_set(isa)):
+        check_bound_runs(bind_gemm_requantized, case, [x, flipped], block_cols=7)
 
 
 @settings(deadline=None, max_examples=80)
@@ -239,3 +250,30 @@ def test_without_vnni_the_pairs_run():
         assert not conv_u8s8.plan(np.int8, None, 1)
         assert int_kernel(x.dtype, -3, True, w, _rowsum(w)) is conv_int16
         np.testing.assert_array_equal(conv2d_gemm(x, -3, w, (1, 1), (1, 1, 1, 1), (1, 1), 1), with_quads)
+
+
+ALDERLAKE_TILES = """
+import re, numba, numpy as np
+from kernels import conv_u8s8
+tiles = conv_u8s8.kernel_set("avxvnni").tiles_compact.py_func.__globals__["_tiles"]
+fresh = numba.njit(tiles.py_func)  # not cached: inspect_asm needs the compiled text
+xp, offs = np.full(64, 0x01010101, np.int32), np.array([0, 3], np.int64)
+w32 = np.full((2, 8), 0x02FF0103, np.int32)  # bytes 3, 1, -1, 2 per word
+wide = np.zeros((8, 16), np.int32)
+fresh(xp, offs, w32, 16, wide)
+assert (wide == 2 * (3 + 1 - 1 + 2)).all()
+asm = fresh.inspect_asm(fresh.signatures[0])
+assert "vpdpbusd" in asm and "zmm" not in asm and not re.search("ymm(1[6-9]|[23][0-9])", asm)
+print("ok")
+"""
+
+
+@pytest.mark.skipif("avxvnni" not in HOST_SETS, reason="needs AVX-VNNI or AVX-512 VNNI")
+def test_avxvnni_tiles_are_vex_code(tmp_path):
+    """The AVX-VNNI byte quads compiled for a CPU with AVX-VNNI and no AVX-512 (Alder Lake) are 256-bit code -- no
+    zmm register, no ymm16-31 -- with vpdpbusd, and compute the tile sums (on this host, which runs them too)."""
+    env = dict(os.environ, NUMBA_CPU_NAME="alderlake", NUMBA_CPU_FEATURES="+avx2,+avxvnni",
+               NUMBA_CACHE_DIR=str(tmp_path))
+    res = subprocess.run([sys.executable, "-c", ALDERLAKE_TILES], cwd=Path(__file__).resolve().parent.parent,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-3000:]
