@@ -85,7 +85,7 @@ def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) ->
         cache["wsum"] = w64.sum(axis=1)
         cache["wabs"] = int(np.abs(w64).sum(axis=1).max(initial=0))
     layout = None
-    mod = int_kernel(x.dtype, x_zp, padded, w, cache["wabs"], cache)
+    mod = int_kernel(x.dtype, x_zp, padded, w, cache["wabs"], cache, groups)
     if mod is not None:
         if mod.__name__ not in cache:
             cache[mod.__name__] = mod.pack_weights(w, groups)
@@ -106,14 +106,15 @@ def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) ->
     return gp
 
 
-def int_kernel(x_dtype, x_zp, padded, w, wabs_rowsum_max, cache=None):
+def int_kernel(x_dtype, x_zp, padded, w, wabs_rowsum_max, cache=None, groups=1):
     """The exact integer kernel module of a convolution, or None (the float paths): :mod:`kernels.conv_u8s8`
     (byte quads, VNNI) where its plan proves it exact and :func:`kernels.conv_u8s8.wins` says it is faster, else
-    :mod:`kernels.conv_int16` (int16 pairs) where its plan holds. ``cache`` (the caller's, per weight tensor) keeps
-    the weights' fit tests."""
+    :mod:`kernels.conv_int16` (int16 pairs) where its plan holds; before both, the AMX tiles of
+    :mod:`kernels.conv_amx` where they are available and win. ``cache`` (the caller's, per weight tensor) keeps
+    the weights' fit tests; ``groups`` is the convolution's (the ``wins`` rules count channels per group)."""
     cache = {} if cache is None else cache
     for mod in (conv_amx, conv_u8s8, conv_int16):
-        if mod is not conv_int16 and not (mod.AVAILABLE and mod.wins(w.shape[1])):
+        if mod is not conv_int16 and not (mod.AVAILABLE and mod.wins(w.shape, groups)):
             continue
         key = "fits_" + mod.__name__
         if key not in cache:
@@ -270,7 +271,7 @@ def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     padded = bool(top or left or bottom or right)
     w64 = w.reshape(cout, -1).astype(np.int64)
     wabs = int(np.abs(w64).sum(axis=1).max(initial=0))
-    mod = int_kernel(x.dtype, x_zp, padded, w, wabs)
+    mod = int_kernel(x.dtype, x_zp, padded, w, wabs, groups=groups)
     if mod is None:
         return None
     center = mod.x_center(x.dtype)

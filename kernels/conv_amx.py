@@ -51,6 +51,7 @@ ISA = Isa("amx", "llvm.x86.tdpbsud", 16, 2, 32, 16, per_word=4, dot=True)  # nb 
 MR = 16  # output channels per C tile: packed weights round the channels up to this
 KB_MAX = 16  # quads per A row (64 bytes)
 MIN_CHANNELS = 16  # wins: below this the quads' register tiles are as fast (measured)
+MIN_DOT, MIN_OUTPUTS = 96, 64  # wins: a long dot product or many output channels (measured)
 
 x_center = conv_u8s8.x_center
 plan = conv_u8s8.plan
@@ -93,10 +94,15 @@ def block_quads(nq_padded: int) -> int:
     return nq_padded // -(-nq_padded // KB_MAX)
 
 
-def wins(cin_g: int) -> bool:
-    """Where the tiles run instead of the byte quads (both exact, same integers): from :data:`MIN_CHANNELS` input
-    channels per group (measured, docs/PERFORMANCE.md). A rule by shape, not by model."""
-    return cin_g >= MIN_CHANNELS
+def wins(w_shape, groups: int = 1) -> bool:
+    """Where the tiles run instead of the byte quads (both exact, same integers), for weights shaped ``w_shape``
+    (Cout, Cin/groups, kh, kw): from :data:`MIN_CHANNELS` input channels per group, and then where a group's
+    dot products are long (``Cin/groups * kh * kw >= 96``) or its output channels many (``>= 64``). Measured
+    (docs/PERFORMANCE.md): 0.6-0.85x the quads' time on MobileNetV2's and EfficientNet's 1x1 and 3x3
+    convolutions; on 1x1 convolutions of 24-64 input and 16-24 output channels the quads are as fast or faster
+    (the tiles' fixed cost per block of 32 x 32 outputs). A rule by shape, not by model."""
+    cout, cin_g, kh, kw = w_shape
+    return cin_g >= MIN_CHANNELS and (cin_g * kh * kw >= MIN_DOT or cout // groups >= MIN_OUTPUTS)
 
 
 def pack_weights(w, groups: int) -> np.ndarray:
@@ -211,6 +217,10 @@ def _tiles(xp, offs, wa, npix, wide):
     wstride = np.int64(wide.strides[0])
     flat_a = wa.reshape(-1)
     _configure(np.int64(kb))
+    if taps == 1 and kb == nq:  # one (tap, quad block): each weight tile loaded once, kept over the pixels
+        _tiles_one_step(xp, offs[0] * 4, flat_a, mp, kbytes, plane4, npix, wide, wstride)
+        _release()
+        return
     for col in range(0, npix, 32):
         for m0 in range(0, mp, 32):
             two = m0 + 16 < mp
@@ -238,6 +248,36 @@ def _tiles(xp, offs, wa, npix, wide):
                 _store_c2(wide, woff + 16 * wstride, wstride)
                 _store_c3(wide, woff + 16 * wstride + 64, wstride)
     _release()
+
+
+@njit_noalloc
+def _tiles_one_step(xp, x0, flat_a, mp, kbytes, plane4, npix, wide, wstride):
+    """:func:`_tiles` of one tap and one block of quads (1x1 convolutions of up to 64 channels per group), channel
+    blocks outside: the weight tiles stay in their registers while the pixel blocks pass."""
+    for m0 in range(0, mp, 32):
+        two = m0 + 16 < mp
+        aoff = np.int64(m0 * kbytes)
+        _load_a0(flat_a, aoff, np.int64(kbytes))
+        if two:
+            _load_a1(flat_a, aoff + 16 * kbytes, np.int64(kbytes))
+        for col in range(0, npix, 32):
+            xoff = x0 + col * 4
+            _zero_c0()
+            _zero_c1()
+            _load_b0(xp, xoff, plane4)
+            _load_b1(xp, xoff + 64, plane4)
+            _dp_00()
+            _dp_01()
+            woff = m0 * wstride + col * 4
+            _store_c0(wide, woff, wstride)
+            _store_c1(wide, woff + 64, wstride)
+            if two:
+                _zero_c2()
+                _zero_c3()
+                _dp_10()
+                _dp_11()
+                _store_c2(wide, woff + 16 * wstride, wstride)
+                _store_c3(wide, woff + 16 * wstride + 64, wstride)
 
 
 @njit_noalloc

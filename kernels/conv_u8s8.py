@@ -88,13 +88,13 @@ def weights_fit(w) -> bool:
     return w.size == 0 or (int(w.min()) >= -128 and int(w.max()) <= 127)
 
 
-def wins(cin_g: int) -> bool:
-    """Where the byte quads run instead of the int16 pairs (both exact, same integers): from
-    :data:`MIN_CHANNELS` input channels per group, where a pixel's channels take fewer quad words than pair words
+def wins(w_shape, groups: int = 1) -> bool:
+    """Where the byte quads run instead of the int16 pairs (both exact, same integers), for weights shaped
+    ``w_shape`` (Cout, Cin/groups, kh, kw): from :data:`MIN_CHANNELS` input channels per group, where a pixel's channels take fewer quad words than pair words
     (``ceil(cin_g / 4) < ceil(cin_g / 2)``). Measured on this project's VNNI machine (docs/PERFORMANCE.md): equal
     time at 2-4 channels, 12-50% faster on MobileNetV2's convolutions (16-960 channels), and on 3-channel stems;
     with 1-2 channels the pairs are as fast or faster. A rule by shape, not by model."""
-    return cin_g >= MIN_CHANNELS
+    return w_shape[1] >= MIN_CHANNELS
 
 
 def pack_weights(w, groups: int) -> np.ndarray:

@@ -21,9 +21,27 @@ from kernels.conv2d_gemm import (bind_gemm_requantized, bind_matmul_requantized,
 from tests import naive
 from tests.test_kernels_conv2d import check_bound_runs, fused_case
 
+WINS = conv_amx.wins  # the rule, before the fixture below replaces it
 needs_amx = pytest.mark.skipif(not conv_amx.AVAILABLE, reason="needs AMX-INT8 and the OS's permission (the byte "
                                                               "quads or int16 pairs run instead)")
 RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _tiles_everywhere():
+    """The tiles on every shape of 16+ input channels (``wins`` would leave some small ones to the byte quads):
+    correctness does not depend on where they win. ``test_wins_rule`` checks the rule itself."""
+    with mock.patch.object(conv_amx, "wins", lambda w_shape, groups=1: w_shape[1] >= conv_amx.MIN_CHANNELS):
+        yield
+
+
+def test_wins_rule():
+    """Tiles from 16 input channels per group where the dot product is long (K >= 96) or the group's output
+    channels many (>= 64); a 128-channel output of 2 groups has 64 per group."""
+    shapes = [((16, 32, 1, 1), 1), ((16, 64, 1, 1), 1), ((16, 128, 1, 1), 1), ((16, 32, 3, 3), 1),
+              ((96, 16, 1, 1), 1), ((24, 96, 1, 1), 1), ((64, 24, 1, 1), 1), ((32, 8, 3, 3), 1),
+              ((128, 16, 1, 1), 2), ((126, 16, 1, 1), 2)]
+    assert [WINS(s, g) for s, g in shapes] == [False, False, True, True, True, True, True, False, True, False]
 
 
 def _rowsum(w) -> int:

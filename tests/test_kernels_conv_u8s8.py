@@ -161,7 +161,7 @@ def test_conv_u8s8_plan_bounds():
     assert conv_u8s8.x_center(np.int8) == -128 and conv_u8s8.x_center(np.uint8) == 0
     assert conv_u8s8.weights_fit(np.array([-128, 127])) and not conv_u8s8.weights_fit(np.array([-129, 0]))
     assert not conv_u8s8.weights_fit(np.array([128])) and conv_u8s8.weights_fit(np.zeros(0, np.int16))
-    assert [conv_u8s8.wins(c) for c in (1, 2, 3, 4, 960)] == [False, False, True, True, True]
+    assert [conv_u8s8.wins((8, c, 1, 1)) for c in (1, 2, 3, 4, 960)] == [False, False, True, True, True]
 
 
 @pytest.mark.parametrize("dtype,x_val,zp", [(np.uint8, 255, 0), (np.int8, 127, -128), (np.uint8, 0, 255)])
