@@ -21,7 +21,7 @@ from kernels.conv2d_direct import bind_direct, bind_direct_requantized
 from kernels.conv2d_gemm import bind_gemm_requantized, bind_matmul_requantized, conv2d_gemm_blocks
 from kernels.conv2d_hilo import combine_hilo, HILO_MIN_K, hilo_ok, split_hilo
 from kernels.gemm import abs_max, float_dtype, plan
-from kernels import conv_int16, pointwise_small
+from kernels import conv_amx, conv_int16, pointwise_small
 from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tiles, tiled, untile
 from kernels.gemm import int_matmul
 
@@ -412,7 +412,7 @@ def accumulate_gemm(lowering, onode, args) -> Accumulation:
 def _run_gemm(node, inputs, ctx):
     p, m = node.params, node.memo
     a = inputs[0].T if p["trans_a"] else inputs[0]
-    if "mult" in p and a.shape[0] <= pointwise_small.MAX_PIXELS:  # a few rows: the fused small kernel
+    if "mult" in p and a.shape[0] <= pointwise_small.MAX_PIXELS and not _tiles_first(p):  # the fused small kernel
         small = layout_memo(m, "small_run", (a.shape, a.dtype), lambda: _bind_small_gemm(p, m, a))
         if small is not None:
             return [small(a)]
@@ -423,6 +423,17 @@ def _run_gemm(node, inputs, ctx):
     a = a.astype(np.int32) - p["x_zp"]
     acc = int_matmul(np.ascontiguousarray(a), p["_w"], compact=True, b_cache=m.setdefault("w_cache", {}))
     return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
+
+
+def _tiles_first(p) -> bool:
+    """Whether a Gemm of a few rows against these weights goes to the AMX tiles before the small kernel: where
+    the CPU has them and the weight matrix holds at least :data:`AMX_GEMM_MIN` values (a classifier: 0.7x the
+    small kernel's time at 1280 x 1000, 0.6x at 960 x 240; below, the tiles' fixed cost wins). Measured,
+    docs/PERFORMANCE.md."""
+    return conv_amx.AVAILABLE and p["_w"].size >= AMX_GEMM_MIN
+
+
+AMX_GEMM_MIN = 1 << 17
 
 
 def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
