@@ -8,7 +8,9 @@ Only the products change hands: where the register tiles broadcast one packed we
 multiply it against a vector of pixels, a ``tdpbsud`` multiplies a weight tile A (16 output channels x ``4 kb``
 bytes: ``kb`` quads of one tap) by an activation tile B (``kb`` quad rows x 16 pixels) into C (16 channels x 16
 pixels), and 2 x 2 C tiles (32 channels x 32 pixels, tiles 0-3; A in tiles 4-5, B in 6-7) accumulate every
-(tap, quad block) of a block of outputs before they are stored to the wide grid the requantization reads.
+(tap, quad block) of a block of outputs before they are stored to the wide grid the requantization reads. Where
+there is one (tap, quad block) only (1x1 convolutions of up to 64 channels), the channel blocks are the outer
+loop and the two A tiles stay loaded while the pixel blocks pass (:func:`_tiles_one_step`).
 
 * B's rows are the quad planes themselves: row ``q`` of the tile for tap ``t`` and pixels ``[col, col + 16)``
   is ``xp[q, off_t + col:][:16]``, so a tile is one strided load (stride = the plane length).
@@ -22,7 +24,8 @@ Exactness: ``tdpbsud`` adds each group of four exact products (``|u * w| <= 255 
 with wrap-around and no saturation; every value an element takes is a sum of a subset of the terms of one output,
 so :func:`kernels.conv_u8s8.plan`'s bound (``255 * max_c sum_k |w[c, k]| <= 2**31 - 1``) keeps every one exact,
 whatever the order, as for ``vpdpbusd`` (docs/ARITHMETIC.md). Checked bit for bit against the golden convolution
-(``tests/test_kernels_conv_amx.py``, run wherever the CPU has AMX).
+(``tests/test_kernels_conv_amx.py``, run wherever the CPU has AMX; ``tests/test_conv_paths_models.py``: whole models
+on the tiles, the quads and the int16 pairs).
 
 :data:`AVAILABLE` needs AMX-INT8 and AMX-TILE in LLVM's host CPU features, Numba compiling for the host, and the
 operating system's permission to use the tile registers: on Linux, asked once per process at import
@@ -43,7 +46,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import conv_u8s8
-from ._jit import njit_noalloc
+from ._jit import njit, njit_noalloc
 from .conv_int16 import Isa, KernelSet
 from .conv_u8s8 import quad_planes
 
@@ -89,6 +92,7 @@ def words(cin_g: int) -> int:
     return nkb * -(-nq // nkb)
 
 
+@njit
 def block_quads(nq_padded: int) -> int:
     """The quads per block of ``nq_padded`` (= :func:`words`) quad planes: at most 16, equal blocks."""
     return nq_padded // -(-nq_padded // KB_MAX)
@@ -211,7 +215,7 @@ def _tiles(xp, offs, wa, npix, wide):
     :class:`kernels.conv_int16.Layout`, ``wa`` one group of :func:`pack_weights`."""
     taps, mp, kbytes = wa.shape
     nq = kbytes // 4
-    kb = nq // ((nq + KB_MAX - 1) // KB_MAX)  # block_quads
+    kb = block_quads(nq)
     plane4 = (offs[taps] - offs[0]) * 4 if nq > 1 else np.int64(64)  # bytes between quad planes
     astride = np.int64(kbytes)
     wstride = np.int64(wide.strides[0])
