@@ -426,14 +426,9 @@ def _run_gemm(node, inputs, ctx):
 
 
 def _tiles_first(p) -> bool:
-    """Whether a Gemm of a few rows against these weights goes to the AMX tiles before the small kernel: where
-    the CPU has them and the weight matrix holds at least :data:`AMX_GEMM_MIN` values (a classifier: 0.7x the
-    small kernel's time at 1280 x 1000, 0.6x at 960 x 240; below, the tiles' fixed cost wins). Measured,
-    docs/PERFORMANCE.md."""
-    return conv_amx.AVAILABLE and p["_w"].size >= AMX_GEMM_MIN
-
-
-AMX_GEMM_MIN = 1 << 17
+    """A Gemm of a few rows goes to the AMX tiles before the small kernel where the CPU has them and the weights
+    hold 2**17+ values (measured: 0.7x at 1280 x 1000, 0.6x at 960 x 240; below, the tiles' fixed cost wins)."""
+    return conv_amx.AVAILABLE and p["_w"].size >= 1 << 17
 
 
 def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
