@@ -20,10 +20,9 @@ from kernels.conv2d_common import sub_zero_point
 from kernels.conv2d_direct import bind_direct, bind_direct_requantized
 from kernels.conv2d_gemm import bind_gemm_requantized, bind_matmul_requantized, conv2d_gemm_blocks
 from kernels.conv2d_hilo import combine_hilo, HILO_MIN_K, hilo_ok, split_hilo
-from kernels.gemm import abs_max, float_dtype, plan
+from kernels.gemm import abs_max, float_dtype, int_matmul, plan
 from kernels import conv_amx, conv_int16, pointwise_small
 from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tiles, tiled, untile
-from kernels.gemm import int_matmul
 
 from npu_sim.ir import Node, QParams, Tensor
 from npu_sim.lowering.problem import Problem
