@@ -63,7 +63,7 @@ BLOCK_COST = 12     # the fixed cost of a row block, in tiles of one pair (measu
 _I16, _I32, _I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
-def _make_tile(isa, nv):
+def make_tile(isa, nv):
     """Intrinsic ``tile(p, base, offs, wrow, acc, col)`` of ``kernels.conv_int16.Isa`` ``isa``: for
     j < nv*isa.lanes, ``acc[col + j] = sum_k pmaddwd(p[base + offs[k] + j], wrow[k])`` (int32 pairs, module
     docstring). The caller guarantees every index is in bounds (no checks here)."""
@@ -332,7 +332,7 @@ class KernelSet:
 
     def __init__(self, isa):
         self.isa = isa
-        globs = dict(globals(), _tile=_make_tile(isa, NB // isa.lanes))
+        globs = dict(globals(), _tile=make_tile(isa, NB // isa.lanes))
         self.depthwise16 = compile_template(_depthwise16, isa.name, globs)
 
 
