@@ -186,7 +186,7 @@ def _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias
     pairs = wf is not None and depthwise.column_pairs(x.dtype, x_zp, wf, w.shape[2], w.shape[3], (sh, sw), (dh, dw),
                                                        True, bias) is not None
     if w.shape[1] == 1 and depthwise_nhwc.wins(x.dtype, out.dtype, w, x.shape[1], w.shape[0] // x.shape[1],
-                                                x.shape[2], x.shape[3], shape[2], shape[3]):
+                                                x.shape[2], x.shape[3], shape[2], shape[3], sw):
         run = depthwise_nhwc.bind(x.shape, x_zp, w, (sh, sw), (top, left, bottom, right), (dh, dw), shape, out.dtype,
                                   bias, mult, shift, lims, out_zp, qmin, qmax)  # channels last in channel blocks
     elif w.shape[1] == 1 and not pairs and depthwise_cl.wins(x.shape[1], shape[2], shape[3], w.shape[0] // x.shape[1]):

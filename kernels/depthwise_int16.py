@@ -54,6 +54,7 @@ from ._jit import njit
 from .conv_int16 import ISA, ISAS, X_DTYPES, compile_template, plan, weights_fit, x_center  # noqa: F401
 from .polyphase import phase_offsets, plane_geometry, tap_offsets
 from .requantize import requantize_row
+from .rows16 import move_row
 
 NB = 64             # outputs per main tile: 4 vectors of 16 int32 lanes (AVX-512BW), 8 of 8 (AVX2: 8 accumulators,
                     # 1 weight and a product of the 16 ymm registers)
@@ -146,11 +147,8 @@ def _fill_rows(xc, u, rowoff, col_q, col_iw0, col_cnt, sw, left, center):
     h, wd = xc.shape
     for ih in range(h):
         src = xc[ih]
-        if sw == 1:
-            q0 = rowoff[ih] + col_q[0]
-            dst = u[q0:q0 + wd]
-            for j in range(wd):
-                dst[j] = np.int16(np.int32(src[j]) - center)
+        if sw == 1:  # 16 cells per vector (kernels.rows16)
+            move_row(xc, ih * wd, u, rowoff[ih] + col_q[0], wd, np.int64(center))
         elif sw == 2:  # even input columns land in phase left % 2 (first column 0), odd ones in the other
             qe = rowoff[ih] + col_q[left % 2]
             qo = rowoff[ih] + col_q[(left + 1) % 2]
@@ -220,17 +218,6 @@ def row_blocks(ho, h, kh, kw, sh, top, dh, pa, rows_blk, wq, wo):
         blocks.append([j, i, k0, k1])
         i = j
     return np.array(blocks[::-1], np.int64).reshape(-1, 4)
-
-
-@njit
-def _copy_rows(src, dst, pitch):
-    """dst[i, j] = src[i*pitch + j] for the rows of dst (2-D)."""
-    rows, cols = dst.shape
-    for i in range(rows):
-        d = dst[i]
-        s = src[i * pitch:i * pitch + cols]
-        for j in range(cols):
-            d[j] = s[j]
 
 
 @njit
@@ -313,15 +300,12 @@ def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, 
                         else:  # every kernel row over padding: A = 0
                             acc[col:col + NB] = 0
                         col += NB
-                    if fuse and wo < 32:  # short rows: the whole wide block (vectorizes), then its rows
+                    if fuse:  # the whole wide block (one long loop), then its rows (16 bytes per vector)
                         requantize_row(acc[:col], yb[:col], bias[co] - cb, mult[co], shift[co], bound[co], out_zp,
                                        qmin, qmax)
-                        _copy_rows(yb, out[n, co, oh0:oh1], wq)
-                    elif fuse:  # row by row, straight from the wide accumulators into the output rows
-                        for oh in range(oh0, oh1):
-                            k0r = (oh - oh0) * wq
-                            requantize_row(acc[k0r:k0r + wo], out[n, co, oh], bias[co] - cb, mult[co], shift[co],
-                                           bound[co], out_zp, qmin, qmax)
+                        dst = out[n, co, oh0:oh1]
+                        for i in range(oh1 - oh0):
+                            move_row(yb, i * wq, dst, i * wo, wo, np.int64(0))
                     else:
                         _store_rows(acc, out[n, co, oh0:oh1], wq, cb)
 
@@ -376,7 +360,7 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
         bias = np.asarray(bias, np.int64)
     else:
         bias = mult = shift = bound = none
-    n_yb = cells if fuse and out_shape[3] < 32 else 0
+    n_yb = cells if fuse else 0
     sh, sw = stride
     geo = _geometry(x_shape, pa, kh, kw, sh, sw, *pads, *dilation, out_shape[2])
     head = (center, pad, w32, d) + geo + (sw, pads[1])

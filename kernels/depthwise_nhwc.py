@@ -43,7 +43,8 @@ from .requantize import clamp_out
 CB = 64          # channels per block
 PX = 4           # output pixels per tile
 MIN_PIXELS = 16  # wins: output planes of at least this many pixels (the transposes take 16)
-MAX_PIXELS = 256  # ... and at most (measured)
+MAX_PIXELS = 256  # ... and at most (measured: 0.55-0.65x the int16-pair kernel at 14x14, 0.93x at 28x28)
+MAX_PIXELS_S2 = 64  # ... at column stride 2 (measured: 0.45x kernels.depthwise_s2 at 7x7, 1.35x at 14x14)
 MIN_CHANNELS = 64
 
 _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -234,12 +235,14 @@ def kernel_set(name: str) -> KernelSet:
 KERNELS = kernel_set(ISA) if AVAILABLE else None  # what bind() runs
 
 
-def wins(x_dtype, out_dtype, w, channels, per, h, wd, ho, wo) -> bool:
+def wins(x_dtype, out_dtype, w, channels, per, h, wd, ho, wo, sw=1) -> bool:
     """Where this kernel runs (measured): 8-bit activations and outputs, int16 weights, one output channel per input
     channel, a multiple of 32 channels, at least :data:`MIN_CHANNELS`, and output planes of :data:`MIN_PIXELS` to
-    :data:`MAX_PIXELS` pixels (input planes of at least 16), on a CPU with the int16-pair tiles."""
+    :data:`MAX_PIXELS` pixels (:data:`MAX_PIXELS_S2` at column stride ``sw`` 2; input planes of at least 16), on a
+    CPU with the int16-pair tiles."""
+    limit = MAX_PIXELS_S2 if sw == 2 else MAX_PIXELS
     return (AVAILABLE and np.dtype(x_dtype).itemsize == 1 and np.dtype(out_dtype).itemsize == 1 and per == 1
-            and channels % 32 == 0 and channels >= MIN_CHANNELS and MIN_PIXELS <= ho * wo <= MAX_PIXELS
+            and channels % 32 == 0 and channels >= MIN_CHANNELS and MIN_PIXELS <= ho * wo <= limit
             and h * wd >= 16 and (w.size == 0 or int(np.abs(w.astype(np.int64)).max()) < 1 << 15))
 
 

@@ -34,6 +34,7 @@ from ._jit import njit_noalloc
 from .conv_int16 import AVAILABLE, ISA, ISAS, X_DTYPES, compile_template, weights_fit, x_center
 from .depthwise_int16 import make_tile
 from .requantize import requantize_row
+from .rows16 import move_row
 
 NB = 64        # outputs per tile (4 vectors of 16 int32 lanes on AVX-512BW, 8 of 8 on AVX2)
 BLOCK = 4096   # wide accumulator elements per row block (16 KiB of int32)
@@ -81,8 +82,8 @@ def geometry(x_shape, kh, kw, sh, pads, dh, ho):
 def _depthwise_s2(x, center, pad, w32, offs, rowoff, wq, rows_blk, u, p, acc, yb, out, fuse, corr, bias, mult, shift,
                   bound, out_zp, qmin, qmax):
     """Depthwise convolution of 8/16-bit ``x`` (module docstring), geometry from :func:`geometry`. ``u``: int16
-    plane scratch and ``p`` the same memory seen as int32 words; ``acc`` int32 and ``yb`` (``out``'s dtype, for
-    rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. ``corr[c]``: ``pad * sum_t w[c, t]``. Without
+    plane scratch and ``p`` the same memory seen as int32 words; ``acc`` int32 and ``yb`` (``out``'s dtype, with
+    ``fuse``) of at least ``rows_blk*wq + NB`` cells. ``corr[c]``: ``pad * sum_t w[c, t]``. Without
     ``fuse`` ``out`` receives the exact accumulators; with it their requantization. Allocates nothing.
     (A template: :func:`kernel_set` compiles it per instruction set, binding ``_tile``.)"""
     n_img, c_in, h, wd = x.shape
@@ -96,10 +97,7 @@ def _depthwise_s2(x, center, pad, w32, offs, rowoff, wq, rows_blk, u, p, acc, yb
         for ci in range(c_in):
             xc = x[n, ci]
             for ih in range(h):
-                src = xc[ih]
-                dst = u[rowoff[ih]:rowoff[ih] + wd]
-                for j in range(wd):
-                    dst[j] = np.int16(np.int32(src[j]) - center)
+                move_row(xc, ih * wd, u, rowoff[ih], wd, center)
             for mm in range(per):
                 co = ci * per + mm
                 wrow = w32[co]
@@ -121,16 +119,10 @@ def _finish(acc, n_acc, yb, dst, wq, fuse, cb, bias, mult, shift, bound, out_zp,
     """A row block's wide accumulators ``acc`` into its output rows ``dst`` (2-D): ``acc - cb`` (int64), or with
     ``fuse`` their requantization (bias ``bias - cb``)."""
     rows, wo = dst.shape
-    if fuse and wo < 32:  # short rows: the whole wide block (vectorizes), then its rows
+    if fuse:  # the whole wide block (one long loop), then its rows
         requantize_row(acc[:n_acc], yb[:n_acc], bias - cb, mult, shift, bound, out_zp, qmin, qmax)
         for i in range(rows):
-            d = dst[i]
-            s = yb[i * wq:i * wq + wo]
-            for j in range(wo):
-                d[j] = s[j]
-    elif fuse:
-        for i in range(rows):
-            requantize_row(acc[i * wq:i * wq + wo], dst[i], bias - cb, mult, shift, bound, out_zp, qmin, qmax)
+            move_row(yb, i * wq, dst, i * wo, wo, np.int64(0))
     else:
         for i in range(rows):
             d = dst[i]
@@ -170,7 +162,7 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
     cells = min(rows_blk, out_shape[2]) * wq + NB
     none = np.zeros(0, np.int64)
     bias, mult, shift, bound = (np.asarray(bias, np.int64), mult, shift, bound) if fuse else (none,) * 4
-    n_yb = cells if fuse and out_shape[3] < 32 else 0
+    n_yb = cells if fuse else 0
     head = (center, pad, w32, offs, rowoff, wq, rows_blk)
     tail = (fuse, pad * sumw, bias, mult, shift, bound, out_zp, qmin, qmax)
     kernel = KERNELS.depthwise_s2

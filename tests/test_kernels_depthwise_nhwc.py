@@ -45,7 +45,8 @@ def nhwc_case(draw):
     wd = draw(st.integers(max(4, dw * (kw - 1) + 1 - pads[1] - pads[3]), 24))
     ho = naive.conv_out_size(h, pads[0], pads[2], kh, sh, dh)
     wo = naive.conv_out_size(wd, pads[1], pads[3], kw, sw, dw)
-    if not depthwise_nhwc.MIN_PIXELS <= ho * wo <= depthwise_nhwc.MAX_PIXELS:
+    limit = depthwise_nhwc.MAX_PIXELS_S2 if sw == 2 else depthwise_nhwc.MAX_PIXELS
+    if not depthwise_nhwc.MIN_PIXELS <= ho * wo <= limit:
         h, wd, pads, sh, sw, dh, dw = 14, 14, (kh // 2, kw // 2, kh // 2, kw // 2), 1, 1, 1, 1
     dtype, lo, hi = draw(st.sampled_from(X8))
     x = draw(naive.int_arrays((draw(st.integers(1, 2)), c, h, wd), dtype, lo, hi))
@@ -107,6 +108,8 @@ def test_depthwise_nhwc_rule():
     assert not depthwise_nhwc.wins(np.int8, np.int8, w, 48, 1, 14, 14, 14, 14)   # not a multiple of 32
     assert not depthwise_nhwc.wins(np.int8, np.int8, w, 64, 2, 14, 14, 14, 14)   # a channel multiplier
     assert not depthwise_nhwc.wins(np.int8, np.int8, w, 64, 1, 3, 3, 3, 3)       # fewer than 16 pixels
+    assert depthwise_nhwc.wins(np.int8, np.int8, w, 64, 1, 14, 14, 7, 7, 2)      # column stride 2: small planes
+    assert not depthwise_nhwc.wins(np.int8, np.int8, w, 64, 1, 28, 28, 14, 14, 2)
     assert not depthwise_nhwc.wins(np.int8, np.int8, np.full((64, 1, 3, 3), 40000), 64, 1, 14, 14, 14, 14)
 
 
