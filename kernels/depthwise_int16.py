@@ -50,11 +50,11 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._jit import njit
+from ._jit import njit, njit_noalloc
 from .conv_int16 import ISA, ISAS, X_DTYPES, compile_template, plan, weights_fit, x_center  # noqa: F401
 from .polyphase import phase_offsets, plane_geometry, tap_offsets
 from .requantize import requantize_row
-from .rows16 import move_row
+from .rows16 import move_row, pair_row
 
 NB = 64             # outputs per main tile: 4 vectors of 16 int32 lanes (AVX-512BW), 8 of 8 (AVX2: 8 accumulators,
                     # 1 weight and a product of the 16 ymm registers)
@@ -170,6 +170,21 @@ def _fill_rows(xc, u, rowoff, col_q, col_iw0, col_cnt, sw, left, center):
                     dst[j] = np.int16(np.int32(s[j * sw]) - center)
 
 
+@njit_noalloc
+def _pair_rows(xc, p, rowoff, q_col, pad, center):
+    """Stride 1, ``d`` 1, at least one padding column left and right: the words of ``_pack(_fill_rows(xc))`` that
+    hold input cells, straight from ``xc`` -- per row (starting at ``rowoff[ih] + q_col``) ``(pad, v[0])`` before it,
+    ``(v[j], v[j+1])`` (:func:`kernels.rows16.pair_row`) and ``(v[wd-1], pad)``, ``v = xc - center``; every other
+    word of the plane is ``(pad, pad)`` as packed at the start."""
+    h, wd = xc.shape
+    padw = np.int64(pad)
+    for ih in range(h):
+        q = rowoff[ih] + q_col
+        p[q - 1] = (padw & 0xFFFF) | ((np.int64(xc[ih, 0]) - center) << 16)
+        pair_row(xc, ih * wd, p, q, wd - 1, np.int64(center))
+        p[q + wd - 1] = ((np.int64(xc[ih, wd - 1]) - center) & 0xFFFF) | (padw << 16)
+
+
 @njit
 def _pack(u, p, d, q0, q1):
     """p[q] = (u[q] & 0xFFFF) | (u[q + d] << 16) for q0 <= q < q1 (the operands slices: no wraparound)."""
@@ -261,14 +276,15 @@ def _block_corrections(w32, blocks, pad):
     return np.ascontiguousarray(pad * (csum[:, blocks[:, 3]] - csum[:, blocks[:, 2]]))
 
 
-def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, blocks, spans, wq, sw, left, u, p, acc,
-                 yb, out, fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax):
+def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, blocks, spans, wq, sw, left, direct, u,
+                 p, acc, yb, out, fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax):
     """Depthwise convolution of 8/16-bit ``x`` (module docstring), geometry from :func:`_geometry`. ``u``: int16
     scratch, at least ``len(p) + d`` long; ``p`` int32 of length :func:`plane_len`; ``acc`` int32 and ``yb``
     (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. ``corr[c, b]``: channel
     ``c``'s padding correction in row block ``b`` (:func:`_block_corrections`). Without ``fuse`` ``out`` receives
     the exact accumulators; with it their requantization with ``bias``. Allocates nothing (compiled without
-    reference counting: :func:`kernels._jit.njit_noalloc`).
+    reference counting: :func:`kernels._jit.njit_noalloc`). ``direct`` (stride 1, ``d`` 1, padding columns on both
+    sides): each row's pair words straight from the input (:func:`_pair_rows`), not through ``u``.
     (A template: :func:`kernel_set` compiles it per instruction set, binding ``_tile`` (NB outputs) to the
     instruction set's tile.)"""
     n_img, c_in = x.shape[0], x.shape[1]
@@ -281,9 +297,12 @@ def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, 
     _pack(u, p, d, np.int64(0), p.shape[0])
     for n in range(n_img):
         for ci in range(c_in):
-            _fill_rows(x[n, ci], u, rowoff, col_q, col_iw0, col_cnt, sw, left, center)
-            for px in range(spans.shape[0]):
-                _pack(u, p, d, spans[px, 0], spans[px, 1])
+            if direct:
+                _pair_rows(x[n, ci], p, rowoff, col_q[0], pad, center)
+            else:
+                _fill_rows(x[n, ci], u, rowoff, col_q, col_iw0, col_cnt, sw, left, center)
+                for px in range(spans.shape[0]):
+                    _pack(u, p, d, spans[px, 0], spans[px, 1])
             for mm in range(per):
                 co = ci * per + mm
                 for b in range(blocks.shape[0]):
@@ -363,7 +382,8 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
     n_yb = cells if fuse else 0
     sh, sw = stride
     geo = _geometry(x_shape, pa, kh, kw, sh, sw, *pads, *dilation, out_shape[2])
-    head = (center, pad, w32, d) + geo + (sw, pads[1])
+    direct = sh == 1 and sw == 1 and d == 1 and pads[1] >= 1 and pads[3] >= 1
+    head = (center, pad, w32, d) + geo + (sw, pads[1], direct)
     tail = (fuse, _block_corrections(w32, geo[5], pad), bias, mult, shift, bound, out_zp, qmin, qmax)
 
     def run(x, out):

@@ -64,3 +64,55 @@ def move_row(src, s0, dst, d0, n, sub):
     else:
         for j in range(n):
             _move1(src, s0 + j, dst, d0 + j, sub)
+
+
+def make_pairs(w):
+    """Intrinsic ``pairs(src, s0, dst, d0, sub)``: the int32 words ``dst.data[d0 + j] = (a & 0xFFFF) | (b << 16)``
+    with ``a = src.data[s0 + j] - sub``, ``b = src.data[s0 + j + 1] - sub`` (widened by ``src``'s signedness; the
+    callers' ``a``, ``b`` fit int16) for j < ``w``: the int16 pair words of :mod:`kernels.depthwise_int16` straight from
+    an input row. Two vector loads and one store; no bounds checks."""
+
+    @intrinsic
+    def pairs(typingctx, src, s0, dst, d0, sub):
+        sig = types.void(src, s0, dst, d0, sub)
+
+        def codegen(context, builder, sig, args):
+            sa, da = [cgutils.create_struct_proxy(sig.args[i])(context, builder, value=args[i]) for i in (0, 2)]
+            st = context.get_value_type(sig.args[0].dtype)
+            i32 = ir.IntType(32)
+            vs, vd = ir.VectorType(st, w), ir.VectorType(i32, w)
+            z = builder.trunc(args[4], i32)
+            zv = builder.insert_element(ir.Constant(vd, None), z, ir.Constant(i32, 0))
+            zv = builder.shuffle_vector(zv, ir.Constant(vd, None), ir.Constant(ir.VectorType(i32, w), [0] * w))
+            ext = builder.sext if sig.args[0].dtype.signed else builder.zext
+            halves = []
+            for k in range(2):
+                ptr = builder.gep(sa.data, [builder.add(args[1], ir.Constant(args[1].type, k))])
+                v = builder.load(builder.bitcast(ptr, vs.as_pointer()), align=1)
+                halves.append(builder.sub(ext(v, vd), zv))
+            lo = builder.and_(halves[0], ir.Constant(vd, [0xFFFF] * w))
+            hi = builder.shl(halves[1], ir.Constant(vd, [16] * w))
+            builder.store(builder.or_(lo, hi), builder.bitcast(builder.gep(da.data, [args[3]]), vd.as_pointer()),
+                          align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return pairs
+
+
+_pairs16 = make_pairs(W)
+_pairs1 = make_pairs(1)
+
+
+@njit_noalloc
+def pair_row(src, s0, dst, d0, n, sub):
+    """The pair words of ``make_pairs`` for j < n (chunks of 16 from 16 on, one by one below; reads ``src`` up to
+    ``s0 + n``). ``sub`` an int64."""
+    if n >= W:
+        for j in range(0, n, W):
+            j0 = min(j, n - W)
+            _pairs16(src, s0 + j0, dst, d0 + j0, sub)
+    else:
+        for j in range(n):
+            _pairs1(src, s0 + j, dst, d0 + j, sub)
