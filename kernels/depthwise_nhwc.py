@@ -185,9 +185,9 @@ def _requantize_lanes_folded(acc, y, n, m32, c, shift, full, qmin, qmax):
 def _depthwise_nhwc(x, x_zp, hw, src_offs, rowmap, xoffs, toffs, wv, chan_offs, bias, mult, shift, rnd, bound, m32, cf,
                     folded, full, out_zp, qmin, qmax, xt, acc, y, out, c, npix):
     """Depthwise convolution (module docstring) of ``x`` (flat N*C*H*W, 8-bit) into ``out`` (flat N*C*npix, 8-bit).
-    Per block ``b`` of ``CB`` channels: ``wv`` (flat blocks x taps x 2*CB) int16 weight vectors, ``bias`` ... ``bound`` (blocks,
-    CB) per lane (and ``m32``, ``cf`` of :func:`_requantize_lanes_folded`, which runs where ``folded``),
-    ``chan_offs[b, l]`` = channel of lane ``l`` times ``npix``. ``rowmap[q]``: where input pixel ``q``
+    Per block ``b`` of ``CB`` channels: ``wv`` (flat blocks x taps x 2*CB) int16 weight vectors, ``bias`` ...
+    ``bound`` (blocks, CB) per lane (and ``m32``, ``cf`` of :func:`_requantize_lanes_folded`, which runs where
+    ``folded``), ``chan_offs[b, l]`` = channel of lane ``l`` times ``npix``. ``rowmap[q]``: where input pixel ``q``
     lands in ``xt`` (times CB); ``src_offs``/``xoffs``/``toffs`` the row, pixel and tap offsets. Scratch: ``xt``
     int16 (zero border), ``acc`` int32 and ``y`` (out's dtype) of npix*CB. Allocates nothing.
     (A template: :func:`kernel_set` compiles it per instruction set, binding ``_tile`` and ``GROUP``.)"""
@@ -267,13 +267,29 @@ def _weights(w, lanes, nblk):
     return wv.reshape(-1)
 
 
+def _lane_requant(chan, bias, mult, shift, bound, out_zp, qmin, qmax, out_dtype):
+    """The requantization arguments of the lanes, channel ``chan[b, l]`` each (blocks, CB): ``(bias, mult, shift,
+    rnd, bound, m32, c, folded, full)`` -- those of :func:`_requantize_lanes`, the int32 multipliers and folded
+    constants of :func:`_requantize_lanes_folded`, whether every lane's constant fits (tested as
+    ``kernels.requantize.requantize_row`` tests it: in float, conservative) and whether qmin/qmax are the output
+    type's range."""
+    b_l, m_l = np.asarray(bias, np.int64)[chan], np.asarray(mult, np.int64)[chan]
+    sh_l = np.asarray(shift, np.int64)[chan]
+    rnd_l = np.where(sh_l > 0, np.left_shift(np.ones_like(sh_l), np.maximum(sh_l - 1, 0)), 0)
+    big = np.abs(b_l.astype(np.float64)) * np.abs(m_l.astype(np.float64)) + rnd_l + abs(float(out_zp)) * 2.0 ** sh_l
+    folded = bool((big < 2.0 ** 61).all())
+    cf = (b_l * m_l + rnd_l + np.left_shift(np.int64(out_zp), sh_l)) if folded else b_l
+    info = np.iinfo(out_dtype)
+    return (b_l, m_l, sh_l, rnd_l, np.asarray(bound, np.int64)[chan], m_l.astype(np.int32), cf, folded,
+            qmin == info.min and qmax == info.max)
+
+
 def bind(x_shape, x_zp, w, stride, pads, dilation, out_shape, out_dtype, bias, mult, shift, bound, out_zp, qmin, qmax):
     """``run(x, out)`` of :func:`_depthwise_nhwc` for inputs of ``x_shape`` and ``out`` (N, C, Ho, Wo; 8-bit
-    ``out_dtype``), ``w``
-    (C, 1, kh, kw); the caller validated every argument, proved the int32 bound and :func:`wins`."""
+    ``out_dtype``), ``w`` (C, 1, kh, kw); the caller validated every argument, proved the int32 bound and
+    :func:`wins`."""
     _, c, h, wd = x_shape
     kh, kw = w.shape[2], w.shape[3]
-    sh, sw = stride
     top, left, bottom, right = pads
     hp, wp = top + h + bottom, left + wd + right
     ho, wo = out_shape[2], out_shape[3]
@@ -282,20 +298,12 @@ def bind(x_shape, x_zp, w, stride, pads, dilation, out_shape, out_dtype, bias, m
     lanes = KERNELS.isa.lanes
     nblk = (c + CB - 1) // CB
     chan = (np.arange(nblk, dtype=np.int64)[:, None] * CB + lane_channels(lanes)[None, :]).clip(0, c - 1)
-    sh_l = np.asarray(shift, np.int64)[chan]
-    rq = (np.asarray(bias, np.int64)[chan], np.asarray(mult, np.int64)[chan], sh_l,
-          np.where(sh_l > 0, np.left_shift(np.ones_like(sh_l), np.maximum(sh_l - 1, 0)), 0), np.asarray(bound, np.int64)[chan])
-    b_l, m_l, _, rnd_l, _ = rq
-    big = np.abs(b_l.astype(np.float64)) * np.abs(m_l.astype(np.float64)) + rnd_l + abs(float(out_zp)) * 2.0 ** sh_l
-    folded = bool((big < 2.0 ** 61).all())  # as requantize_row decides (float: a conservative bound, no overflow)
-    cf = (b_l * m_l + rnd_l + np.left_shift(np.int64(out_zp), sh_l)) if folded else b_l
-    info = np.iinfo(out_dtype)
-    rq = rq + (m_l.astype(np.int32), cf, folded, qmin == info.min and qmax == info.max)
+    rq = _lane_requant(chan, bias, mult, shift, bound, out_zp, qmin, qmax, out_dtype)
     ky, kx = np.divmod(np.arange(kh * kw, dtype=np.int64), kw)
     oh, ow = np.divmod(np.arange(npix, dtype=np.int64), wo)
     ih, iw = np.divmod(np.arange(hw, dtype=np.int64), wd)
     src_offs = np.concatenate([np.arange(16, dtype=np.int64) * hw, np.arange(16, dtype=np.int64) * CB])
-    head = (x_zp, hw, src_offs, ((ih + top) * wp + iw + left) * CB, ((oh * sh) * wp + ow * sw) * CB,
+    head = (x_zp, hw, src_offs, ((ih + top) * wp + iw + left) * CB, ((oh * stride[0]) * wp + ow * stride[1]) * CB,
             ((ky * dilation[0]) * wp + kx * dilation[1]) * CB, _weights(w, lanes, nblk), chan * npix) + rq
     tail = (out_zp, qmin, qmax)
 
