@@ -28,7 +28,8 @@ input rows for at least one of its rows (all of them inside the plane; for the b
 ``pad``, which cancels). The blocks are the cheapest partition by a cost model (tiles times pairs, plus a fixed
 cost per block): on PP-OCR's 5x5 depthwise layers over planes of 2-3 rows that leaves out 2-3 of the 5 kernel
 rows; on 14x14 planes one block per 64 rows (measured 0.65-0.75x the time of a block per set of kernel rows on
-5x5, 0.75-0.85x on 3x3). Stride-1 planes then repack only their input rows per channel.
+5x5, 0.75-0.85x on 3x3). Stride-1 planes then repack only their input rows per channel (with a padding column on
+each side and rows of more than 16, their pair words straight from the input rows: :mod:`kernels.rows16`).
 
 Exactness. ``sum_t w[t] * (x_t - x_zp) = sum_t w[t] * v_t - pad * sum_t w[t]`` over a block's taps ``t``
 (padding cells hold ``v = pad``; a left-out tap contributes ``w[t] * (pad - pad) = 0`` to both sides), so the
@@ -147,8 +148,13 @@ def _fill_rows(xc, u, rowoff, col_q, col_iw0, col_cnt, sw, left, center):
     h, wd = xc.shape
     for ih in range(h):
         src = xc[ih]
-        if sw == 1:  # 16 cells per vector (kernels.rows16)
+        if sw == 1 and wd >= 16:  # 16 cells per vector (kernels.rows16)
             move_row(xc, ih * wd, u, rowoff[ih] + col_q[0], wd, np.int64(center))
+        elif sw == 1:
+            q0 = rowoff[ih] + col_q[0]
+            dst = u[q0:q0 + wd]
+            for j in range(wd):
+                dst[j] = np.int16(np.int32(src[j]) - center)
         elif sw == 2:  # even input columns land in phase left % 2 (first column 0), odd ones in the other
             qe = rowoff[ih] + col_q[left % 2]
             qo = rowoff[ih] + col_q[(left + 1) % 2]
@@ -236,6 +242,17 @@ def row_blocks(ho, h, kh, kw, sh, top, dh, pa, rows_blk, wq, wo):
 
 
 @njit
+def _copy_rows(src, dst, pitch):
+    """dst[i, j] = src[i*pitch + j] for the rows of dst (2-D; rows shorter than a kernels.rows16 chunk)."""
+    rows, cols = dst.shape
+    for i in range(rows):
+        d = dst[i]
+        s = src[i * pitch:i * pitch + cols]
+        for j in range(cols):
+            d[j] = s[j]
+
+
+@njit
 def _store_rows(src, dst, pitch, corr):
     """dst[i, j] = src[i*pitch + j] - corr (int64) for the rows of dst (2-D)."""
     rows, cols = dst.shape
@@ -280,7 +297,7 @@ def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, 
                  p, acc, yb, out, fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax):
     """Depthwise convolution of 8/16-bit ``x`` (module docstring), geometry from :func:`_geometry`. ``u``: int16
     scratch, at least ``len(p) + d`` long; ``p`` int32 of length :func:`plane_len`; ``acc`` int32 and ``yb``
-    (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. ``corr[c, b]``: channel
+    (``out``'s dtype, with ``fuse``) of at least ``rows_blk*wq + NB`` cells. ``corr[c, b]``: channel
     ``c``'s padding correction in row block ``b`` (:func:`_block_corrections`). Without ``fuse`` ``out`` receives
     the exact accumulators; with it their requantization with ``bias``. Allocates nothing (compiled without
     reference counting: :func:`kernels._jit.njit_noalloc`). ``direct`` (stride 1, ``d`` 1, padding columns on both
@@ -323,7 +340,9 @@ def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, 
                         requantize_row(acc[:col], yb[:col], bias[co] - cb, mult[co], shift[co], bound[co], out_zp,
                                        qmin, qmax)
                         dst = out[n, co, oh0:oh1]
-                        for i in range(oh1 - oh0):
+                        if wo < 16:
+                            _copy_rows(yb, dst, wq)
+                        for i in range(oh1 - oh0 if wo >= 16 else 0):
                             move_row(yb, i * wq, dst, i * wo, wo, np.int64(0))
                     else:
                         _store_rows(acc, out[n, co, oh0:oh1], wq, cb)
@@ -382,7 +401,7 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
     n_yb = cells if fuse else 0
     sh, sw = stride
     geo = _geometry(x_shape, pa, kh, kw, sh, sw, *pads, *dilation, out_shape[2])
-    direct = sh == 1 and sw == 1 and d == 1 and pads[1] >= 1 and pads[3] >= 1
+    direct = sh == 1 and sw == 1 and d == 1 and pads[1] >= 1 and pads[3] >= 1 and x_shape[3] > 16  # rows16 chunks
     head = (center, pad, w32, d) + geo + (sw, pads[1], direct)
     tail = (fuse, _block_corrections(w32, geo[5], pad), bias, mult, shift, bound, out_zp, qmin, qmax)
 

@@ -96,8 +96,13 @@ def _depthwise_s2(x, center, pad, w32, offs, rowoff, wq, rows_blk, u, p, acc, yb
     for n in range(n_img):
         for ci in range(c_in):
             xc = x[n, ci]
-            for ih in range(h):
+            for ih in range(h if wd >= 16 else 0):  # 16 cells per vector (kernels.rows16)
                 move_row(xc, ih * wd, u, rowoff[ih], wd, center)
+            for ih in range(h if wd < 16 else 0):
+                src = xc[ih]
+                dst = u[rowoff[ih]:rowoff[ih] + wd]
+                for j in range(wd):
+                    dst[j] = np.int16(np.int32(src[j]) - center)
             for mm in range(per):
                 co = ci * per + mm
                 wrow = w32[co]
@@ -121,8 +126,13 @@ def _finish(acc, n_acc, yb, dst, wq, fuse, cb, bias, mult, shift, bound, out_zp,
     rows, wo = dst.shape
     if fuse:  # the whole wide block (one long loop), then its rows
         requantize_row(acc[:n_acc], yb[:n_acc], bias - cb, mult, shift, bound, out_zp, qmin, qmax)
-        for i in range(rows):
+        for i in range(rows if wo >= 16 else 0):  # 16 bytes per vector (kernels.rows16)
             move_row(yb, i * wq, dst, i * wo, wo, np.int64(0))
+        for i in range(rows if wo < 16 else 0):
+            d = dst[i]
+            s = yb[i * wq:i * wq + wo]
+            for j in range(wo):
+                d[j] = s[j]
     else:
         for i in range(rows):
             d = dst[i]
