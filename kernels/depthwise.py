@@ -21,15 +21,17 @@ bounded terms, so they are finite and harmless.
 Fused requantization: each block of accumulators goes through ``requantize_row`` (the branch-free path of
 ``kernels.requantize``), which truncates the float accumulator to int64 (exact: it is an integer).
 
-16-bit activations: :func:`depthwise` runs :mod:`kernels.depthwise_int16` instead (int16 tap pairs, int32
-accumulators) where ``kernels.conv_int16.plan`` proves it exact and the host has AVX-512BW or AVX2; the packed weights
-are kept per weight array (the callers keep one float weight array per node).
+Column stride 2 (8- and 16-bit activations): :func:`depthwise` runs :mod:`kernels.depthwise_s2` instead (int16
+column pairs read from the centred plane, int32 accumulators); 16-bit activations elsewhere
+:mod:`kernels.depthwise_int16` (int16 tap pairs), and 8-bit ones from 3x3 at row stride 1 -- each where
+``kernels.conv_int16.plan`` proves it exact and the host has AVX-512BW or AVX2; the packed weights are kept per
+weight array (the callers keep one float weight array per node).
 """
 import weakref
 
 import numpy as np
 
-from . import depthwise_int16
+from . import depthwise_int16, depthwise_s2
 from ._jit import njit, njit_noalloc
 from .polyphase import phase_offsets, plane_geometry, tap_offsets
 from .requantize import requantize_row
@@ -264,30 +266,32 @@ def buffers(x_shape, w_shape, stride, pads, dtype):
     return xq, acc
 
 
-_INT16_PREP = {}  # id(wf) -> (weakref to wf, geometry key, depthwise_int16.prepare result)
+_PREP = {}  # (id(wf), kernel module name) -> (weakref to wf, geometry key, the module's prepare result)
 
 
-def _int16_prep(wf, kh, kw, sw, dw):
-    """depthwise_int16.prepare(wf, ...), kept while ``wf`` lives (entries leave with their array)."""
-    key = id(wf)
-    geo = (kh, kw, sw, dw, wf.shape, wf.dtype.str)
-    entry = _INT16_PREP.get(key)
-    if entry is not None and entry[0]() is wf and entry[1] == geo:
+def _cached_prep(wf, module, *geo):
+    """``module.prepare(wf, *geo)`` (:mod:`kernels.depthwise_int16` or :mod:`kernels.depthwise_s2`), kept while
+    ``wf`` lives (entries leave with their array)."""
+    key = (id(wf), module.__name__)
+    geo_key = geo + (wf.shape, wf.dtype.str)
+    entry = _PREP.get(key)
+    if entry is not None and entry[0]() is wf and entry[1] == geo_key:
         return entry[2]
-    prep = depthwise_int16.prepare(wf, kh, kw, sw, dw)
-    _INT16_PREP[key] = (weakref.ref(wf, lambda _, k=key: _INT16_PREP.pop(k, None)), geo, prep)
+    prep = module.prepare(wf, *geo)
+    _PREP[key] = (weakref.ref(wf, lambda _, k=key: _PREP.pop(k, None)), geo_key, prep)
     return prep
 
 
-def _int16_admits(x_dtype, x_zp, prep, fuse, bias) -> bool:
-    """Whether :mod:`kernels.depthwise_int16` computes a call on ``x_dtype`` inputs exactly (its module docstring)."""
-    if prep is None or x_dtype not in depthwise_int16.X_DTYPES:
+def _int16_admits(x_dtype, x_zp, s_max, sumw, fuse, bias) -> bool:
+    """Whether :mod:`kernels.depthwise_int16` or :mod:`kernels.depthwise_s2` computes a call on ``x_dtype`` inputs
+    exactly (their module docstrings): ``s_max`` and ``sumw`` from their ``prepare``."""
+    if x_dtype not in depthwise_int16.X_DTYPES:
         return False
     pad = int(x_zp) - depthwise_int16.x_center(x_dtype)
-    if not depthwise_int16.plan(x_dtype, pad, prep[3]):
+    if not depthwise_int16.plan(x_dtype, pad, s_max):
         return False
     # the correction pad * sum_t w folded into the bias stays far inside int64
-    corr = abs(pad) * (int(np.abs(prep[2]).max()) if prep[2].size else 0)
+    corr = abs(pad) * (int(np.abs(sumw).max()) if sumw.size else 0)
     return not fuse or not bias.size or int(np.abs(bias).max()) + corr < 1 << 62
 
 
@@ -295,6 +299,18 @@ def _int16_admits(x_dtype, x_zp, prep, fuse, bias) -> bool:
 # per channel) below 3x3 and for row-strided 3x3 on large planes; from 3x3 at row stride 1 on the pair kernel is
 # faster, ~1.1-1.6x (measured: MobileNetV2 and PP-OCR det/rec 3x3 layers at 7x7-160x160, 5x5 at 2x96-20x20)
 PAIR_MIN_TAPS_8BIT = 9
+
+
+def column_pairs(x_dtype, x_zp, wf, kh, kw, stride, dilation, fuse=False, bias=None):
+    """The prepared weights of :mod:`kernels.depthwise_s2` (column stride 2: int16 column pairs, faster than the
+    float loop and the pair kernel at every measured shape, 8- and 16-bit) where it takes the convolution and
+    proves it exact, else None."""
+    if not depthwise_s2.takes(x_dtype, stride, dilation):
+        return None
+    prep = _cached_prep(wf, depthwise_s2, kh, kw)
+    if prep is None or not _int16_admits(np.dtype(x_dtype), x_zp, prep[2], prep[1], fuse, bias):
+        return None
+    return prep
 
 
 def takes_pairs(x_dtype, kh, kw, stride) -> bool:
@@ -309,11 +325,16 @@ def bind(x_shape, x_dtype, x_zp, wf, kh, kw, stride, pads, dilation, out_shape, 
          shift=None, bound=None, out_zp=0, qmin=0, qmax=0):
     """The depthwise convolution of :func:`depthwise` for inputs of ``x_shape``/``x_dtype`` and outputs of
     ``out_shape``, decided and set up once: returns ``run(x, out)`` (arguments already validated by the caller,
-    ``wf`` float (Cout, kh*kw) of the dtype :func:`plan` chose). Where :func:`takes_pairs`, the exact int16-pair
-    kernel where it is proven exact; everything else :func:`_depthwise`. Scratch buffers are fresh per call."""
+    ``wf`` float (Cout, kh*kw) of the dtype :func:`plan` chose). At column stride 2 the column-pair kernel
+    (:func:`column_pairs`), else where :func:`takes_pairs` the int16-pair kernel, each where it is proven exact;
+    everything else :func:`_depthwise`. Scratch buffers are fresh per call."""
+    prep = column_pairs(x_dtype, x_zp, wf, kh, kw, stride, dilation, fuse, bias)
+    if prep is not None:
+        return depthwise_s2.bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape, fuse,
+                                 bias, mult, shift, bound, out_zp, qmin, qmax)
     if takes_pairs(x_dtype, kh, kw, stride):
-        prep = _int16_prep(wf, kh, kw, stride[1], dilation[1])
-        if _int16_admits(np.dtype(x_dtype), x_zp, prep, fuse, bias):
+        prep = _cached_prep(wf, depthwise_int16, kh, kw, stride[1], dilation[1])
+        if prep is not None and _int16_admits(np.dtype(x_dtype), x_zp, prep[3], prep[2], fuse, bias):
             return depthwise_int16.bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape,
                                         fuse, bias, mult, shift, bound, out_zp, qmin, qmax)
     none = np.zeros(0, np.int64)

@@ -28,7 +28,8 @@ input rows for at least one of its rows (all of them inside the plane; for the b
 ``pad``, which cancels). The blocks are the cheapest partition by a cost model (tiles times pairs, plus a fixed
 cost per block): on PP-OCR's 5x5 depthwise layers over planes of 2-3 rows that leaves out 2-3 of the 5 kernel
 rows; on 14x14 planes one block per 64 rows (measured 0.65-0.75x the time of a block per set of kernel rows on
-5x5, 0.75-0.85x on 3x3). Stride-1 planes then repack only their input rows per channel.
+5x5, 0.75-0.85x on 3x3). Stride-1 planes then repack only their input rows per channel (with a padding column on
+each side and rows of more than 16, their pair words straight from the input rows: :mod:`kernels.rows16`).
 
 Exactness. ``sum_t w[t] * (x_t - x_zp) = sum_t w[t] * v_t - pad * sum_t w[t]`` over a block's taps ``t``
 (padding cells hold ``v = pad``; a left-out tap contributes ``w[t] * (pad - pad) = 0`` to both sides), so the
@@ -50,10 +51,11 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._jit import njit
+from ._jit import njit, njit_noalloc
 from .conv_int16 import ISA, ISAS, X_DTYPES, compile_template, plan, weights_fit, x_center  # noqa: F401
 from .polyphase import phase_offsets, plane_geometry, tap_offsets
 from .requantize import requantize_row
+from .rows16 import move_row, pair_row
 
 NB = 64             # outputs per main tile: 4 vectors of 16 int32 lanes (AVX-512BW), 8 of 8 (AVX2: 8 accumulators,
                     # 1 weight and a product of the 16 ymm registers)
@@ -63,7 +65,7 @@ BLOCK_COST = 12     # the fixed cost of a row block, in tiles of one pair (measu
 _I16, _I32, _I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
-def _make_tile(isa, nv):
+def make_tile(isa, nv):
     """Intrinsic ``tile(p, base, offs, wrow, acc, col)`` of ``kernels.conv_int16.Isa`` ``isa``: for
     j < nv*isa.lanes, ``acc[col + j] = sum_k pmaddwd(p[base + offs[k] + j], wrow[k])`` (int32 pairs, module
     docstring). The caller guarantees every index is in bounds (no checks here)."""
@@ -146,7 +148,9 @@ def _fill_rows(xc, u, rowoff, col_q, col_iw0, col_cnt, sw, left, center):
     h, wd = xc.shape
     for ih in range(h):
         src = xc[ih]
-        if sw == 1:
+        if sw == 1 and wd >= 16:  # 16 cells per vector (kernels.rows16)
+            move_row(xc, ih * wd, u, rowoff[ih] + col_q[0], wd, np.int64(center))
+        elif sw == 1:
             q0 = rowoff[ih] + col_q[0]
             dst = u[q0:q0 + wd]
             for j in range(wd):
@@ -170,6 +174,21 @@ def _fill_rows(xc, u, rowoff, col_q, col_iw0, col_cnt, sw, left, center):
                 dst = u[q0:q0 + cnt]
                 for j in range(cnt):
                     dst[j] = np.int16(np.int32(s[j * sw]) - center)
+
+
+@njit_noalloc
+def _pair_rows(xc, p, rowoff, q_col, pad, center):
+    """Stride 1, ``d`` 1, at least one padding column left and right: the words of ``_pack(_fill_rows(xc))`` that
+    hold input cells, straight from ``xc`` -- per row (starting at ``rowoff[ih] + q_col``) ``(pad, v[0])`` before it,
+    ``(v[j], v[j+1])`` (:func:`kernels.rows16.pair_row`) and ``(v[wd-1], pad)``, ``v = xc - center``; every other
+    word of the plane is ``(pad, pad)`` as packed at the start."""
+    h, wd = xc.shape
+    padw = np.int64(pad)
+    for ih in range(h):
+        q = rowoff[ih] + q_col
+        p[q - 1] = (padw & 0xFFFF) | ((np.int64(xc[ih, 0]) - center) << 16)
+        pair_row(xc, ih * wd, p, q, wd - 1, np.int64(center))
+        p[q + wd - 1] = ((np.int64(xc[ih, wd - 1]) - center) & 0xFFFF) | (padw << 16)
 
 
 @njit
@@ -224,7 +243,7 @@ def row_blocks(ho, h, kh, kw, sh, top, dh, pa, rows_blk, wq, wo):
 
 @njit
 def _copy_rows(src, dst, pitch):
-    """dst[i, j] = src[i*pitch + j] for the rows of dst (2-D)."""
+    """dst[i, j] = src[i*pitch + j] for the rows of dst (2-D; rows shorter than a kernels.rows16 chunk)."""
     rows, cols = dst.shape
     for i in range(rows):
         d = dst[i]
@@ -274,14 +293,15 @@ def _block_corrections(w32, blocks, pad):
     return np.ascontiguousarray(pad * (csum[:, blocks[:, 3]] - csum[:, blocks[:, 2]]))
 
 
-def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, blocks, spans, wq, sw, left, u, p, acc,
-                 yb, out, fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax):
+def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, blocks, spans, wq, sw, left, direct, u,
+                 p, acc, yb, out, fuse, corr, bias, mult, shift, bound, out_zp, qmin, qmax):
     """Depthwise convolution of 8/16-bit ``x`` (module docstring), geometry from :func:`_geometry`. ``u``: int16
     scratch, at least ``len(p) + d`` long; ``p`` int32 of length :func:`plane_len`; ``acc`` int32 and ``yb``
-    (``out``'s dtype, for rows shorter than 32) of at least ``rows_blk*wq + NB`` cells. ``corr[c, b]``: channel
+    (``out``'s dtype, with ``fuse``) of at least ``rows_blk*wq + NB`` cells. ``corr[c, b]``: channel
     ``c``'s padding correction in row block ``b`` (:func:`_block_corrections`). Without ``fuse`` ``out`` receives
     the exact accumulators; with it their requantization with ``bias``. Allocates nothing (compiled without
-    reference counting: :func:`kernels._jit.njit_noalloc`).
+    reference counting: :func:`kernels._jit.njit_noalloc`). ``direct`` (stride 1, ``d`` 1, padding columns on both
+    sides): each row's pair words straight from the input (:func:`_pair_rows`), not through ``u``.
     (A template: :func:`kernel_set` compiles it per instruction set, binding ``_tile`` (NB outputs) to the
     instruction set's tile.)"""
     n_img, c_in = x.shape[0], x.shape[1]
@@ -294,9 +314,12 @@ def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, 
     _pack(u, p, d, np.int64(0), p.shape[0])
     for n in range(n_img):
         for ci in range(c_in):
-            _fill_rows(x[n, ci], u, rowoff, col_q, col_iw0, col_cnt, sw, left, center)
-            for px in range(spans.shape[0]):
-                _pack(u, p, d, spans[px, 0], spans[px, 1])
+            if direct:
+                _pair_rows(x[n, ci], p, rowoff, col_q[0], pad, center)
+            else:
+                _fill_rows(x[n, ci], u, rowoff, col_q, col_iw0, col_cnt, sw, left, center)
+                for px in range(spans.shape[0]):
+                    _pack(u, p, d, spans[px, 0], spans[px, 1])
             for mm in range(per):
                 co = ci * per + mm
                 for b in range(blocks.shape[0]):
@@ -313,15 +336,14 @@ def _depthwise16(x, center, pad, w32, d, offs, rowoff, col_q, col_iw0, col_cnt, 
                         else:  # every kernel row over padding: A = 0
                             acc[col:col + NB] = 0
                         col += NB
-                    if fuse and wo < 32:  # short rows: the whole wide block (vectorizes), then its rows
+                    if fuse:  # the whole wide block (one long loop), then its rows (16 bytes per vector)
                         requantize_row(acc[:col], yb[:col], bias[co] - cb, mult[co], shift[co], bound[co], out_zp,
                                        qmin, qmax)
-                        _copy_rows(yb, out[n, co, oh0:oh1], wq)
-                    elif fuse:  # row by row, straight from the wide accumulators into the output rows
-                        for oh in range(oh0, oh1):
-                            k0r = (oh - oh0) * wq
-                            requantize_row(acc[k0r:k0r + wo], out[n, co, oh], bias[co] - cb, mult[co], shift[co],
-                                           bound[co], out_zp, qmin, qmax)
+                        dst = out[n, co, oh0:oh1]
+                        if wo < 16:
+                            _copy_rows(yb, dst, wq)
+                        for i in range(oh1 - oh0 if wo >= 16 else 0):
+                            move_row(yb, i * wq, dst, i * wo, wo, np.int64(0))
                     else:
                         _store_rows(acc, out[n, co, oh0:oh1], wq, cb)
 
@@ -332,7 +354,7 @@ class KernelSet:
 
     def __init__(self, isa):
         self.isa = isa
-        globs = dict(globals(), _tile=_make_tile(isa, NB // isa.lanes))
+        globs = dict(globals(), _tile=make_tile(isa, NB // isa.lanes))
         self.depthwise16 = compile_template(_depthwise16, isa.name, globs)
 
 
@@ -376,10 +398,11 @@ def bind(x_shape, x_dtype, x_zp, prep, kh, kw, stride, pads, dilation, out_shape
         bias = np.asarray(bias, np.int64)
     else:
         bias = mult = shift = bound = none
-    n_yb = cells if fuse and out_shape[3] < 32 else 0
+    n_yb = cells if fuse else 0
     sh, sw = stride
     geo = _geometry(x_shape, pa, kh, kw, sh, sw, *pads, *dilation, out_shape[2])
-    head = (center, pad, w32, d) + geo + (sw, pads[1])
+    direct = sh == 1 and sw == 1 and d == 1 and pads[1] >= 1 and pads[3] >= 1 and x_shape[3] > 16  # rows16 chunks
+    head = (center, pad, w32, d) + geo + (sw, pads[1], direct)
     tail = (fuse, _block_corrections(w32, geo[5], pad), bias, mult, shift, bound, out_zp, qmin, qmax)
 
     def run(x, out):

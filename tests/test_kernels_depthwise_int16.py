@@ -26,8 +26,10 @@ pytestmark = pytest.mark.skipif(not depthwise_int16.AVAILABLE,
 
 @contextlib.contextmanager
 def _using(isa):
-    """depthwise_int16 running the tiles of instruction set ``isa``."""
-    with mock.patch.object(depthwise_int16, "KERNELS", depthwise_int16.kernel_set(isa)):
+    """depthwise_int16 running the tiles of instruction set ``isa``, at column stride 2 too (where
+    kernels.depthwise_s2 would take it: off here)."""
+    with mock.patch.object(depthwise_int16, "KERNELS", depthwise_int16.kernel_set(isa)), \
+            mock.patch.object(depthwise, "column_pairs", return_value=None):
         yield
 
 X16 = [(np.int16, -32768, 32767), (np.uint16, 0, 65535)]
@@ -126,7 +128,8 @@ def test_depthwise_int16_requantized_matches_twin(isa, case, data):
     # bound, which the caller never fuses: cap it there in most examples, so most examples compare
     if data.draw(st.integers(0, 4)):
         shift = naive.fusable_shifts(shift, out_zp, qmin, qmax)
-    fused = _check_fused(*case, bias, mult, shift, out_zp, qmin, qmax, dtype)
+    with _using(isa):
+        fused = _check_fused(*case, bias, mult, shift, out_zp, qmin, qmax, dtype)
     event(f"requantization fused: {fused}")
 
 
@@ -225,18 +228,18 @@ def test_depthwise_int16_weight_cache():
     w = np.array([[1, -2, 3], [4, 5, -6], [7, 8, 9]] * 2, np.int8).reshape(2, 1, 3, 3)
     wf = w.reshape(2, -1).astype(np.float64)
     expected = naive.conv2d_acc(x, -5, w, (1, 1), (1, 1, 1, 1), (1, 1), 2)
-    before = len(depthwise._INT16_PREP)
+    before = len(depthwise._PREP)
     for _ in range(2):
         out = np.empty(expected.shape, np.int64)
         depthwise.depthwise(x, -5, wf, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), out)
         np.testing.assert_array_equal(out, expected)
-        assert len(depthwise._INT16_PREP) == before + 1
+        assert len(depthwise._PREP) == before + 1
     wf2 = -wf  # another array: its own entry
     out = np.empty(expected.shape, np.int64)
     depthwise.depthwise(x, -5, wf2, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), out)
     np.testing.assert_array_equal(out, -expected)
     del wf, wf2
-    assert len(depthwise._INT16_PREP) == before
+    assert len(depthwise._PREP) == before
 
 
 def test_depthwise_int16_pairing():
