@@ -215,7 +215,8 @@ def main() -> None:
                 r = rows[-1]
                 print(f"{r['model']:22s} threads={r['threads']} OPENBLAS_CORETYPE={r['coretype'] or '(unset)':8s} "
                       f"onnxruntime {r['ort_ms']:8.2f} ms  npu-sim {r['sim_ms']:8.2f} ms  ratio {r['ratio']:5.2f}x  "
-                      f"cold start {r['cold_s']:.2f} s" + _paths_note(r, "  AMX/quads {:.2f}x  quads/pairs {:.2f}x"), flush=True)
+                      f"cold start {r['cold_s']:.2f} s" + _paths_note(r, "  AMX/quads {:.2f}x  quads/pairs {:.2f}x"),
+                      flush=True)
     print("\n| model | threads | OPENBLAS_CORETYPE | onnxruntime ms | npu-sim ms | ratio | cold start s |"
           + (" AMX / byte quads | byte quads / int16 pairs |" if args.paths else ""))
     print("|---|---|---|---|---|---|---|" + ("---|---|" if args.paths else ""))

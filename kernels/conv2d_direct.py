@@ -183,13 +183,13 @@ def _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias
     fdt = depthwise.plan(w.shape[2] * w.shape[3], bound) if w.shape[1] == 1 else None
     run = None
     wf = np.ascontiguousarray(w.reshape(w.shape[0], -1).astype(fdt)) if fdt is not None else None
-    pairs = wf is not None and depthwise.column_pairs(x.dtype, x_zp, wf, w.shape[2], w.shape[3], (sh, sw), (dh, dw),
-                                                       True, bias) is not None
     if w.shape[1] == 1 and depthwise_nhwc.wins(x.dtype, out.dtype, w, x.shape[1], w.shape[0] // x.shape[1],
                                                 x.shape[2], x.shape[3], shape[2], shape[3], sw):
         run = depthwise_nhwc.bind(x.shape, x_zp, w, (sh, sw), (top, left, bottom, right), (dh, dw), shape, out.dtype,
                                   bias, mult, shift, lims, out_zp, qmin, qmax)  # channels last in channel blocks
-    elif w.shape[1] == 1 and not pairs and depthwise_cl.wins(x.shape[1], shape[2], shape[3], w.shape[0] // x.shape[1]):
+    elif (w.shape[1] == 1 and depthwise_cl.wins(x.shape[1], shape[2], shape[3], w.shape[0] // x.shape[1])
+          and (wf is None or depthwise.column_pairs(x.dtype, x_zp, wf, w.shape[2], w.shape[3], (sh, sw), (dh, dw),
+                                                    True, bias) is None)):
         run = depthwise_cl.bind(x.shape, x_zp, w, (sh, sw), (top, left, bottom, right), (dh, dw), shape, bias, mult,
                                 shift, lims, out_zp, qmin, qmax)  # small planes: channels last (int32, exact)
     elif fdt is not None:  # per channel; column stride 2 there too on small planes (depthwise_s2: measured faster)

@@ -90,10 +90,11 @@ def weights_fit(w) -> bool:
 
 def wins(w_shape, groups: int = 1) -> bool:
     """Where the byte quads run instead of the int16 pairs (both exact, same integers), for weights shaped
-    ``w_shape`` (Cout, Cin/groups, kh, kw): from :data:`MIN_CHANNELS` input channels per group, where a pixel's channels take fewer quad words than pair words
-    (``ceil(cin_g / 4) < ceil(cin_g / 2)``). Measured on this project's VNNI machine (docs/PERFORMANCE.md): equal
-    time at 2-4 channels, 12-50% faster on MobileNetV2's convolutions (16-960 channels), and on 3-channel stems;
-    with 1-2 channels the pairs are as fast or faster. A rule by shape, not by model."""
+    ``w_shape`` (Cout, Cin/groups, kh, kw): from :data:`MIN_CHANNELS` input channels per group, where a pixel's
+    channels take fewer quad words than pair words (``ceil(cin_g / 4) < ceil(cin_g / 2)``). Measured on an
+    AVX-512 VNNI machine: equal time at 2-4 channels, 12-50% faster on MobileNetV2's convolutions (16-960
+    channels), and on 3-channel stems; with 1-2 channels the pairs are as fast or faster (the whole-model gain:
+    docs/PERFORMANCE.md). A rule by shape, not by model."""
     return w_shape[1] >= MIN_CHANNELS
 
 
@@ -123,15 +124,12 @@ def quad_planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
     n_quads, plane = xp.shape
     c32 = np.int32(center)
     if top == 0 and left == 0 and sh == 1 and sw == 1 and wq == wd:
-        _flat_planes(x[n].reshape(cin, h * wd), c0, c32, np.int32(pad), xp)
+        _flat_planes(x[n].reshape(cin, h * wd), c0, c32, pad, xp)
         return
     for q in range(n_quads):
         ca = c0 + 4 * q
-        nch = min(4, cin - ca)
-        mask = np.int32(np.uint32((np.int64(1) << (8 * nch)) - 1))  # the bytes of real channels
-        pb = np.int32(pad) & 0xFF
+        nch, mask, pw = _quad_words(cin, ca, pad)
         dst = xp[q]
-        pw = (pb | (pb << 8) | (pb << 16) | (pb << 24)) & mask
         for j in range(plane):
             dst[j] = pw
         for ih in range(h):
@@ -166,19 +164,26 @@ def _flat_planes(xc, c0, c32, pad, xp):
     image's channels as rows (C, H*W); each quad's words in one loop, then the packed padding byte."""
     cin, npix = xc.shape
     n_quads, plane = xp.shape
-    pb = pad & 0xFF
     for q in range(n_quads):
         ca = c0 + 4 * q
-        nch = min(4, cin - ca)
-        mask = np.int32(np.uint32((np.int64(1) << (8 * nch)) - 1))
+        nch, mask, pw = _quad_words(cin, ca, pad)
         dst = xp[q]
         t0, t1 = xc[ca], xc[ca + min(1, nch - 1)]
         t2, t3 = xc[ca + min(2, nch - 1)], xc[ca + min(3, nch - 1)]
         for j in range(npix):
             dst[j] = _word(t0[j], t1[j], t2[j], t3[j], c32, mask)
-        pw = (pb | (pb << 8) | (pb << 16) | (pb << 24)) & mask
         for j in range(npix, plane):
             dst[j] = pw
+
+
+@njit
+def _quad_words(cin, ca, pad):
+    """For the quad of channels from ``ca`` of ``cin``: the number of real channels, the mask of their bytes and the
+    packed padding word (``pad``'s byte in each real channel's byte)."""
+    nch = min(4, cin - ca)
+    mask = np.int32(np.uint32((np.int64(1) << (8 * nch)) - 1))
+    pb = np.int32(pad) & 0xFF
+    return nch, mask, (pb | (pb << 8) | (pb << 16) | (pb << 24)) & mask
 
 
 @njit

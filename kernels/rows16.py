@@ -17,6 +17,13 @@ from ._jit import njit_noalloc
 W = 16  # elements per chunk
 
 
+def _splat(builder, value, vtype):
+    """The vector of type ``vtype`` with every lane ``value``."""
+    v = builder.insert_element(ir.Constant(vtype, None), value, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(v, ir.Constant(vtype, None),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), vtype.count), [0] * vtype.count))
+
+
 def make_move(w):
     """Intrinsic ``move(src, s0, dst, d0, sub)``: ``dst.data[d0 + j] = src.data[s0 + j] - sub`` for j < ``w`` (flat
     element offsets from each array's first element: any C-contiguous array), ``src``'s values sign- or zero-extended
@@ -37,10 +44,7 @@ def make_move(w):
             elif dt.width < st.width:
                 v = builder.trunc(v, vd)
             z = builder.trunc(args[4], dt) if dt.width < args[4].type.width else args[4]
-            zv = builder.insert_element(ir.Constant(vd, None), z, ir.Constant(ir.IntType(32), 0))
-            zv = builder.shuffle_vector(zv, ir.Constant(vd, None), ir.Constant(ir.VectorType(ir.IntType(32), w),
-                                                                                [0] * w))
-            builder.store(builder.sub(v, zv), builder.bitcast(builder.gep(da.data, [args[3]]), vd.as_pointer()),
+            builder.store(builder.sub(v, _splat(builder, z, vd)), builder.bitcast(builder.gep(da.data, [args[3]]), vd.as_pointer()),
                           align=1)
             return context.get_dummy_value()
 
@@ -81,9 +85,7 @@ def make_pairs(w):
             st = context.get_value_type(sig.args[0].dtype)
             i32 = ir.IntType(32)
             vs, vd = ir.VectorType(st, w), ir.VectorType(i32, w)
-            z = builder.trunc(args[4], i32)
-            zv = builder.insert_element(ir.Constant(vd, None), z, ir.Constant(i32, 0))
-            zv = builder.shuffle_vector(zv, ir.Constant(vd, None), ir.Constant(ir.VectorType(i32, w), [0] * w))
+            zv = _splat(builder, builder.trunc(args[4], i32), vd)
             ext = builder.sext if sig.args[0].dtype.signed else builder.zext
             halves = []
             for k in range(2):
