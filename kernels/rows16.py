@@ -44,8 +44,8 @@ def make_move(w):
             elif dt.width < st.width:
                 v = builder.trunc(v, vd)
             z = builder.trunc(args[4], dt) if dt.width < args[4].type.width else args[4]
-            builder.store(builder.sub(v, _splat(builder, z, vd)), builder.bitcast(builder.gep(da.data, [args[3]]), vd.as_pointer()),
-                          align=1)
+            dst = builder.bitcast(builder.gep(da.data, [args[3]]), vd.as_pointer())
+            builder.store(builder.sub(v, _splat(builder, z, vd)), dst, align=1)
             return context.get_dummy_value()
 
         return sig, codegen
