@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -217,12 +218,30 @@ def main() -> None:
                       f"onnxruntime {r['ort_ms']:8.2f} ms  npu-sim {r['sim_ms']:8.2f} ms  ratio {r['ratio']:5.2f}x  "
                       f"cold start {r['cold_s']:.2f} s" + _paths_note(r, "  AMX/quads {:.2f}x  quads/pairs {:.2f}x"),
                       flush=True)
+    print(f"\nCPU: {_cpu_model()}; npu-sim kernels: {_kernel_isa()}")
     print("\n| model | threads | OPENBLAS_CORETYPE | onnxruntime ms | npu-sim ms | ratio | cold start s |"
           + (" AMX / byte quads | byte quads / int16 pairs |" if args.paths else ""))
     print("|---|---|---|---|---|---|---|" + ("---|---|" if args.paths else ""))
     for r in rows:
         print(f"| {r['model']} | {r['threads']} | {r['coretype'] or 'unset'} | {r['ort_ms']:.2f} | {r['sim_ms']:.2f} | "
               f"{r['ratio']:.2f}× | {r['cold_s']:.2f} |" + _paths_note(r, " {:.2f}× | {:.2f}× |"))
+
+
+def _cpu_model() -> str:
+    """The processor's name (Linux /proc/cpuinfo), else what platform says."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        return f"{names[0]} x {len(names)}" if names else platform.processor()
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
+def _kernel_isa() -> str:
+    """The CPU kind and features the kernels use (kernels/cpu.py), read in a fresh process like the children."""
+    out = subprocess.run([sys.executable, "-c", "from kernels import cpu; print(cpu.describe())"], cwd=ROOT,
+                         capture_output=True, text=True)
+    return out.stdout.strip() or out.stderr.strip()[-200:]
 
 
 def _paths_note(row: dict, fmt: str) -> str:

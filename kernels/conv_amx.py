@@ -27,25 +27,22 @@ whatever the order, as for ``vpdpbusd`` (docs/ARITHMETIC.md). Checked bit for bi
 (``tests/test_kernels_conv_amx.py``, run wherever the CPU has AMX; ``tests/test_conv_paths_models.py``: whole models
 on the tiles, the quads and the int16 pairs).
 
-:data:`AVAILABLE` needs AMX-INT8 and AMX-TILE in LLVM's host CPU features, Numba compiling for the host, and the
+:data:`AVAILABLE` needs AMX-INT8 and AMX-TILE in :func:`kernels.cpu.features` (:func:`select`) and the
 operating system's permission to use the tile registers: on Linux, asked once per process at import
 (``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``); refused or elsewhere, the byte quads of
-:mod:`kernels.conv_u8s8` run. ``NPU_SIM_AMX=0`` in the environment turns the tiles off. Where the tiles beat the
-byte quads is :func:`wins` (measured; docs/PERFORMANCE.md).
+:mod:`kernels.conv_u8s8` run. ``NPU_SIM_CPU=avx512vnni`` in the environment turns
+the tiles off (:mod:`kernels.cpu`). Where the tiles beat the byte quads is :func:`wins` (measured; docs/PERFORMANCE.md).
 """
 import ctypes
-import os
 import platform
 
-import numba
 import numpy as np
-from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import conv_u8s8
+from . import conv_u8s8, cpu
 from ._jit import njit, njit_noalloc
 from .conv_int16 import Isa, KernelSet
 from .conv_u8s8 import quad_planes
@@ -76,13 +73,10 @@ def _os_permits() -> bool:
         return False
 
 
-def _host_has_amx() -> bool:
-    if os.environ.get("NPU_SIM_AMX", "1") == "0" or not conv_u8s8.AVAILABLE:
-        return False
-    if numba.config.CPU_NAME not in (None, "host") or numba.config.CPU_FEATURES:
-        return False
-    features = llvm_binding.get_host_cpu_features()
-    return bool(features.get("amx-int8", False) and features.get("amx-tile", False)) and _os_permits()
+def select(feats) -> bool:
+    """True when a CPU with features ``feats`` (:mod:`kernels.cpu`) is given the tiles: AMX-INT8 and AMX-TILE,
+    and the byte quads they share their planes with (AVX-512 VNNI)."""
+    return cpu.has(feats, "amx-int8", "amx-tile") and conv_u8s8.select(feats) == "avx512vnni"
 
 
 def words(cin_g: int) -> int:
@@ -296,5 +290,5 @@ def _planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
             row[j] = 0
 
 
-AVAILABLE = _host_has_amx()
+AVAILABLE = select(cpu.features()) and _os_permits()
 KERNELS = KernelSet(ISA, _planes, tiles=_tiles, words=words) if AVAILABLE else None

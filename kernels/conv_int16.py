@@ -2,8 +2,8 @@
 fuses with the accumulation into the VNNI ``vpdpwssd`` where the CPU has it).
 
 Used by :func:`kernels.conv2d_gemm.conv2d_gemm_blocks` where :func:`plan` proves it exact and the CPU has
-AVX-512BW or AVX2 (:data:`AVAILABLE`; :data:`KERNELS` is the tile code of the best of the two, chosen once at
-import: :func:`kernel_set`); elsewhere the float paths of :mod:`kernels.conv2d_gemm` run. Checked bit for bit
+AVX-512BW or AVX2 (:data:`AVAILABLE`; :data:`KERNELS` is the tile code of the best of the two for
+:func:`kernels.cpu.features`, chosen once at import: :func:`select`); elsewhere the float paths of :mod:`kernels.conv2d_gemm` run. Checked bit for bit
 against ``tests/naive.py::conv2d_acc`` for both instruction sets (``tests/test_kernels_conv_int16.py``).
 
 Layout. The centred activations ``v = x - center`` (int16; padding cells hold ``pad = x_zp - center``) of each
@@ -30,14 +30,13 @@ read are sums of the same kind of bounded terms.
 import functools
 import types as pytypes
 
-import numba
 import numpy as np
-from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from . import cpu
 from ._jit import njit, njit_noalloc
 from .polyphase import plane_geometry, tap_offsets
 from .requantize import requantize_row
@@ -68,13 +67,18 @@ ISAS = {
 }
 
 
-def _host_isa():
-    """The best of :data:`ISAS` the host has ("avx512bw", else "avx2"), or None; None as well when Numba does not
-    compile for the host CPU (a NUMBA_CPU_NAME / NUMBA_CPU_FEATURES override)."""
-    if numba.config.CPU_NAME not in (None, "host") or numba.config.CPU_FEATURES:
-        return None
-    features = llvm_binding.get_host_cpu_features()
-    return next((name for name in ISAS if features.get(name, False)), None)
+NEEDS = {"avx512bw": ("avx512bw",), "avx2": ("avx2",)}  # the features (kernels.cpu) each of ISAS needs
+
+
+def select(feats) -> str | None:
+    """The best of :data:`ISAS` a CPU with features ``feats`` (:mod:`kernels.cpu`) runs ("avx512bw", else
+    "avx2"), or None."""
+    return next((name for name in ISAS if runs(name, feats)), None)
+
+
+def runs(name: str, feats) -> bool:
+    """True when the tiles of set ``name`` run on a CPU with features ``feats``."""
+    return cpu.has(feats, *NEEDS[name])
 
 
 X_DTYPES = tuple(np.dtype(d) for d in (np.int8, np.uint8, np.int16, np.uint16))
@@ -327,7 +331,7 @@ def kernel_set(name: str) -> KernelSet:
     return KernelSet(ISAS[name])
 
 
-ISA = _host_isa()
+ISA = select(cpu.features())
 AVAILABLE = ISA is not None
 KERNELS = kernel_set(ISA) if AVAILABLE else None  # what Layout (hence blocks and bind_requantized) runs
 NB = KERNELS.isa.nb if AVAILABLE else 0  # outputs per tile of KERNELS (npu_sim.ops.mac: smaller planes go elsewhere)

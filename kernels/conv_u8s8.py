@@ -25,46 +25,50 @@ admitted, and larger ones are when their weights are small enough; the rest run 
 paths. The junk columns of the wide grid read padding or in-range slack bytes: bounded the same way.
 
 :data:`AVAILABLE` needs AVX-512 VNNI and AVX-512BW (16 lanes, :data:`ISAS` ``avx512vnni``) or AVX-VNNI and
-AVX2 (8 lanes, ``avxvnni``: the VEX-encoded instruction of CPUs without AVX-512) on the host (read from LLVM's
-host CPU features, as :mod:`kernels.conv_int16` does) and Numba compiling for the host; elsewhere the int16 pairs
-run. Where the quads beat the pairs is :func:`wins` (measured; docs/PERFORMANCE.md). The compiled tiles are
+AVX2 (8 lanes, ``avxvnni``: the VEX-encoded instruction of CPUs without AVX-512) in :func:`kernels.cpu.features`
+(:func:`select`); elsewhere the int16 pairs run. Where the quads beat the pairs is :func:`wins` (measured; docs/PERFORMANCE.md). The compiled tiles are
 :mod:`kernels.conv_int16`'s templates; :mod:`kernels._jit` keys the on-disk cache by every kernel source, so an
 edit here recompiles them.
 """
 import functools
 
-import numba
 import numpy as np
-from llvmlite import binding as llvm_binding
 
+from . import cpu
 from ._jit import njit
 from .conv_int16 import INT32_LIMIT, Isa, KernelSet
 
-ISAS = {  # the widest first; the features each needs from LLVM's host CPU features
-    "avx512vnni": (Isa("avx512vnni", "llvm.x86.avx512.vpdpbusd.512", 16, 2, 12, 4, per_word=4, dot=True),
-                   ("avx512vnni", "avx512bw")),
+ISAS = {  # the widest first
+    "avx512vnni": Isa("avx512vnni", "llvm.x86.avx512.vpdpbusd.512", 16, 2, 12, 4, per_word=4, dot=True),
     # AVX-VNNI (VEX-encoded vpdpbusd on 256-bit vectors: CPUs with AVX2 and no AVX-512, e.g. Alder Lake), the
     # register tile of the AVX2 pairs
-    "avxvnni": (Isa("avxvnni", "llvm.x86.avx512.vpdpbusd.256", 8, 2, 6, 2, per_word=4, dot=True), ("avxvnni", "avx2")),
+    "avxvnni": Isa("avxvnni", "llvm.x86.avx512.vpdpbusd.256", 8, 2, 6, 2, per_word=4, dot=True),
 }
+# The features (kernels.cpu) a CPU needs to be given each set; and the ones on which it runs: the 256-bit intrinsic
+# compiles to the VEX instruction of AVX-VNNI, or to the EVEX one of AVX-512 VNNI with AVX-512VL where the compile
+# target has no AVX-VNNI (Zen 4) -- never the VEX code on a CPU without AVX-VNNI.
+NEEDS = {"avx512vnni": (("avx512vnni", "avx512bw"),), "avxvnni": (("avxvnni", "avx2"),)}
+RUNS = {"avx512vnni": NEEDS["avx512vnni"], "avxvnni": (("avxvnni", "avx2"), ("avx512vnni", "avx512vl"))}
 U_MAX = 255  # the largest activation byte u
 X_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
 MIN_CHANNELS = 3  # wins: from 3 input channels per group a pixel takes fewer quad words than pair words
 
 
-def _host_isa():
-    """The widest of :data:`ISAS` the host has, or None (also when Numba does not compile for the host CPU)."""
-    if numba.config.CPU_NAME not in (None, "host") or numba.config.CPU_FEATURES:
-        return None
-    features = llvm_binding.get_host_cpu_features()
-    return next((name for name, (_, need) in ISAS.items() if all(features.get(f, False) for f in need)), None)
+def select(feats) -> str | None:
+    """The widest of :data:`ISAS` a CPU with features ``feats`` (:mod:`kernels.cpu`) is given, or None."""
+    return next((name for name in ISAS if any(cpu.has(feats, *need) for need in NEEDS[name])), None)
+
+
+def runs(name: str, feats) -> bool:
+    """True when the tiles of set ``name`` run on a CPU with features ``feats`` (:data:`RUNS`)."""
+    return any(cpu.has(feats, *need) for need in RUNS[name])
 
 
 @functools.cache
 def kernel_set(name: str) -> KernelSet:
     """The byte-quad tiles of instruction set ``name`` (a key of :data:`ISAS`), built once. Any set runs on a CPU
     with its instructions: tests run the AVX-VNNI set on AVX-512 VNNI hosts too."""
-    return KernelSet(ISAS[name][0], quad_planes)
+    return KernelSet(ISAS[name], quad_planes)
 
 
 def x_center(dtype) -> int:
@@ -193,6 +197,6 @@ def _word(a, b, c, d, c32, mask):
             | ((np.int32(d) - c32) << 24)) & mask
 
 
-ISA = _host_isa()
+ISA = select(cpu.features())
 AVAILABLE = ISA is not None
 KERNELS = kernel_set(ISA) if AVAILABLE else None

@@ -236,8 +236,8 @@ def test_tiles_compile_to_amx():
 
 
 def test_amx_off_by_environment():
-    """NPU_SIM_AMX=0: the tiles are off whatever the CPU (the byte quads or pairs run)."""
+    """NPU_SIM_CPU=avx512vnni: the tiles are off whatever the CPU (the byte quads or pairs run)."""
     code = "from kernels import conv_amx; print(conv_amx.AVAILABLE, conv_amx.KERNELS)"
-    env = dict(os.environ, NPU_SIM_AMX="0")
+    env = dict(os.environ, NPU_SIM_CPU="avx512vnni")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "None"]

@@ -2,10 +2,7 @@
 bit: random geometries, the exactness bound just inside / just outside, extreme values and padding; each for every
 instruction set's tiles the host can run (AVX-512BW hosts run the AVX2 tiles too)."""
 import contextlib
-import os
-import subprocess
-import sys
-from pathlib import Path
+import platform
 from unittest import mock
 
 import numpy as np
@@ -13,15 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import conv_amx, conv_int16, conv_u8s8
+from kernels import conv_amx, conv_int16, conv_u8s8, cpu
 from kernels.conv2d_gemm import conv2d_gemm, conv2d_gemm_blocks
 from tests import naive
+from tests.codegen import compile_for
 from tests.test_kernels_conv2d import check_bound_runs, fused_case
 
 pytestmark = pytest.mark.skipif(not conv_int16.AVAILABLE,
                                 reason="needs AVX-512BW or AVX2 (the float paths run instead)")
-# the host's instruction set and the narrower ones (ISAS lists the widest first)
-HOST_ISAS = list(conv_int16.ISAS)[list(conv_int16.ISAS).index(conv_int16.ISA):] if conv_int16.AVAILABLE else []
+# the instruction sets of the pairs this CPU runs (kernels.cpu), the widest first
+HOST_ISAS = [name for name in conv_int16.ISAS if conv_int16.runs(name, cpu.features())]
 per_isa = pytest.mark.parametrize("isa", HOST_ISAS)
 
 
@@ -263,26 +261,20 @@ def test_weights_outside_int16_take_the_float_path(big):
 
 
 HASWELL_TILES = """
-import re, numba, numpy as np
-from kernels import conv_int16, conv_u8s8
-tiles = conv_int16.kernel_set("avx2").tiles_compact.py_func.__globals__["_tiles"]
-fresh = numba.njit(tiles.py_func)  # not cached: inspect_asm needs the compiled text
-xp, offs, w32 = np.arange(64, dtype=np.int32), np.array([0, 3], np.int64), np.ones((2, 8), np.int32)
-wide = np.zeros((8, 16), np.int32)
-fresh(xp, offs, w32, 16, wide)
-assert (wide == 2 * np.arange(16) + 3).all()  # xp[j] + xp[j + 3] (high halves 0), all 6 + 2 channels
-llvm, asm = fresh.inspect_llvm(fresh.signatures[0]), fresh.inspect_asm(fresh.signatures[0])
+from kernels import conv_int16
+tiles = CompileOnly(conv_int16.kernel_set("avx2").tiles_compact.py_func.__globals__["_tiles"].py_func)
+tiles(np.zeros(64, np.int32), np.array([0, 3], np.int64), np.ones((2, 8), np.int32), 16, np.zeros((8, 16), np.int32))
+llvm, asm = tiles.llvm(), tiles.asm()
 assert "llvm.x86.avx2.pmadd.wd" in llvm and "avx512" not in llvm
 assert "vpmaddwd" in asm and "zmm" not in asm and not re.search("ymm(1[6-9]|[23][0-9])|[{]", asm)
 print("ok")
 """
 
 
-@pytest.mark.skipif("avx2" not in HOST_ISAS, reason="needs AVX2")
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 code generation")
 def test_avx2_tiles_are_avx2_code(tmp_path):
     """The AVX2 tiles compiled for an AVX2-only CPU (Haswell) are AVX2 code -- no zmm register, no ymm16-31, no
-    EVEX mask, no AVX-512 intrinsic -- and compute the tile sums (on this host, which runs AVX2 code too)."""
-    env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="+avx2", NUMBA_CACHE_DIR=str(tmp_path))
-    res = subprocess.run([sys.executable, "-c", HASWELL_TILES], cwd=Path(__file__).resolve().parent.parent, env=env,
-                         capture_output=True, text=True, timeout=300)
+    EVEX mask, no AVX-512 intrinsic. Compiled only, never run (tests/codegen.py); the per-set tests above run the
+    AVX2 tiles wherever the CPU has AVX2."""
+    res = compile_for("haswell", "+avx2", HASWELL_TILES, tmp_path)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-3000:]

@@ -3,10 +3,6 @@ the plain int64 sum (naive.conv2d_acc) and the kernel's own formulation with int
 (naive.conv2d_acc_u8s8); random geometries, uint8 and int8 activations, zero points, extreme multipliers and
 saturation through the fused requantization; the exactness bound just inside and just outside; and the compiled
 tile really is vpdpbusd code (a regression to scalar or pair code fails)."""
-import os
-import subprocess
-import sys
-from pathlib import Path
 from unittest import mock
 
 import numba
@@ -15,26 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import conv_amx, conv_int16, conv_u8s8
+from kernels import conv_amx, conv_int16, conv_u8s8, cpu
 from kernels.conv2d_gemm import (bind_gemm_requantized, bind_matmul_requantized, conv2d_gemm, conv2d_gemm_blocks,
                                  int_kernel)
 from tests import naive
+from tests.codegen import compile_for
 from tests.test_kernels_conv2d import check_bound_runs, fused_case
 
 
-def _cpu_flags() -> set:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return {flag for line in f if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
-    except OSError:
-        return set()
-
-
-HAS_VNNI = "avx512_vnni" in _cpu_flags()
 pytestmark = pytest.mark.skipif(not conv_u8s8.AVAILABLE, reason="needs AVX-512 VNNI or AVX-VNNI (the int16 pairs run instead)")
 LIMIT = (1 << 31) - 1
-# the host's byte-quad instruction set and the narrower ones (ISAS lists the widest first)
-HOST_SETS = list(conv_u8s8.ISAS)[list(conv_u8s8.ISAS).index(conv_u8s8.ISA):] if conv_u8s8.AVAILABLE else []
+# the byte-quad instruction sets this CPU runs (kernels.cpu: the AVX-VNNI set also on AVX-512 VNNI with VL)
+HOST_SETS = [name for name in conv_u8s8.ISAS if conv_u8s8.runs(name, cpu.features())] if conv_u8s8.AVAILABLE else []
 per_set = pytest.mark.parametrize("isa", HOST_SETS)
 
 
@@ -214,7 +202,7 @@ def test_int16_weights_and_few_channels_stay_on_pairs():
     assert int_kernel(np.dtype(np.int16), 3, True, np.ones((2, 4, 3, 3), np.int8), 36) is conv_int16
 
 
-@pytest.mark.skipif(not HAS_VNNI, reason="the CPU flags (/proc/cpuinfo) show no avx512_vnni")
+@pytest.mark.skipif(conv_u8s8.ISA != "avx512vnni", reason="the CPU has no AVX-512 VNNI (kernels.cpu)")
 def test_tiles_compile_to_vpdpbusd():
     """The byte-quad tile compiled fresh (no cache: inspect_asm needs the compiled text) is vpdpbusd code and
     computes the lane sums of the twin's dpbusd, the unsigned and signed operands the right way round."""
@@ -253,27 +241,19 @@ def test_without_vnni_the_pairs_run():
 
 
 ALDERLAKE_TILES = """
-import re, numba, numpy as np
 from kernels import conv_u8s8
-tiles = conv_u8s8.kernel_set("avxvnni").tiles_compact.py_func.__globals__["_tiles"]
-fresh = numba.njit(tiles.py_func)  # not cached: inspect_asm needs the compiled text
-xp, offs = np.full(64, 0x01010101, np.int32), np.array([0, 3], np.int64)
-w32 = np.full((2, 8), 0x02FF0103, np.int32)  # bytes 3, 1, -1, 2 per word
-wide = np.zeros((8, 16), np.int32)
-fresh(xp, offs, w32, 16, wide)
-assert (wide == 2 * (3 + 1 - 1 + 2)).all()
-asm = fresh.inspect_asm(fresh.signatures[0])
-assert "vpdpbusd" in asm and "zmm" not in asm and not re.search("ymm(1[6-9]|[23][0-9])", asm)
+tiles = CompileOnly(conv_u8s8.kernel_set("avxvnni").tiles_compact.py_func.__globals__["_tiles"].py_func)
+tiles(np.zeros(64, np.int32), np.array([0, 3], np.int64), np.zeros((2, 8), np.int32), 16, np.zeros((8, 16), np.int32))
+asm = tiles.asm()
+assert "vpdpbusd" in asm and all(line.split()[0] == "{vex}" for line in asm.splitlines() if "vpdpbusd" in line)
+assert "zmm" not in asm and not re.search("ymm(1[6-9]|[23][0-9])", asm)
 print("ok")
 """
 
 
-@pytest.mark.skipif("avxvnni" not in HOST_SETS, reason="needs AVX-VNNI or AVX-512 VNNI")
 def test_avxvnni_tiles_are_vex_code(tmp_path):
-    """The AVX-VNNI byte quads compiled for a CPU with AVX-VNNI and no AVX-512 (Alder Lake) are 256-bit code -- no
-    zmm register, no ymm16-31 -- with vpdpbusd, and compute the tile sums (on this host, which runs them too)."""
-    env = dict(os.environ, NUMBA_CPU_NAME="alderlake", NUMBA_CPU_FEATURES="+avx2,+avxvnni",
-               NUMBA_CACHE_DIR=str(tmp_path))
-    res = subprocess.run([sys.executable, "-c", ALDERLAKE_TILES], cwd=Path(__file__).resolve().parent.parent,
-                         env=env, capture_output=True, text=True, timeout=300)
+    """The AVX-VNNI byte quads compiled for a CPU with AVX-VNNI and no AVX-512 (Alder Lake) are 256-bit VEX code:
+    every vpdpbusd the {vex} form, no zmm register, no ymm16-31. Compiled only, never run (tests/codegen.py):
+    this CPU may lack AVX-VNNI; the per-set tests above run the same tiles where the CPU has the instructions."""
+    res = compile_for("alderlake", "+avx2,+avxvnni", ALDERLAKE_TILES, tmp_path)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-3000:]
