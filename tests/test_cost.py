@@ -136,8 +136,8 @@ def test_cycles_never_increase_with_more_macs_or_bandwidth(s, what, factor):
     elif what == "ublock_c":
         faster = _with_cost(board, ublock=(c.ublock[0], c.ublock[1], c.ublock[2] * factor))
     else:
-        mems = {n: replace(m, bytes_per_cycle=m.bytes_per_cycle * factor) for n, m in c.memories.items()}
-        faster = _with_cost(board, memories=mems)
+        mems = {n: replace(m, bytes_per_cycle=m.bytes_per_cycle * factor) for n, m in c.memory.memories.items()}
+        faster = _with_cost(board, memory=replace(c.memory, memories=mems))
     assert faster.cost.macs_per_cycle >= c.macs_per_cycle
     assert _cycles(faster, **s) <= _cycles(board, **s)
 
@@ -197,19 +197,18 @@ def test_input_layer_uses_part_kernel_traversal():
     assert r.compute_cycles == pytest.approx(112 * 112 * 32 / 16 * 3 * 4 + 1024, abs=1)
 
 
-def test_spill_and_cpu_fallback(tmp_path, monkeypatch):
-    small = _with_cost(load_board("default"), memories={
-        **load_board("default").cost.memories,
-        "sram": replace(load_board("default").cost.memories["sram"], size_bytes=1024)})
+def test_spill_and_cpu_fallback(tmp_path):
+    mem = load_board("default").memory
+    small = _with_cost(load_board("default"), memory=replace(mem, memories={
+        **mem.memories, "sram": replace(mem.sram, size_bytes=1024)}))
     prog = _conv_program(small, 16, 16, 32, 32)
     est = cost.estimate_program(prog, small)
     assert est.layers[0].spill and "ddr" in est.layers[0].bytes and est.summary["spilled_nodes"] == ["conv"]
     assert "feature maps too large for on-chip memory (bound marked *): conv" in format_table(est)
     fast = cost.estimate_program(_conv_program(load_board("default"), 16, 16, 32, 32), load_board("default"))
     assert est.summary["total_cycles"] > fast.summary["total_cycles"]
-    from npu_sim.analysis import check as checks
-    monkeypatch.setattr(checks, "placement", lambda program: {n.name: "CPU" for n in program.nodes})
-    cpu = cost.estimate_program(_conv_program(U55, 16, 16, 32, 32), U55)
+    on_cpu = replace(U55, rules=replace(U55.rules, ops={}))  # rules that place every op on the CPU
+    cpu = cost.estimate_program(_conv_program(on_cpu, 16, 16, 32, 32), on_cpu)
     row = cpu.layers[0]
     assert row.target == "CPU" and row.bound == "cpu"
     assert row.compute_cycles == pytest.approx(row.macs / U55.cost.cpu.macs_per_cycle + 16 * 32 * 32 / 2.0)
@@ -221,7 +220,7 @@ def test_board_cost_section_errors(tmp_path):
     for old, new, needle in (("clock_hz = 500e6", "clock_hz = -1", "cost.clock_hz"),
                              ("ublock = [2, 1, 8]", "ublock = [2, 1]", "cost.ublock"),
                              ("int16_factor = 2", "int16_factor = 2\nmacs = 3", "cost.macs"),
-                             ('weight_memory = "sram"', 'weight_memory = "dram"', "cost.weight_memory"),
+                             ('weight_memory = "flash"', 'weight_memory = "dram"', "memory.weight_memory"),
                              ("bytes_per_cycle = 8\n", "bytes_per_cycle = 0\n", "bytes_per_cycle"),
                              ("mul = 0.75\n", "", "output_cycles_per_element lacks mul")):
         assert old in text

@@ -40,14 +40,20 @@ def residual(tmp_path_factory):
 
 
 def _board(tmp_path, base="default", name="tiny", **memory) -> str:
-    """A copy of a preset whose [memory] keys are replaced (other sections untouched)."""
+    """A copy of a preset whose memory facts are replaced (other sections untouched): a key of [memory], or
+    ``NAME__KEY`` for a key of [memory.NAME] (``sram__size_bytes=1000``)."""
     text = (PRESET_DIR / f"{base}.toml").read_text().replace(f'name = "{base}"', f'name = "{name}"')
-    head, rest = text.split("\n[memory]\n", 1)
-    body, _, tail = rest.partition("\n[")
-    lines = [ln for ln in body.split("\n") if ln.split(" =")[0] not in memory]
-    lines += [f"{k} = {json.dumps(v)}" for k, v in memory.items()]
+    wanted = {("memory." + k.split("__")[0] if "__" in k else "memory", k.split("__")[-1]): v
+              for k, v in memory.items()}
+    lines, section = [], ""
+    for line in text.split("\n"):
+        if line.startswith("["):
+            section = line.strip("[]")
+            lines += [line] + [f"{key} = {json.dumps(v)}" for (s, key), v in wanted.items() if s == section]
+        elif (section, line.split(" =")[0]) not in wanted:
+            lines.append(line)
     path = tmp_path / f"{name}.toml"
-    path.write_text(head + "\n[memory]\n" + "\n".join(lines) + "\n\n[" + tail)
+    path.write_text("\n".join(lines))
     return str(path)
 
 
@@ -64,7 +70,7 @@ def test_closed_form_bytes_default(residual):
     # the residual: a is live while Conv_c runs (without it, b + c alone)
     assert "a_QuantizeLinear_Output" in {t["tensor"] for t in rep["peak_tensors"]}
     # constants stay in flash on this board: the SRAM holds the feature maps only
-    assert rep["weight_memory"] == "flash" and rep["sram_used_bytes"] == 3 * ACT
+    assert rep["weight_memory"] == "ddr" and rep["sram_used_bytes"] == 3 * ACT
     assert rep["sram_bytes"] == 2 * 1024 * 1024 and rep["fits_sram"] is True and rep["fits_flash"] is None
 
 
@@ -127,7 +133,7 @@ def test_lut_bytes_at_their_stored_width():
 
 
 def test_check_fails_a_model_that_does_not_fit_sram(tmp_path, residual, capsys):
-    board = _board(tmp_path, sram_bytes=1000, feature_map_spill=False)
+    board = _board(tmp_path, sram__size_bytes=1000, spill_memory="sram")
     assert cli_main(["check", str(residual), "--board", board]) == 1
     out = capsys.readouterr().out
     assert "memory.sram" in out and "1,536 bytes" in out and "1,000 bytes" in out and "Conv_c" in out
@@ -136,48 +142,50 @@ def test_check_fails_a_model_that_does_not_fit_sram(tmp_path, residual, capsys):
     found = [f for f in doc["model_findings"] if f["rule"] == "memory.sram"]
     assert len(found) == 1 and found[0]["severity"] == "error" and "Reduce the input resolution" in found[0]["fix"]
     # just inside: no finding
-    inside = _board(tmp_path, name="inside", sram_bytes=3 * ACT, feature_map_spill=False)
+    inside = _board(tmp_path, name="inside", sram__size_bytes=3 * ACT, spill_memory="sram")
     assert "memory.sram" not in [f.rule for _, f in npu_sim.check(residual, board=inside).findings]
 
 
 def test_sram_rule_counts_constants_in_sram_and_says_so(tmp_path, residual):
-    board = _board(tmp_path, sram_bytes=3 * ACT + 100, weight_memory="sram", feature_map_spill=False)
+    board = _board(tmp_path, sram__size_bytes=3 * ACT + 100, weight_memory="sram", spill_memory="sram")
     found = [f for _, f in npu_sim.check(residual, board=board).findings if f.rule == "memory.sram"]
     assert len(found) == 1 and f"constants {WEIGHTS + 10 * CHANNELS:,}" in found[0].message
     assert 'weight_memory = "flash"' in found[0].fix
 
 
 def test_sram_rule_warns_when_feature_maps_spill(tmp_path, residual):
-    board = _board(tmp_path, sram_bytes=1000, feature_map_spill=True)
+    board = _board(tmp_path, sram__size_bytes=1000, spill_memory="ddr")
     found = [f for _, f in npu_sim.check(residual, board=board).findings if f.rule == "memory.sram"]
     assert len(found) == 1 and found[0].severity == "warning"
     assert npu_sim.check(residual, board=board).deployable
 
 
 def test_check_fails_constants_past_the_flash(tmp_path, residual):
-    board = _board(tmp_path, flash_bytes=500)
+    board = _board(tmp_path, ddr__size_bytes=500)
     r = npu_sim.check(residual, board=board)
     found = [f for _, f in r.findings if f.rule == "memory.weights"]
     assert len(found) == 1 and not r.deployable
     assert f"weights {WEIGHTS:,}" in found[0].message and "500 bytes" in found[0].message
     assert "memory.weights" not in [f.rule for _, f in npu_sim.check(residual, board=_board(
-        tmp_path, name="big", flash_bytes=WEIGHTS + 10 * CHANNELS)).findings]
+        tmp_path, name="big", ddr__size_bytes=WEIGHTS + 10 * CHANNELS)).findings]
 
 
-def test_board_without_memory_section_takes_cost_sram(tmp_path):
+def test_memory_is_the_one_source_of_the_memory_facts(tmp_path):
+    """[cost] reads the memories from [memory]: a board with [cost] and no [memory] is refused, naming the key."""
     text = (PRESET_DIR / "default.toml").read_text()
-    head, rest = text.split("\n[memory]\n", 1)
     path = tmp_path / "nomem.toml"
-    path.write_text(head + "\n[" + rest.partition("\n[")[2])
-    mem = load_board(str(path)).memory
-    assert mem.sram_bytes == 2097152 and mem.sram_key == "cost.memory.sram.size_bytes"
-    assert mem.weight_memory == "sram" and mem.feature_map_spill  # [cost]: weights in sram, spill to ddr
+    head, rest = text.split("\n[memory]\n", 1)  # [memory] and its [memory.NAME] tables precede [cost]
+    path.write_text(head + "\n[cost]" + rest.split("\n[cost]", 1)[1])
+    with pytest.raises(BoardError, match="memory.sram.bytes_per_cycle"):
+        load_board(str(path))
+    board = load_board("default")
+    assert board.cost.memory is board.memory and board.memory.sram_key == "memory.sram.size_bytes"
     assert load_board("onnx").memory.sram_bytes == 0  # no [cost], no [memory]: nothing limited
 
 
 @pytest.mark.parametrize("key, value, words", [
-    ("sram_bytes", -1, "memory.sram_bytes = -1"), ("flash_bytes", 1.5, "memory.flash_bytes"),
-    ("weight_memory", "dram", "memory.weight_memory = 'dram'"), ("feature_map_spill", 1, "true or false"),
+    ("sram__size_bytes", -1, "memory.sram.size_bytes = -1"), ("ddr__size_bytes", 1.5, "memory.ddr.size_bytes"),
+    ("weight_memory", "dram", "memory.weight_memory = 'dram'"), ("spill_memory", 1, "memory.spill_memory = 1"),
     ("sram_kib", 4, "unknown key memory.sram_kib")])
 def test_memory_schema_errors_name_the_key(tmp_path, residual, capsys, key, value, words):
     board = _board(tmp_path, **{key: value})
@@ -198,7 +206,7 @@ def test_estimate_json_and_text_gain_a_memory_section(residual, capsys):
         assert key in m
     assert [r["node"] for r in m["layers"]] == [r["node"] for r in doc["layers"]]
     text = format_table(npu_sim.estimate(residual, board="default"))
-    assert f"peak live activations {3 * ACT:,} (constants in flash)" in text
+    assert f"peak live activations {3 * ACT:,} (constants in ddr)" in text
     assert f"largest live sets: Conv_c {3 * ACT:,}" in text
-    assert f"board: {2 * 1024 * 1024:,} (memory.sram_bytes): fits" in text
+    assert f"board: {2 * 1024 * 1024:,} (memory.sram.size_bytes): fits" in text
     assert max(len(line) for line in text.splitlines()) <= 120

@@ -73,9 +73,10 @@ def memory_lines(m: dict, top: int = 3) -> list[str]:
     lines = [f"memory: flash {m['flash_used_bytes']:,} bytes = weights {m['weight_bytes']:,} + biases "
              f"{m['bias_bytes']:,} + scales {m['scale_bytes']:,} + other {m['other_constant_bytes']:,} + LUTs "
              f"{m['lut_bytes']:,}",
-             "        " + _limit(m["flash_used_bytes"], m["flash_bytes"], "memory.flash_bytes"),
+             "        " + ("board: stored in the SRAM (below)" if in_sram else
+                          _limit(m["flash_used_bytes"], m["flash_bytes"], f"memory.{m['weight_memory']}.size_bytes")),
              f"        SRAM {m['sram_used_bytes']:,} bytes = peak live activations {m['peak_activation_bytes']:,}"
-             + (" + constants (weight_memory = sram)" if in_sram else " (constants in flash)"),
+             + (" + constants (weight_memory = sram)" if in_sram else f" (constants in {m['weight_memory']})"),
              "        " + _limit(m["sram_used_bytes"], m["sram_bytes"], m["sram_key"])
              + ("; feature maps past it spill" if m["feature_map_spill"] else "")]
     peaks = sorted(m["layers"], key=lambda r: -r["live_bytes"])[:top]

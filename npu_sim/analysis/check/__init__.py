@@ -23,13 +23,15 @@ Severity: ``error`` = cannot deploy as is; ``warning`` = runs, but hurts accurac
 
 The package: ``findings`` (data model, rule registry, the ``Context`` rules read), ``measures`` (what rules
 measure on a node), the rules in ``board_rules``, ``hazards`` and ``lint``, ``engine`` (running them:
-``check_program``, ``int16_allowed``, ``placement``), ``supported_ops`` (the Markdown generator).
+``check_program``, ``int16_allowed``), ``supported_ops`` (the Markdown generator). ``placement`` (which node runs
+on the NPU) is the board's: ``npu_sim.boards.placement``, re-exported here.
 """
 from __future__ import annotations
 
-from npu_sim.analysis.check.engine import check_program, int16_allowed, placement
+from npu_sim.analysis.check.engine import check_program, int16_allowed
 from npu_sim.analysis.check.findings import RULES, SCHEMA_VERSION, SEVERITIES, CheckResult, Finding, NodeReport
 from npu_sim.analysis.check.supported_ops import supported_ops_markdown
+from npu_sim.boards.placement import placement
 
 __all__ = ["check_program", "CheckResult", "Finding", "NodeReport", "SEVERITIES", "SCHEMA_VERSION", "int16_allowed",
            "placement", "supported_ops_markdown", "RULES"]

@@ -1,5 +1,5 @@
-"""Running the rules: ``check_program`` over a lowered program, and the two questions other analyses ask of the
-board's rules (``int16_allowed``, ``placement``).
+"""Running the rules: ``check_program`` over a lowered program, and a question other analyses ask of the
+board's rules (``int16_allowed``; which node runs where is ``npu_sim.boards.placement``).
 
 The rule modules are imported here, in this order, so that they register: the order of ``RULES`` (board rules,
 numeric hazards, lint) is the order of the findings on a node and of docs/SUPPORTED_OPS.md.
@@ -9,6 +9,7 @@ from __future__ import annotations
 from npu_sim.analysis.check import board_rules, hazards, lint, memory_rules  # noqa: F401  (registers, in order)
 from npu_sim.analysis.check.findings import RULES, CheckResult, Context, Finding, NodeReport, Rule
 from npu_sim.analysis.check.measures import precision, reduction
+from npu_sim.boards.placement import placement
 from npu_sim.boards.rules import Rules
 from npu_sim.ir import Node, Program
 
@@ -37,11 +38,10 @@ def check_program(program: Program, overflows: dict | None = None) -> CheckResul
     """Run every rule of the board's table over a (possibly tolerantly) lowered program."""
     rules = program.board.rules or Rules()
     ctx = Context(program, rules, overflows)
+    where = placement(program)
     reports = []
     for node in program.nodes:
-        limits = ctx.limits[node.name]
-        rep = NodeReport(node.name, node.op, "NPU" if limits is not None else "CPU", precision(ctx, node),
-                         sources=list(node.sources))
+        rep = NodeReport(node.name, node.op, where[node.name], precision(ctx, node), sources=list(node.sources))
         for r in RULES:
             if r.scope != "node":
                 continue
@@ -108,10 +108,4 @@ def int16_allowed(program: Program, node: Node) -> bool:
         return True
     k = reduction(Context(program, rules, None), node)
     return k is None or k <= lim.int16_max_reduction
-
-
-def placement(program: Program) -> dict[str, str]:
-    """Node name -> "NPU" or "CPU" (fallback) for every node of the program, by the board's rules."""
-    rules = program.board.rules or Rules()
-    return {node.name: "NPU" if rules.limits(node.op) is not None else "CPU" for node in program.nodes}
 

@@ -1,6 +1,6 @@
 """Does the model fit the board's memories: the ``memory.*`` rules, on the figures of the memory model
 (``npu_sim.analysis.cost.memory``: constants as the board stores them, the peak live activation bytes under the
-executor's schedule) against the board's ``[memory]`` section (``npu_sim/boards/memory_config.py``).
+executor's schedule) against the board's ``[memory]`` section (``npu_sim/boards/memory_config.py``, docs/BOARDS.md).
 A board that sets no size (0) is not checked."""
 from __future__ import annotations
 
@@ -45,8 +45,9 @@ def _sram(ctx):
     parts = f"peak live feature maps {peak:,}" + (f" + constants {consts:,}" if in_sram else "")
     fixes = []
     if in_sram and peak <= size:
-        fixes.append('keep the constants in flash (memory.weight_memory = "flash", Vela\'s Shared_Sram mode): the '
-                     f"feature maps alone need {peak:,} bytes")
+        fixes.append('keep the constants in a memory of their own (memory.weight_memory = "flash" and a '
+                     "[memory.flash] table, as Vela's Shared_Sram mode): the feature maps alone need "
+                     f"{peak:,} bytes")
     fixes.append("reduce the input resolution (the feature maps scale with it)")
     if _wide_activations(ctx.program):
         fixes.append("use int8 instead of int16 activations (half the bytes)")
@@ -60,9 +61,9 @@ def _wide_activations(program) -> bool:
 
 @rule("memory.weights", "error", "board", scope="model")
 def _weights(ctx):
-    """The model's constants do not fit the board's flash: they take {needed} (weights {weights:,}, biases
-    {biases:,}, scales {scales:,}, other constants {other:,}, lookup tables {luts:,} bytes) and the board has {size}
-    (memory.flash_bytes).
+    """The model's constants do not fit the memory the board stores them in: they take {needed} (weights
+    {weights:,}, biases {biases:,}, scales {scales:,}, other constants {other:,}, lookup tables {luts:,} bytes) and
+    the board has {size} ({key}).
 
     Use int8 instead of int16 weights (half the bytes), or a smaller model (fewer or narrower layers, pruned
     channels)."""
@@ -72,4 +73,4 @@ def _weights(ctx):
         return None
     return {"needed": size_text(rep["flash_used_bytes"]), "weights": rep["weight_bytes"], "biases": rep["bias_bytes"],
             "scales": rep["scale_bytes"], "other": rep["other_constant_bytes"], "luts": rep["lut_bytes"],
-            "size": size_text(size)}
+            "size": size_text(size), "key": f"memory.{rep['weight_memory']}.size_bytes"}

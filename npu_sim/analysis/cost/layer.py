@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from npu_sim.boards.cost_config import CostConfig, Memory
+from npu_sim.boards.cost_config import CostConfig
+from npu_sim.boards.memory_config import Memory
 from npu_sim.opset import CONVERT_OPS, OPS
 
 
@@ -234,9 +235,18 @@ def _window(node, cls: str, x, out):
     return (ih, iw, ic), (oh, ow, oc), (kh, kw, sh, sw, dh, dw), groups
 
 
+def _stored_constant_bytes(cfg: CostConfig, o: _Operands, oc: int) -> int:
+    """A MAC op's constants as the board stores them (``[memory]``), read with its weights: the weights, the bias
+    at ``bias_bytes`` per output channel (0: the bias tensor at its own width) and ``scale_bytes_per_channel``
+    (on the Ethos-U55: Vela's 10-byte record per channel)."""
+    mem = cfg.memory
+    stored = tensor_bytes(o.consts[0]) + mem.bias_bytes * oc if mem.bias_bytes and o.consts else o.w_bytes
+    return stored + mem.scale_bytes_per_channel * oc
+
+
 def _block_cost(cfg: CostConfig, node, o: _Operands) -> _Work:
     """Conv, depthwise, fully connected, MatMul and windowed pooling: computed block by block."""
-    cls, x, fm = o.cls, o.x, cfg.memories[cfg.feature_map_memory]
+    cls, x, fm = o.cls, o.x, cfg.memory.sram
     (ih, iw, ic), (oh, ow, oc), (kh, kw, sh, sw, dh, dw), groups = _window(node, cls, x, o.out)
     transposed = node.op == "ConvTranspose"
     kelems = kh * kw
@@ -277,7 +287,7 @@ def _block_cost(cfg: CostConfig, node, o: _Operands) -> _Work:
     else:
         w.traffic["ifm"] = ifm_read
     if cls in ("conv", "depthwise", "fc"):
-        w.traffic["weights"] = (o.w_bytes + cfg.scale_bytes_per_channel * oc) * spatial_blocks
+        w.traffic["weights"] = _stored_constant_bytes(cfg, o, oc) * spatial_blocks
     w.traffic["ofm"] = o.out_bytes / _write_efficiency(cfg, fm, ow, oc, bc, bw, o.obits / 8)
     w.ifm_block_bytes = ibh * ibw * min(ic, depth_pass) * xbytes
     w.ofm_block_bytes = bh * bw * bc * o.obits / 8 / _write_efficiency(cfg, fm, ow, oc, bc, bw, o.obits / 8)
@@ -307,9 +317,9 @@ def _stream_cost(cfg: CostConfig, o: _Operands) -> _Work:
     if o.consts:
         w.traffic["weights"] = o.w_bytes
     if o.cls == "lut":
-        lut = cfg.lut_bytes_16 if o.xbits > 8 else cfg.lut_bytes_8
+        lut = cfg.lut.bytes_16 if o.xbits > 8 else cfg.lut.bytes_8
         w.traffic["lut"] = lut
-        w.exposed += lut / cfg.lut_load_bytes_per_cycle
+        w.exposed += lut / cfg.lut.load_bytes_per_cycle
     w.ifm_block_bytes = min(o.in_bytes, math.prod(cfg.ofm_block) * o.xbits / 8)
     w.ofm_block_bytes = min(o.out_bytes, math.prod(cfg.ofm_block) * o.obits / 8)
     return w
@@ -317,21 +327,21 @@ def _stream_cost(cfg: CostConfig, o: _Operands) -> _Work:
 
 def _placed(cfg: CostConfig, node, o: _Operands, w: _Work) -> LayerCost:
     """Place the traffic in memories (spilling feature maps that do not fit), add the exposed transfers."""
-    fm = cfg.memories[cfg.feature_map_memory]
+    mem = cfg.memory
     spill = False
-    fm_name, w_name = cfg.feature_map_memory, cfg.weight_memory
-    working = o.in_bytes + o.out_bytes + (o.w_bytes if w_name == fm_name else 0)
-    if o.cls != "movement" and fm.size_bytes and working > fm.size_bytes:
+    fm_name, w_name = mem.feature_map_memory, mem.weight_memory
+    working = o.in_bytes + o.out_bytes + (o.w_bytes if mem.constants_in_sram else 0)
+    if o.cls != "movement" and mem.feature_map_spill and mem.sram_bytes and working > mem.sram_bytes:
         spill = True
-        fm_name = cfg.spill_memory
+        fm_name = mem.spill_memory
     per_mem: dict[str, float] = {}
     for role, b in w.traffic.items():
         name = w_name if role == "weights" else fm_name
         per_mem[name] = per_mem.get(name, 0.0) + b
-    mem_cycles = max((b / cfg.memories[m].bytes_per_cycle for m, b in per_mem.items()), default=0.0)
+    mem_cycles = max((b / mem.memories[m].bytes_per_cycle for m, b in per_mem.items()), default=0.0)
     compute, exposed = w.compute, w.exposed
     if compute or per_mem:
-        src = cfg.memories[fm_name]
+        src = mem.memories[fm_name]
         exposed += (src.read_latency + math.floor(w.ifm_block_bytes / src.bytes_per_cycle)
                     + src.write_latency + math.floor(w.ofm_block_bytes / src.bytes_per_cycle))
         exposed += cfg.op_overhead_cycles
@@ -341,7 +351,7 @@ def _placed(cfg: CostConfig, node, o: _Operands, w: _Work) -> LayerCost:
     elif compute >= mem_cycles:
         bound = "compute"
     else:
-        bound = max(per_mem, key=lambda m: per_mem[m] / cfg.memories[m].bytes_per_cycle)
+        bound = max(per_mem, key=lambda m: per_mem[m] / mem.memories[m].bytes_per_cycle)
     util = 100.0 * w.macs / (cycles * cfg.macs_per_cycle) if cycles and w.macs else 0.0
     return LayerCost(node.name, node.op, o.cls, o.precision, "NPU", int(w.macs),
                      {m: int(round(b)) for m, b in per_mem.items()}, float(compute), float(mem_cycles),

@@ -1,6 +1,6 @@
 """The network estimate: every node of a program costed (NPU, CPU fallback or host input), and the totals.
 
-Placement (NPU or CPU) is ``npu_sim.analysis.check.placement``'s; a CPU node also pays a transfer for every
+Placement (NPU or CPU) is the board's (``npu_sim.boards.placement``); a CPU node also pays a transfer for every
 tensor it exchanges with an NPU node. The network total is the sum of the layers.
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
-from npu_sim.analysis import check as checks
 from npu_sim.analysis.cost.layer import LayerCost, cpu_layer_cost, layer_cost, tensor_bits, tensor_bytes
 from npu_sim.analysis.cost.memory import memory_report
+from npu_sim.boards.placement import placement as board_placement
 from npu_sim.errors import BoardError
 
 
@@ -93,7 +93,7 @@ def estimate_program(program, board=None) -> Estimate:
     if cfg is None:
         raise BoardError(f"board {board.name!r} ({board.source or 'preset'}) has no [cost] section, so it has no "
                          f"latency model: use --board ethos-u55-128 or default, or add a [cost] section")
-    placement = checks.placement(program)
+    placement = board_placement(program)
     crossings = _crossings(program, placement)
     rows: list[LayerCost] = []
     for node in program.nodes:

@@ -1,0 +1,13 @@
+"""Placement: which node of a program runs on the NPU and which falls back to the CPU, by the board's
+``[rules]`` (an op the rules list, and do not mark ``npu = false``, runs on the NPU; a board without rules runs
+everything there). Read by ``npu-sim check`` (each node's report) and ``npu-sim estimate`` (CPU nodes are costed
+at the CPU's throughput, plus their transfers)."""
+from __future__ import annotations
+
+from npu_sim.ir import Program
+
+
+def placement(program: Program) -> dict[str, str]:
+    """Node name -> "NPU" or "CPU" (fallback) for every node of the program, by the board's rules."""
+    rules = program.board.rules
+    return {node.name: "NPU" if rules.limits(node.op) is not None else "CPU" for node in program.nodes}
