@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from npu_sim.errors import InputError
 from npu_sim.runtime import engine_ray
+from npu_sim.runtime.memo import WORKER
 from npu_sim.runtime.outcome import IN_FLIGHT, RETRIES, Feed, SetupFailed, TaskFailed, guarded, set_up
 
 __all__ = ["ENGINES", "IN_FLIGHT", "RETRIES", "EngineOptions", "TaskFailed", "default_workers", "run_tasks"]
@@ -79,16 +80,14 @@ def _in_process(setup, arg, task, feed: Feed) -> Iterator[tuple[int, Any]]:
         yield i, guarded(task, state, payload)
 
 
-_STATE: dict[str, Any] = {}  # a worker process's state, built once by its initializer
-
-
 def _worker_init(setup, arg) -> None:
-    _STATE["state"] = set_up(setup, arg)
+    """A worker process's state, built once (``memo.WORKER``)."""
+    WORKER.put("engine", set_up(setup, arg))
 
 
 def _worker_task(task, payload, index: int, started: str):
     Path(started, str(index)).touch()  # so that, if this process dies, the driver knows what it was running
-    return guarded(task, _STATE["state"], payload)
+    return guarded(task, WORKER.get("engine"), payload)
 
 
 def _processes(setup, arg, task, feed: Feed, workers: int) -> Iterator[tuple[int, Any]]:

@@ -4,7 +4,6 @@ built reused as the in-process worker's (``built_here``/``here``), and a task's 
 be raised here (``BadInput``, ``raise_failures``)."""
 from __future__ import annotations
 
-import contextlib
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from npu_sim import errors
 from npu_sim.boards import Board
 from npu_sim.errors import NpuSimError
 from npu_sim.runtime.engines import EngineOptions, TaskFailed, default_workers
+from npu_sim.runtime.memo import JOBS
 
 # A worker's own start before its set-up: a fresh interpreter, imports (1.8 s), loading the kernels' cache (0.5 s
 # on MobileNetV2: its first load and run 0.76 s in a fresh process, 0.22 s again) -- measured on this project's
@@ -21,26 +21,19 @@ from npu_sim.runtime.engines import EngineOptions, TaskFailed, default_workers
 START_SECONDS = 3.0
 IN_PROCESS = EngineOptions("local", 1)
 
-_HERE: dict[str, Any] = {}  # states built in this process for a job, by the job's key
-
 
 def new_key() -> str:
     return uuid.uuid4().hex
 
 
-@contextlib.contextmanager
 def built_here(key: str, state):
     """While the job ``key`` runs, ``here(key)`` is ``state``: a worker in this process (one worker) takes the
     state the caller already built instead of building its own; a worker process or a Ray actor builds one."""
-    _HERE[key] = state
-    try:
-        yield
-    finally:
-        _HERE.pop(key, None)
+    return JOBS.lent(key, state)
 
 
 def here(key: str):
-    return _HERE.get(key)
+    return JOBS.get(key)
 
 
 def board_spec(board):
