@@ -24,6 +24,7 @@ _EXPORTS = {
     "compare_dump": "npu_sim.api", "Simulator": "npu_sim.api", "AccuracyReport": "npu_sim.api",
     "Estimate": "npu_sim.api", "Board": "npu_sim.api", "load_board": "npu_sim.api", "presets": "npu_sim.api",
     "run_dataset": "npu_sim.api", "DatasetSummary": "npu_sim.api", "EngineOptions": "npu_sim.api",
+    "open_model": "npu_sim.api",
     "DatasetWriter": "npu_sim.render.dataset_out",
     **{name: "npu_sim.errors" for name in ("NpuSimError", "ModelLoadError", "QuantizationError",
                                            "UnsupportedModelError", "InputError", "BoardError", "FloatReferenceError")},

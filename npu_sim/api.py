@@ -1,5 +1,6 @@
 """The Python API: one way from "a model path, or a loaded Simulator" to an integer program, and every job on it.
 
+    open_model(path)                     -> OpenModel        (npu_sim.frontend.reader: read and validated once)
     load(path, board)                    -> Simulator (run, trace)
     check(model, board, feeds=None)      -> CheckResult      (npu_sim.analysis.check)
     estimate(model, board)               -> Estimate         (npu_sim.analysis.cost)
@@ -7,7 +8,8 @@
     compare_dump(model, dump, board)     -> Comparison       (npu_sim.analysis.compare)
     run_dataset(model, data, writer)     -> DatasetSummary   (npu_sim.analysis.dataset_run; files: a DatasetWriter)
 
-``model`` is a QDQ ONNX path or a ``Simulator``; ``board`` a preset name, a TOML path or a ``Board``.
+``model`` is a QDQ ONNX path, a model already open (``open_model``: read once, passed on) or a ``Simulator``
+(check and estimate also take its ``Program``); ``board`` a preset name, a TOML path or a ``Board``.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from npu_sim.analysis.dataset_run import Summary as DatasetSummary
 from npu_sim.analysis.dataset_run import execute, plan_dataset
 from npu_sim.boards import Board, load_board, presets
 from npu_sim.errors import BoardError
+from npu_sim.frontend.reader import OpenModel, open_model
 from npu_sim.ir import Program
 from npu_sim.lowering.walk import lower_for_analysis
 from npu_sim.runtime.engines import EngineOptions
@@ -30,26 +33,31 @@ from npu_sim.runtime.simulator import Simulator, load
 
 __all__ = ["load", "check", "estimate", "accuracy_report", "annotate", "compare_dump", "program_for", "Simulator",
            "Board", "load_board", "presets", "CheckResult", "Estimate", "AccuracyReport", "AdviceOptions",
-           "Comparison", "default_workers", "load_data", "run_dataset", "DatasetSummary", "EngineOptions"]
+           "Comparison", "default_workers", "load_data", "run_dataset", "DatasetSummary", "EngineOptions", "open_model",
+           "OpenModel"]
 
 
 def program_for(model, board=None, input_shapes: dict | None = None, feed_shapes: dict | None = None) -> Program:
-    """The integer program that check and estimate read: a Simulator's own program when ``board`` is None or its
-    board, else the model lowered tolerantly (``lower_for_analysis``) for ``board`` (default ``default``); a
-    Simulator keeps its input shapes on another board."""
-    if isinstance(model, Simulator):
-        program = model.program
+    """The integer program that check and estimate read, and the only place that lowers one for them: the
+    program itself (a ``Program``, a Simulator's) when ``board`` is None or its board, else the model (a path, or
+    a model already open: ``open_model``) lowered tolerantly (``lower_for_analysis``) for ``board`` (default
+    ``default``); a program keeps its input shapes on another board."""
+    if isinstance(model, (Program, Simulator)):
+        program = model if isinstance(model, Program) else model.program
         if board is None or load_board(board) == program.board:
             return program
+        opened = model.opened if isinstance(model, Simulator) and model.opened is not None else \
+            open_model(program.model_path)
         shapes = {n: program.tensors[t].shape for n, t in program.inputs.items()}
-        return lower_for_analysis(program.model_path, load_board(board), shapes)
-    return lower_for_analysis(str(model), load_board(board or "default"), input_shapes or {}, feed_shapes)
+        return lower_for_analysis(opened, load_board(board), shapes)
+    return lower_for_analysis(open_model(model), load_board(board or "default"), input_shapes or {}, feed_shapes)
 
 
 def check(model, board=None, input_shapes: dict | None = None, feeds: dict | None = None) -> CheckResult:
-    """Check a QDQ model (a path, or a loaded ``Simulator``) against a board's rules.
+    """Check a QDQ model (a path, a model already open, a loaded ``Simulator`` or its ``Program``) against a board's
+    rules.
 
-    ``board``: preset name, TOML path or Board (default: the simulator's board, else ``default``).
+    ``board``: preset name, TOML path or Board (default: the program's board, else ``default``).
     ``feeds``: run the model on these inputs (or ``"random"`` for seeded random ones) and report observed
     accumulator overflow. Nodes npu-sim cannot lower are reported (placement CPU), not raised.
     """
@@ -66,13 +74,14 @@ def check(model, board=None, input_shapes: dict | None = None, feeds: dict | Non
 
 
 def estimate(model, board=None, input_shapes=None) -> Estimate:
-    """Latency estimate of a QDQ model (path, or a ``Simulator``) on a board (preset name, .toml path, Board).
+    """Latency estimate of a QDQ model (path, a model already open, a ``Simulator`` or its ``Program``) on a board
+    (preset name, .toml path, Board).
 
-    ``board`` defaults to the simulator's board (for a path: ``default``). Returns an ``Estimate``: per-layer
+    ``board`` defaults to the program's board (for a path: ``default``). Returns an ``Estimate``: per-layer
     ``layers`` rows and a ``summary``; ``.to_json()`` / ``.to_csv()`` serialize it."""
-    brd = load_board(board) if board is not None else (model.board if isinstance(model, Simulator)
-                                                          else load_board("default"))
-    if brd.cost is None and not isinstance(model, Simulator):  # refuse before the (slower) load
+    lowered = isinstance(model, (Program, Simulator))
+    brd = load_board(board) if board is not None else (model.board if lowered else load_board("default"))
+    if brd.cost is None and not lowered:  # refuse before the (slower) load
         raise BoardError(f"board {brd.name!r} ({brd.source}) has no [cost] section, so it has no latency model: "
                          f"use --board ethos-u55-128 or default, or add a [cost] section")
     return estimate_program(program_for(model, brd, input_shapes), brd)

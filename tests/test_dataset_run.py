@@ -21,6 +21,7 @@ import npu_sim
 from npu_sim.analysis import dataset_task
 from npu_sim.cli.main import main
 from npu_sim.render.dataset_out import DatasetWriter, npz_bytes
+from npu_sim.runtime import memo
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "models" / "demo"
@@ -302,7 +303,7 @@ def test_bad_out_missing_data_and_mixed_options_exit_2(tmp_path, digits, capsys)
 
 def test_float_without_onnxruntime_exits_2(tmp_path, digits, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    monkeypatch.setattr(dataset_task, "_LOADED", [])
+    monkeypatch.setattr(memo.WORKER, "states", [])
     assert _cli(MODEL, "--data", digits, "--out", tmp_path / "o", "--float", FLOAT) == 2
     assert "pip install 'npu-sim[report]'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()

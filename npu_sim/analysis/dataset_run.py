@@ -23,8 +23,9 @@ import numpy as np
 from npu_sim.analysis.accuracy.engine import class_rows
 from npu_sim.analysis.accuracy.jobs import board_spec
 from npu_sim.analysis.dataset_task import JobSpec, ShardPayload, ShardResult, file_sha256, setup, shard_task
-from npu_sim.errors import InputError, ModelLoadError
+from npu_sim.errors import InputError
 from npu_sim.frontend import dataset as ds
+from npu_sim.frontend.reader import open_model
 from npu_sim.runtime.engines import EngineOptions, TaskFailed, run_tasks
 
 MANIFEST_FORMAT = "npu-sim dataset run"
@@ -91,22 +92,22 @@ def plan_dataset(model, data, board="default", input_shapes: dict | None = None,
                  shard_size: int = 64, mean: str = "0", std: str = "1") -> Plan:
     """Load the model once here (a bad model, board or float model fails before the data is read), then read the
     data file by file."""
-    model = str(model)
-    if not Path(model).is_file():
-        raise ModelLoadError(f"{model}: file not found")
+    opened = open_model(model)
+    if opened.file is None:
+        raise InputError("run --data: give the model as a file (every worker reads it)")
     if shard_size < 1:
         raise InputError(f"--shard-size {shard_size}: give at least 1")
     if not data:
         raise InputError("--data: give folders or files of images, .npy or .npz")
-    inputs = ds.model_inputs(model)
+    model = opened.file
     files = ds.data_files([data] if isinstance(data, (str, Path)) else list(data))
-    shapes = ds.resolve_shapes(inputs, input_shapes, _first_arrays(files, list(inputs)))
+    shapes = opened.shapes(input_shapes, ds.first_headers(files, opened.inputs), free_batch=1, samples=True)
     float_model = None if float_model is None else str(float_model)
     digests = tuple(file_sha256(f) for f in [model] + ([float_model] if float_model and Path(float_model).is_file()
                                                           else []))
     spec = JobSpec(model, board_spec(board), tuple((n, tuple(s)) for n, s in shapes.items()), float_model, digests)
-    prog = setup(spec).sim.program
-    dtypes = {n: d for n, (_, d) in inputs.items()}
+    prog = setup(spec, opened).sim.program
+    dtypes = {n: inp.dtype for n, inp in opened.inputs.items()}
     samples, sources, errors = _scan_samples(files, shapes, dtypes, mean, std)
     plan = Plan(spec, digests[0], prog.board.name, int(shard_size), [str(f) for f in files], samples, sources,
                 errors, {}, dtypes, mean, std)
@@ -192,22 +193,6 @@ class ShardPayloads(Sequence):
 
     def __getitem__(self, pos):
         return shard_payload(self.plan, self.todo[pos], self.opened)
-
-
-def _first_arrays(files: list[Path], names: list[str]) -> dict:
-    """The first readable array header of each input (its shape fixes dynamic dimensions), skipping files that
-    cannot be read (they fail by name later)."""
-    first: dict = {}
-    for f in files:
-        if f.suffix.lower() in ds.ARRAY_SUFFIXES:
-            try:
-                for name, header in ds.peek_headers(f, names).items():
-                    first.setdefault(name, header)
-            except InputError:
-                continue
-        if len(first) == len(names):
-            break
-    return first
 
 
 def header(plan: Plan) -> dict:

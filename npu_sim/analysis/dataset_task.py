@@ -18,6 +18,8 @@ from npu_sim.analysis.accuracy.engine import class_rows
 from npu_sim.analysis.metrics import error_metrics
 from npu_sim.analysis.reference import FloatReference
 from npu_sim.errors import FloatReferenceError, InputError
+from npu_sim.frontend.reader import open_model
+from npu_sim.runtime.memo import WORKER
 from npu_sim.runtime.simulator import Simulator, load
 
 
@@ -57,31 +59,30 @@ class Worker:
     ref: FloatReference | None
 
 
-_LOADED: list[tuple[JobSpec, Worker]] = []  # this process's worker (the main process reuses its own)
+def setup(spec: JobSpec, opened=None) -> Worker:
+    """The simulator (and float reference) of ``spec``, built once per process (``memo.WORKER``: the driver's own
+    set-up serves its in-process worker). ``opened``: the model already open here (``open_model``)."""
+    return WORKER.kept(spec, lambda: _build(spec, opened))
 
 
-def setup(spec: JobSpec) -> Worker:
-    """The simulator (and float reference) of ``spec``, built once per process."""
-    if _LOADED and _LOADED[0][0] == spec:
-        return _LOADED[0][1]
+def _build(spec: JobSpec, opened) -> Worker:
     files = [spec.model] + ([spec.float_model] if spec.float_model else [])
     for path, digest in zip(files, spec.digests):
         if file_sha256(path) != digest:
             raise InputError(f"{path}: the file changed since the run started (or differs on this worker's "
                              f"machine); run again on one version of it")
-    sim = load(spec.model, board=spec.board, input_shapes=dict(spec.shapes))
+    opened = open_model(spec.model if opened is None else opened)
+    sim = load(opened, board=spec.board, input_shapes=dict(spec.shapes))
     ref = None
     if spec.float_model is not None:
-        ref = FloatReference(spec.model, spec.float_model)
+        ref = FloatReference(opened, spec.float_model)
         missing = [o for o in sim.program.outputs if o not in ref.available]
         if missing:
             raise FloatReferenceError(f"--float {spec.float_model!r} has no tensor named like the output "
                                       f"{missing[0]!r} of {spec.model}; give the float model this QDQ model was "
                                       f"quantized from")
         ref.prepare(list(sim.program.outputs))
-    worker = Worker(sim, ref)
-    _LOADED[:] = [(spec, worker)]
-    return worker
+    return Worker(sim, ref)
 
 
 def file_sha256(path) -> str:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from npu_sim.errors import FloatReferenceError, ModelLoadError
+from npu_sim.errors import FloatReferenceError
+from npu_sim.frontend.reader import open_model
 from npu_sim.qdq.float_model import derive_float_model, output_aliases
 
 
@@ -39,23 +40,20 @@ def ort_session(model, threads: int = 1):
 
 
 class FloatReference:
-    """Runs the float reference (a float model, or the QDQ model's float semantics) and returns named tensors."""
+    """Runs the float reference (a float model, or the QDQ model's float semantics) and returns named tensors.
+    ``qdq``: the QDQ model, open (``open_model``) or a path; ``float_path``: the float model beside it."""
 
-    def __init__(self, qdq_path, float_path=None, threads: int = 1):
-        import onnx
+    def __init__(self, qdq, float_path=None, threads: int = 1):
+        opened = open_model(qdq)
         self.kind = "float model" if float_path else "QDQ model float semantics"
-        try:
-            qdq = onnx.load(str(qdq_path))
-        except Exception as exc:
-            raise ModelLoadError(f"{qdq_path}: cannot read the ONNX model ({exc})") from None
-        self.aliases = output_aliases(qdq)
-        self.qdq_inputs = [i.name for i in qdq.graph.input if i.name not in {t.name for t in qdq.graph.initializer}]
+        self.aliases = output_aliases(opened.proto)
+        self.qdq_inputs = list(opened.inputs)
         if float_path:
-            model = self._load_float_model(Path(float_path))
+            model = opened.float_model(float_path)
             self.source = str(Path(float_path))
         else:
-            model = derive_float_model(qdq)
-            self.source = str(qdq_path)
+            model = derive_float_model(opened.proto)
+            self.source = opened.file or opened.name
         self.model = model
         g = model.graph
         self.available = {o for n in g.node for o in n.output if o} | set(self.qdq_inputs)
@@ -63,27 +61,6 @@ class FloatReference:
         self.threads = threads
         self._session = None
         self._wanted: list[str] = []
-
-    def _load_float_model(self, p: Path):
-        """The ``--float`` model, checked: readable, without QDQ nodes, with the QDQ model's inputs."""
-        import onnx
-        if not p.is_file():
-            raise FloatReferenceError(f"--float {str(p)!r}: file not found")
-        try:
-            model = onnx.load(str(p))
-        except Exception as exc:
-            raise FloatReferenceError(f"--float {str(p)!r}: cannot read it as an ONNX model ({exc})") from None
-        qops = [n.name or n.op_type for n in model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
-        if qops:
-            raise FloatReferenceError(f"--float {str(p)!r} contains QuantizeLinear/DequantizeLinear nodes "
-                                      f"({qops[0]!r}, ...); give the float model quantize_static started from")
-        finputs = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
-        missing = [n for n in self.qdq_inputs if n not in finputs]
-        if missing:
-            raise FloatReferenceError(f"--float {str(p)!r} has no input(s) {missing} (its inputs: "
-                                      f"{sorted(finputs)}); give the float model this QDQ model was quantized "
-                                      f"from")
-        return model
 
     def name_for(self, float_name: str) -> str | None:
         if float_name in self.available:

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 
-from npu_sim.api import Simulator, check, program_for
-from npu_sim.cli.common import fixed_shapes, model_inputs, read_npy_feeds, refuse_empty
+from npu_sim.api import check, open_model, program_for
+from npu_sim.cli.common import fixed_shapes, read_npy_feeds, refuse_empty
 from npu_sim.render.check import format_result
 
 DESCRIPTION = """\
@@ -37,14 +37,13 @@ def add_arguments(parser) -> None:
 
 
 def main(args, shapes) -> int:
-    feeds = read_npy_feeds(args.input, list(model_inputs(args.model, program_for))) if args.input else (
-        "random" if args.run else None)
-    shapes = fixed_shapes(args.model, args.board, shapes, set(feeds) if isinstance(feeds, dict) else (),
-                          program_for)
-    program = program_for(args.model, args.board, shapes,
-                          {n: np.shape(v) for n, v in feeds.items()} if isinstance(feeds, dict) else None)
+    model = open_model(args.model)
+    feeds = read_npy_feeds(args.input, list(model.inputs)) if args.input else ("random" if args.run else None)
+    fed = feeds if isinstance(feeds, dict) else {}
+    shapes = fixed_shapes(model, shapes, fed)
+    program = program_for(model, args.board, shapes, {n: np.shape(v) for n, v in fed.items()} or None)
     refuse_empty(program, shapes)
-    result = check(Simulator(program), feeds=feeds)
+    result = check(program, feeds=feeds)
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
     else:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from npu_sim.errors import InputError, NpuSimError
+from npu_sim.errors import InputError
 from npu_sim.frontend import dataset
+from npu_sim.frontend.shapes import free_batch_only, shape_text
 from npu_sim.runtime.engines import ENGINES, EngineOptions
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
@@ -22,17 +23,6 @@ def add_model_arguments(sp, boards: list[str], model_optional: bool = False) -> 
     sp.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS",
                     help="fix a dynamic input shape, e.g. x=1x3x48x192 (repeatable; a free batch dimension "
                          "is 1 without it)")
-
-
-def model_inputs(model, load=None) -> dict:
-    """The model's inputs (name -> (dims, dtype)) read cheaply before loading; where the file cannot be read,
-    ``load(model)`` (the API's loader) raises its own clear error first."""
-    try:
-        return dataset.model_inputs(model)
-    except NpuSimError:
-        if load is not None:
-            load(model)
-        raise
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -94,54 +84,17 @@ def read_npy_feeds(specs: list[str], input_names: list[str] | None = None) -> di
 # ---------------------------------------------------------------------------------------------------------------
 # dynamic input shapes
 
-SIZES = (32, 64, 128, 224, 320, 640, 1024)  # tried, in order, for a free dimension other than the batch
-
-
-def shape_text(dims) -> str:
-    return "x".join(str(d) for d in dims)
-
-
-def fixed_shapes(model, board, shapes: dict, fed=(), program_for=None) -> dict:
-    """``--input-shape`` completed for inputs not fed by a file: a free leading (batch) dimension is 1, with a
-    note on stderr; other free dimensions must be given, and the error suggests sizes checked to lower
-    (``program_for(model, board, shapes)`` lowers; given, a suggestion is tried before it is made)."""
-    out = dict(shapes)
-    todo = {n: dims for n, (dims, _) in model_inputs(model, lambda m: program_for(m, board, shapes)).items()
-            if n not in shapes and n not in fed and dims and None in dims}
-    batch_only = [n for n, dims in todo.items() if dims[0] is None and None not in dims[1:]]
-    for name in batch_only:
-        out[name] = (1, *todo[name][1:])
-        print(f"note: input {name!r} has a free batch dimension; using batch 1 ({name}={shape_text(out[name])}; "
-              f"--input-shape sets another)", file=sys.stderr)
-    rest = {n: dims for n, dims in todo.items() if n not in batch_only}
-    if rest:
-        shown = ", ".join(f"{n} [{', '.join('?' if d is None else str(d) for d in dims)}]" for n, dims in rest.items())
-        hint = suggest(model, board, out, rest, program_for)
-        raise InputError(f"{model}: input(s) with free dimensions other than the batch: {shown}; give them with "
-                         + (f"--input-shape, e.g. {hint} (checked: the model lowers at that shape)" if hint else
-                            "--input-shape NAME=DIMS (no common size lowered: see the model's expected input size)"))
-    return out
-
-
-def suggest(model, board, known: dict, free: dict, program_for) -> str | None:
-    """The first of a few common sizes at which every free dimension gives a model that lowers with no empty
-    or negative tensor: ``--input-shape`` arguments, or None."""
-    for size in SIZES:
-        cand = {}
-        for name, dims in free.items():
-            spatial = [d for d in dims[2:] if d is not None] if len(dims) == 4 else []
-            cand[name] = tuple(1 if i == 0 and d is None else (d if d is not None else size) for i, d in
-                               enumerate(dims))
-            if spatial and size == SIZES[0]:  # first try square: the fixed spatial size for the free one
-                cand[name] = tuple(1 if i == 0 and d is None else (d if d is not None else spatial[0])
-                                   for i, d in enumerate(dims))
-        try:
-            program = program_for(model, board, {**known, **cand}) if program_for else None
-        except NpuSimError:
-            continue
-        if program is None or not (program.problems or empty_tensor(program)):
-            return " ".join(f"--input-shape {n}={shape_text(s)}" for n, s in cand.items())
-    return None
+def fixed_shapes(model, shapes: dict, fed: dict | None = None) -> dict:
+    """Every input's shape for a command on ``model`` (an ``OpenModel``): ``--input-shape``, else the shape of
+    the file that feeds it (``fed``: name -> array), else a free leading (batch) dimension is 1, with a note on
+    stderr; anything still dynamic is the one resolver's error (``npu_sim.frontend.shapes``)."""
+    fed = dict(fed or {})
+    for name, inp in model.inputs.items():
+        if name not in shapes and name not in fed and free_batch_only(inp):
+            shown = shape_text((1,) + tuple(inp.dims[1:]))
+            print(f"note: input {name!r} has a free batch dimension; using batch 1 ({name}={shown}; "
+                  f"--input-shape sets another)", file=sys.stderr)
+    return model.shapes(shapes, {n: np.shape(a) for n, a in fed.items()}, free_batch=1)
 
 
 def empty_tensor(program) -> str | None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from npu_sim.api import Simulator, check, estimate, load_board, program_for
+from npu_sim.api import check, estimate, load_board, open_model, program_for
 from npu_sim.cli.common import fixed_shapes, refuse_empty
 from npu_sim.render.check import fit_line
 from npu_sim.render.estimate import format_table
@@ -36,11 +36,12 @@ def main(args, shapes) -> int:
     board = load_board(args.board)
     if board.cost is None:  # refuse before the (slower) load
         estimate(args.model, board=board, input_shapes=shapes)
-    shapes = fixed_shapes(args.model, board, shapes, program_for=program_for)
-    sim = Simulator(program_for(args.model, board, shapes))  # lowered once, for the estimate and the check
-    refuse_empty(sim.program, shapes)
-    est = estimate(sim, board=board)
-    note = fit_line(check(sim, board=board), args.model, args.board)
+    model = open_model(args.model)
+    shapes = fixed_shapes(model, shapes)
+    program = program_for(model, board, shapes)  # lowered once, for the estimate and the check
+    refuse_empty(program, shapes)
+    est = estimate(program, board=board)
+    note = fit_line(check(program, board=board), args.model, args.board)
     if note:
         print(note, file=sys.stderr)
     if args.json:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npu_sim.api import AdviceOptions, accuracy_report, annotate, check, load_data
+from npu_sim.api import AdviceOptions, accuracy_report, annotate, check, load_data, open_model
 from npu_sim.cli.common import add_job_arguments, engine_options, take_model
 from npu_sim.cli.noise import quiet_logs
 from npu_sim.cli.progress import progress
@@ -112,11 +112,12 @@ def main(args, shapes) -> int:
     for opt, path in (("--overrides", args.overrides), ("--fixed-model", args.fixed_model)):
         if path and not Path(path).resolve().parent.is_dir():
             raise InputError(f"{opt} {path!r}: folder {str(Path(path).parent)!r} does not exist")
-    dset = load_data(args.model, args.data or None, shapes or None, args.mean, args.std, args.limit)
+    model = open_model(args.model)  # read and validated once, for the data, the report and the advisor
+    dset = load_data(model, args.data or None, shapes or None, args.mean, args.std, args.limit)
     calib = None
     if args.requantize:
-        calib = load_data(args.model, args.requantize, shapes or None, args.mean, args.std, args.calib_limit)
-    r = accuracy_report(args.model, data=dset, float_model=args.float_model, board=args.board,
+        calib = load_data(model, args.requantize, shapes or None, args.mean, args.std, args.calib_limit)
+    r = accuracy_report(model, data=dset, float_model=args.float_model, board=args.board,
                         input_shapes=shapes or None, mean=args.mean, std=args.std, limit=args.limit,
                         collapse_cosine=args.collapse_cosine, engine=engine,
                         progress=progress("report", "samples", args.quiet))
@@ -132,7 +133,7 @@ def main(args, shapes) -> int:
     with quiet_logs():
         annotate(r, dset.samples, args.board, args.float_model, shapes or None, opts, engine=engine,
                  progress=progress("sensitivity", "layers", args.quiet),
-                 advisor_progress=progress("int16 advisor", "points", args.quiet))
+                 advisor_progress=progress("int16 advisor", "points", args.quiet), model=model)
     print(format_summary(r, args.top))
     rq = (r.advisor or {}).get("requantized") or {}
     if rq.get("model") and not rq.get("error"):

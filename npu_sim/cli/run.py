@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from npu_sim.analysis.compare.match import sanitize
-from npu_sim.api import check, load, program_for, run_dataset
-from npu_sim.cli.common import (EXIT_OK, add_job_arguments, engine_options, fixed_shapes, model_inputs, no_repeats,
-                                parse_feed, read_npy, refuse_empty, take_model)
+from npu_sim.api import check, load, open_model, run_dataset
+from npu_sim.cli.common import (EXIT_OK, add_job_arguments, engine_options, fixed_shapes, no_repeats, parse_feed,
+                                read_npy, refuse_empty, take_model)
 from npu_sim.cli.progress import progress
 from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import read_image
@@ -74,8 +74,9 @@ def add_arguments(run) -> None:
 
 def lower_main(args, shapes) -> int:
     take_model(args, (), "npu-sim lower MODEL.qdq.onnx")
-    shapes = fixed_shapes(args.model, args.board, shapes, program_for=program_for)
-    sim = load(args.model, board=args.board, input_shapes=shapes)
+    model = open_model(args.model)
+    shapes = fixed_shapes(model, shapes)
+    sim = load(model, board=args.board, input_shapes=shapes)
     refuse_empty(sim.program, shapes)
     print(sim.program.format())
     return EXIT_OK
@@ -91,11 +92,11 @@ def main(args, shapes) -> int:
     args.out = args.out or "npu_sim_out"
     if args.format != "npy" and not args.dump_all:
         raise InputError(f"--format {args.format} writes the tensors of --dump-all: add --dump-all")
-    names = list(model_inputs(args.model, load)) if args.input else None
-    raw_feeds = no_repeats([parse_feed(spec, names) for spec in args.input])
+    model = open_model(args.model)
+    raw_feeds = no_repeats([parse_feed(spec, list(model.inputs)) for spec in args.input])
     arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() in (".npy", ".npz")}
-    shapes = fixed_shapes(args.model, args.board, shapes, set(arrays), program_for)
-    sim = load(args.model, board=args.board, input_shapes=shapes,
+    shapes = fixed_shapes(model, shapes, arrays)
+    sim = load(model, board=args.board, input_shapes=shapes,
                feed_shapes={name: a.shape for name, a in arrays.items()})
     refuse_empty(sim.program, shapes)
     for name, path in raw_feeds:

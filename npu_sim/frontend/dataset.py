@@ -19,8 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npu_sim.errors import InputError, ModelLoadError
-from npu_sim.frontend.paths import model_file
+from npu_sim.errors import InputError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 ARRAY_SUFFIXES = (".npy", ".npz")
@@ -35,50 +34,6 @@ class Dataset:
 
     def __len__(self) -> int:
         return len(self.samples)
-
-
-def model_inputs(path) -> dict[str, tuple[list[int | None], str]]:
-    """ONNX graph inputs (initializers excluded): name -> (dims with None for dynamic ones, element type)."""
-    import onnx
-    path = model_file(path)
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:
-        raise ModelLoadError(f"{path}: cannot read the ONNX model ({exc})") from None
-    inits = {i.name for i in model.graph.initializer}
-    out = {}
-    for inp in model.graph.input:
-        if inp.name in inits:
-            continue
-        tt = inp.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim]
-        out[inp.name] = (dims, onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "float32")
-    return out
-
-
-def resolve_shapes(inputs: dict, given: dict | None, first_arrays: dict | None = None) -> dict[str, tuple[int, ...]]:
-    """Fixed input shapes: --input-shape wins; a dynamic batch becomes 1; other dynamic dims come from the
-    first data array of that input (its trailing dims), else an error asking for --input-shape."""
-    given = dict(given or {})
-    shapes = {}
-    for name, (dims, _) in inputs.items():
-        if name in given:
-            shapes[name] = tuple(given[name])
-            continue
-        dims = list(dims)
-        if dims and dims[0] is None:
-            dims[0] = 1
-        if any(d is None for d in dims):
-            arr = (first_arrays or {}).get(name)
-            if arr is not None and arr.ndim in (len(dims), len(dims) - 1):
-                tail = arr.shape[-(len(dims) - 1):] if len(dims) > 1 else ()
-                dims = [dims[0]] + [t if d is None else d for d, t in zip(dims[1:], tail)]
-        if any(d is None for d in dims):
-            shown = "x".join("?" if d is None else str(d) for d in dims)
-            raise InputError(f"input {name!r} has dynamic dimensions ({shown}) the data does not fix; give them "
-                             f"with --input-shape {name}=" + "x".join(str(d or 1) for d in dims))
-        shapes[name] = tuple(dims)
-    return shapes
 
 
 _NOT_ARRAYS = ((b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"BM", "a BMP image"),
@@ -140,18 +95,6 @@ def data_files(paths) -> list[Path]:
     return files
 
 
-def peek_arrays(paths, input_names) -> dict[str, np.ndarray]:
-    """The first array of each input in the data (to fix dynamic dimensions before loading the model)."""
-    out = {}
-    for f in data_files(paths):
-        if f.suffix.lower() in ARRAY_SUFFIXES:
-            for name, arr in _assign(read_arrays(f, "--data"), input_names, f).items():
-                out.setdefault(name, arr)
-        if len(out) == len(input_names):
-            break
-    return out
-
-
 def _assign(arrays: dict[str, np.ndarray], input_names, path: Path) -> dict[str, np.ndarray]:
     names = list(input_names)
     if set(names) <= set(arrays) and names:
@@ -186,18 +129,6 @@ def _check_rows(arr, shape: tuple[int, ...], dtype: str, path: Path, name: str) 
         raise InputError(f"--data {str(path)!r}: input {name!r} is already quantized ({dtype}); give {dtype} "
                          f"arrays, got {arr.dtype}")
     return dims[0] // batch
-
-
-def _split(arr: np.ndarray, shape: tuple[int, ...], dtype: str, path: Path, name: str) -> list[np.ndarray]:
-    _check_rows(arr, shape, dtype, path, name)
-    if arr.ndim == len(shape) - 1:
-        arr = arr[None]
-    batch = shape[0]
-    if dtype.startswith("float"):
-        arr = arr.astype(np.float32)
-        if not np.all(np.isfinite(arr)):
-            raise InputError(f"--data {str(path)!r}: contains NaN or infinity")
-    return [np.ascontiguousarray(arr[i:i + batch]) for i in range(0, arr.shape[0], batch)]
 
 
 def read_image(path: Path, shape: tuple[int, ...], mean: str = "0", std: str = "1", label: str = "--data"
@@ -250,8 +181,9 @@ def _check_image_input(f: Path, shapes: dict, dtypes: dict) -> None:
 
 def load_dataset(paths, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str], mean: str = "0",
                  std: str = "1", limit: int | None = None) -> Dataset:
-    """Read every file of ``paths`` (folders are listed in name order) into samples at ``shapes``."""
-    names = list(shapes)
+    """Every file of ``paths`` (folders are listed in name order) read into samples at ``shapes``: each file
+    checked by :func:`scan_file`, its samples read by :func:`read_sample` (the one way a dataset is read; a
+    dataset run reads the same samples one shard at a time). Labels when every file has them."""
     samples: list[dict[str, np.ndarray]] = []
     labels: list[np.ndarray] = []
     have_labels = True
@@ -259,46 +191,25 @@ def load_dataset(paths, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, st
     for f in files:
         if limit is not None and len(samples) >= limit:
             break
-        if f.suffix.lower() in IMAGE_SUFFIXES:
-            _check_image_input(f, shapes, dtypes)
-            samples.append({names[0]: read_image(f, shapes[names[0]], mean, std)})
+        source, lab = scan_file(f, shapes, dtypes, mean, std)
+        arrays = None if source.image else open_arrays(f)
+        count = source.samples if limit is None else min(source.samples, limit - len(samples))
+        samples.extend(read_sample(source, i, shapes, dtypes, mean, std, arrays) for i in range(count))
+        if lab is None:
             have_labels = False
-            continue
-        arrays = read_arrays(f, "--data")
-        assigned = _assign(arrays, names, f)
-        per_input = {}
-        if assigned:
-            per_input = {n: _split(a, shapes[n], dtypes[n], f, n) for n, a in assigned.items()}
-            counts = {len(v) for v in per_input.values()}
-            if len(counts) != 1:
-                raise InputError(f"--data {str(f)!r}: the inputs' arrays hold different numbers of samples")
-            n = counts.pop()
-            new = [{k: v[i] for k, v in per_input.items()} for i in range(n)]
-            lab = arrays.get("y", arrays.get("labels"))
-            if lab is not None and lab.ndim == 1 and lab.dtype.kind in "iu" and len(lab) == n * shapes[names[0]][0]:
-                labels.append(lab.astype(np.int64))
-            else:
-                have_labels = False
-            samples.extend(new)
-        else:  # an .npz without x or input names: every array is a sample batch of the single input
-            for key, a in arrays.items():
-                new = _split(a, shapes[names[0]], dtypes[names[0]], f, names[0])
-                samples.extend({names[0]: s} for s in new)
-            have_labels = False
+        else:
+            labels.append(lab)
     if not samples:
         raise InputError("--data: no samples found")
-    if limit is not None and len(samples) > limit:
-        samples = samples[:limit]
-    lab = None
-    if have_labels and labels:
-        lab = np.concatenate(labels)[: len(samples) * shapes[names[0]][0]]
+    batch = next(iter(shapes.values()))[0]
+    lab = np.concatenate(labels)[: len(samples) * batch] if have_labels and labels else None
     desc = f"{len(samples)} sample(s) from {len(files)} file(s)" if len(files) != 1 else \
         f"{len(samples)} sample(s) from {files[0]}"
     return Dataset(samples, lab, desc, [str(f) for f in files])
 
 
 # A dataset run (``npu-sim run --data``) keeps each sample by reference: ``scan_file`` counts and checks a file's
-# samples from its headers, ``read_sample`` reads one of them when its shard is built.
+# samples from its headers, ``read_sample`` reads one of them when its shard is built; ``load_dataset`` is both.
 
 @dataclass(frozen=True)
 class ArrayHeader:
@@ -445,6 +356,18 @@ def _row(arr: np.ndarray, r: int, shape: tuple[int, ...], dtype: str, path: Path
     return x
 
 
-def peek_headers(path: Path, input_names) -> dict[str, ArrayHeader]:
-    """The headers of the arrays of one .npy/.npz file that feed each input (to fix dynamic dimensions)."""
-    return _assign(read_headers(path, "--data"), input_names, Path(path))
+def first_headers(files, input_names) -> dict[str, ArrayHeader]:
+    """The first array header of each input in the array files of ``files`` (its shape fixes dynamic dimensions
+    before the model is lowered), skipping files that cannot be read (they fail by name when read)."""
+    first: dict[str, ArrayHeader] = {}
+    names = list(input_names)
+    for f in files:
+        if Path(f).suffix.lower() in ARRAY_SUFFIXES:
+            try:
+                for name, header in _assign(read_headers(f, "--data"), names, Path(f)).items():
+                    first.setdefault(name, header)
+            except InputError:
+                continue
+        if len(first) == len(names):
+            break
+    return first

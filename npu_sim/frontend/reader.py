@@ -1,11 +1,16 @@
-"""Read an ONNX file safely and infer static shapes.
+"""The front door: ``open_model`` reads an ONNX model once, safely, and validates it; its ``graph`` is the model at
+fixed input shapes, every tensor's static shape inferred.
 
-Turns protobuf into plain Python: a list of nodes, constants as numpy arrays (initializers and Constant nodes),
-and a static shape for every tensor. All problems become ``NpuSimError``s that name what is wrong.
+``open_model(path)`` (or an in-memory ``ModelProto``, copied) gives an :class:`OpenModel`: the validated
+``ModelProto`` (external data from the model's folder only, sparse initializers dense), its inputs with their
+dynamic dimensions (``npu_sim.frontend.shapes.ModelInput``), outputs and QuantizeLinear names, and the float model
+beside it (``float_model``). Every command, the API and the analyses take a model through it; ``graph`` turns it
+into plain Python -- a list of nodes, constants as numpy arrays (initializers and Constant nodes), a static shape
+for every tensor -- at the shapes ``npu_sim.frontend.shapes.resolve_shapes`` fixes. All problems become
+``NpuSimError``s that name what is wrong.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,9 +18,12 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from npu_sim.errors import InputError, ModelLoadError
+from npu_sim.errors import FloatReferenceError, InputError, ModelLoadError
 from npu_sim.frontend import validate, validate_semantics
-from npu_sim.frontend.paths import model_file
+from npu_sim.frontend.loading import all_tensors, densify_sparse_initializers, load_file
+from npu_sim.frontend.shapes import ModelInput, resolve_shapes
+
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 
 
 @dataclass
@@ -31,44 +39,122 @@ class Graph:
     opset: int
 
 
-def read_model(path, input_shapes: dict[str, tuple[int, ...]] | None = None,
-               feed_shapes: dict[str, tuple[int, ...]] | None = None, batch: int | None = None) -> Graph:
-    """``input_shapes`` fix input shapes (must agree with fixed dims); ``feed_shapes`` (the shapes of the feeds
-    that will be given) only resolve dynamic dims, and are ignored where the model's shape is fixed.
+class OpenModel:
+    """A QDQ model read and validated once (see the module docstring). ``proto`` must not be changed: ``graph``
+    reads a copy of it each time."""
 
-    ``batch`` reads the model for a leading batch of that many samples: every input's first dimension, fixed at 1
-    or free in the file, becomes ``batch`` (the rest of its shape from ``input_shapes``, ``feed_shapes`` or the
-    file). Only ``Simulator`` asks for it, to run N samples at once; ``--input-shape`` never overrides a fixed
-    dimension. An in-memory model is copied first (the file's own shapes are rewritten while reading)."""
-    if batch is not None and isinstance(path, onnx.ModelProto):
-        copy = onnx.ModelProto()
-        copy.CopyFrom(path)
-        path = copy
-    model, path = _load(path)
-    # the front door (npu_sim.frontend.validate): every command reads its model here, so all refuse alike
+    def __init__(self, proto: onnx.ModelProto, path: Path, opset: int, file: str | None):
+        self.proto, self.path, self.opset = proto, path, opset
+        self.file = file  # the model file as given, None for an in-memory model
+        inits = {t.name for t in proto.graph.initializer}
+        self.inputs: dict[str, ModelInput] = {i.name: _model_input(i) for i in proto.graph.input
+                                              if i.name not in inits}
+        self.outputs = [o.name for o in proto.graph.output]
+        #: QuantizeLinear output -> its input, for every QuantizeLinear of the graph
+        self.quantized = {n.output[0]: n.input[0] for n in proto.graph.node
+                          if n.op_type == "QuantizeLinear" and n.output and n.input}
+
+    def __repr__(self) -> str:
+        return f"open_model({str(self.path)!r})"
+
+    @property
+    def name(self) -> str:
+        """The model as messages name it: its path, or ``<in-memory model>``."""
+        return str(self.path)
+
+    def shapes(self, given: dict | None = None, fed: dict | None = None, free_batch: int | None = None,
+               samples: bool = False) -> dict[str, tuple[int, ...]]:
+        """Every input's fixed shape (``npu_sim.frontend.shapes.resolve_shapes``)."""
+        return resolve_shapes(self.inputs, given, fed, free_batch, samples, self.name)
+
+    def graph(self, input_shapes: dict | None = None, feed_shapes: dict | None = None, batch: int | None = None
+              ) -> Graph:
+        """The model at fixed input shapes, validated to the end (shape inference, onnx's checker, the semantic
+        checks). ``input_shapes`` fix input shapes (must agree with fixed dims); ``feed_shapes`` (the shapes of the
+        feeds that will be given) only resolve dynamic dims. ``batch`` reads it for a leading batch of that many
+        samples: every input's first dimension, fixed at 1 or free in the file, becomes ``batch`` (``Simulator``
+        asks for it to run N samples at once; ``--input-shape`` never overrides a fixed dimension)."""
+        shapes = self.shapes(input_shapes, feed_shapes)
+        model = onnx.ModelProto()
+        model.CopyFrom(self.proto)
+        graph = model.graph
+        for inp in graph.input:
+            if inp.name in shapes:
+                shape = shapes[inp.name] if batch is None else _batched(self.inputs[inp.name], shapes[inp.name],
+                                                                        int(batch), self.path)
+                _set_shape(inp, shape)
+        if batch is not None:
+            _batch_shapes(graph, int(batch), self.path)
+        return _inferred(model, self.path, self.opset)
+
+    def float_model(self, path) -> onnx.ModelProto:
+        """The float model beside this one (``--float``: the one quantize_static started from), read through
+        the same door and checked: readable, without QDQ nodes, with this model's inputs."""
+        p = Path(path)
+        if not p.is_file():
+            raise FloatReferenceError(f"--float {str(p)!r}: file not found")
+        try:
+            model, _ = load_file(p)
+        except ModelLoadError as exc:
+            raise FloatReferenceError(f"--float {str(p)!r}: cannot read it as an ONNX model ({exc})") from None
+        qops = [n.name or n.op_type for n in model.graph.node if n.op_type in QDQ_OPS]
+        if qops:
+            raise FloatReferenceError(f"--float {str(p)!r} contains QuantizeLinear/DequantizeLinear nodes "
+                                      f"({qops[0]!r}, ...); give the float model quantize_static started from")
+        finputs = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
+        missing = [n for n in self.inputs if n not in finputs]
+        if missing:
+            raise FloatReferenceError(f"--float {str(p)!r} has no input(s) {missing} (its inputs: "
+                                      f"{sorted(finputs)}); give the float model this QDQ model was quantized "
+                                      f"from")
+        return model
+
+
+def open_model(source) -> OpenModel:
+    """``source`` (a path, an in-memory ``onnx.ModelProto``, or an ``OpenModel``, returned as is) read and
+    validated: the front door (``npu_sim.frontend.validate``), so every command refuses alike."""
+    if isinstance(source, OpenModel):
+        return source
+    if isinstance(source, onnx.ModelProto):
+        model, path, file = onnx.ModelProto(), Path("<in-memory model>"), None
+        model.CopyFrom(source)
+    else:
+        model, path = load_file(source)
+        file = str(source)
     opset = validate.check_versions(model, path)
     validate.check_structure(model.graph, path)
-    for tensor in _all_tensors(model):
+    for tensor in all_tensors(model):
         validate.check_tensor_data(tensor, path)
-    _densify_sparse_initializers(model, path)
+    densify_sparse_initializers(model, path)
     validate_semantics.check_qdq_types(model, path)
+    return OpenModel(model, path, opset, file)
+
+
+def read_model(source, input_shapes: dict[str, tuple[int, ...]] | None = None,
+               feed_shapes: dict[str, tuple[int, ...]] | None = None, batch: int | None = None) -> Graph:
+    """``open_model(source).graph(input_shapes, feed_shapes, batch)``: a model read for one use."""
+    return open_model(source).graph(input_shapes, feed_shapes, batch)
+
+
+def _model_input(inp) -> ModelInput:
+    tt = inp.type.tensor_type
+    if not tt.HasField("shape"):
+        dims, labels = None, ()
+    else:
+        dims = tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim)
+        labels = tuple(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim)
+    try:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "float32"
+    except Exception:  # noqa: BLE001 - a type numpy has no name for: the front door's checks name it
+        dtype = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
+    return ModelInput(inp.name, dims, labels, dtype)
+
+
+def _inferred(model: onnx.ModelProto, path, opset: int) -> Graph:
+    """``model`` (its inputs' shapes fixed) with every shape inferred, validated to the end."""
     graph = model.graph
     init_names = {i.name for i in graph.initializer}
     inputs = [i for i in graph.input if i.name not in init_names]
-    input_shapes = dict(input_shapes or {})
-    unknown = set(input_shapes) - {i.name for i in inputs}
-    if unknown:
-        raise InputError(f"--input-shape names {sorted(unknown)}, but the model's inputs are "
-                         f"{[i.name for i in inputs]}")
-    for inp in inputs:
-        override = input_shapes.get(inp.name)
-        if override is None and feed_shapes and inp.name in feed_shapes and _is_dynamic(inp):
-            override = tuple(feed_shapes[inp.name])
-        if batch is not None:
-            override = _batched(inp, override, int(batch), path)
-        _fix_input_shape(inp, override, path, free_batch=batch is not None)
-    if batch is not None:
-        _batch_shapes(graph, int(batch), path)
     # Stale intermediate shapes (often with symbolic dims) would survive inference: drop them and re-infer.
     del graph.value_info[:]
     for out in graph.output:
@@ -124,23 +210,6 @@ def _graph_of(inferred: onnx.ModelProto, path, inputs, opset: int) -> Graph:
                  inputs=[i.name for i in inputs], outputs=[o.name for o in inferred.graph.output], opset=opset)
 
 
-def _densify_sparse_initializers(model: onnx.ModelProto, path) -> None:
-    """Sparse initializers (valid ONNX) become ordinary ones, so every later step sees one kind of constant."""
-    for sparse in list(model.graph.sparse_initializer):
-        name = sparse.values.name
-        try:
-            dense = numpy_helper.to_array(sparse.values).reshape(-1)
-            indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
-            shape = tuple(int(d) for d in sparse.dims)
-            out = np.zeros(int(np.prod(shape)), dense.dtype)
-            flat = (np.ravel_multi_index(tuple(indices.T), shape) if indices.ndim == 2 else indices)
-            out[flat] = dense
-        except Exception as exc:  # noqa: BLE001 - onnx/numpy raise several types on malformed sparse data
-            raise ModelLoadError(f"{path}: cannot read sparse initializer {name!r}: {exc}") from None
-        model.graph.initializer.append(numpy_helper.from_array(out.reshape(shape), name))
-    del model.graph.sparse_initializer[:]
-
-
 def _standardize_qdq_domain(model: onnx.ModelProto) -> None:
     """onnxruntime 1.18 wrote 16-bit QuantizeLinear/DequantizeLinear in the com.microsoft domain (opset < 21).
 
@@ -159,80 +228,13 @@ def _standardize_qdq_domain(model: onnx.ModelProto) -> None:
         model.ir_version = 10
 
 
-def _load(path) -> tuple[onnx.ModelProto, Path]:
-    if isinstance(path, onnx.ModelProto):
-        return path, Path("<in-memory model>")
-    p = model_file(path)
-    try:
-        model = onnx.load(str(p), load_external_data=False)
-    except Exception as exc:
-        raise ModelLoadError(f"{p}: not an ONNX model ({type(exc).__name__}: {str(exc)[:120]})") from None
-    if not model.graph.node and not model.graph.input:
-        raise ModelLoadError(f"{p}: not an ONNX model (no graph found in the file)")
-    _load_external_data(model, p)
-    return model, p
-
-
-def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
-    """Load external tensor data, refusing any location that escapes the model's folder."""
-    base = path.parent.resolve()
-    tensors = [t for t in _all_tensors(model) if t.data_location == onnx.TensorProto.EXTERNAL]
-    for t in tensors:
-        info = {e.key: e.value for e in t.external_data}
-        loc = info.get("location", "")
-        if "\x00" in loc:
-            raise ModelLoadError(f"{path}: tensor {t.name!r} points its external data at {loc!r}, a name with a NUL "
-                                 f"byte; refusing to read it (fix the location)")
-        target = (base / loc).resolve()
-        if not loc or os.path.isabs(loc) or ".." in Path(loc).parts or not target.is_relative_to(base):
-            raise ModelLoadError(f"{path}: tensor {t.name!r} points its external data at {loc!r}, outside the "
-                                 f"model's folder; refusing to read it (move the data file beside the model)")
-        if not target.is_file():
-            raise ModelLoadError(f"{path}: tensor {t.name!r} needs external data file {loc!r}, which is missing "
-                                 f"from {base}")
-    if tensors:
-        try:
-            onnx.external_data_helper.load_external_data_for_model(model, str(base))
-        except Exception as exc:
-            raise ModelLoadError(f"{path}: cannot read external data ({exc})") from None
-
-
-def _all_tensors(model):
-    """Every stored tensor: initializers, sparse ones, Constant values, in the graph and in its sub-graphs."""
-    yield from _graph_tensors(model.graph)
-
-
-def _graph_tensors(graph):
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield sparse.values
-        yield sparse.indices
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.HasField("t"):
-                yield attr.t
-            if attr.HasField("sparse_tensor"):
-                yield attr.sparse_tensor.values
-                yield attr.sparse_tensor.indices
-            yield from attr.tensors
-            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                yield from _graph_tensors(sub)
-
-
-def _batched(inp, override, batch: int, path) -> tuple[int, ...]:
+def _batched(inp: ModelInput, shape: tuple[int, ...], batch: int, path) -> tuple[int, ...]:
     """The input's shape for a batch of ``batch`` samples: its first dimension (1 or free) replaced."""
-    tt = inp.type.tensor_type
-    dims = list(tt.shape.dim) if tt.HasField("shape") else None
-    if override is None and (dims is None or _is_dynamic(inp)):
-        shown = _dims_str(dims) if dims is not None else "unknown"
-        raise InputError(f"{path}: input {inp.name!r} has a dynamic shape {shown}; give its other dimensions to "
-                         f"read it for a batch")
-    shape = tuple(override) if override is not None else tuple(int(d.dim_value) for d in dims)
-    first = dims[0] if dims else None
-    if not shape or (first is not None and first.HasField("dim_value") and first.dim_value not in (0, 1)):
-        raise InputError(f"{path}: input {inp.name!r} has no batch dimension of 1 or free "
-                         f"({_dims_str(dims) if dims is not None else 'unknown'}); it cannot be read for a batch")
-    return (batch,) + shape[1:]
+    first = inp.dims[0] if inp.dims else None
+    if not shape or first not in (None, 1):
+        raise InputError(f"{path}: input {inp.name!r} has no batch dimension of 1 or free ({inp.shown}); it "
+                         f"cannot be read for a batch")
+    return (batch,) + tuple(shape[1:])
 
 
 _BATCH_SHAPE_INPUT = {"Reshape": 1, "Resize": 3}  # op -> its input holding an output shape (Resize: sizes)
@@ -270,41 +272,11 @@ def _batch_shapes(graph, batch: int, path) -> None:
         node.input[index] = new
 
 
-def _fix_input_shape(inp, override, path, free_batch: bool = False) -> None:
-    """``free_batch``: the first dimension may differ from a 1 fixed in the file (``read_model``'s ``batch``)."""
+def _set_shape(inp, shape: tuple[int, ...]) -> None:
     tt = inp.type.tensor_type
-    dims = list(tt.shape.dim) if tt.HasField("shape") else None
-    if override is not None:
-        given = f"input {inp.name!r}: shape {'x'.join(map(str, override))} (from --input-shape or the input file)"
-        if any(int(v) < 1 for v in override):
-            raise InputError(f"{given}: every dimension must be at least 1")
-        if dims is not None and len(dims) != len(override):
-            raise InputError(f"{given}: the model input has rank {len(dims)} {_dims_str(dims)}")
-        for i, (d, want) in enumerate(zip(dims or [], override)):
-            if free_batch and i == 0 and d.HasField("dim_value") and d.dim_value == 1:
-                continue
-            if d.HasField("dim_value") and d.dim_value not in (0, want):
-                raise InputError(f"{given} conflicts with the model's fixed shape {_dims_str(dims)}")
-        tt.ClearField("shape")
-        for want in override:
-            tt.shape.dim.add().dim_value = int(want)
-        return
-    if dims is None or any(not d.HasField("dim_value") or d.dim_value <= 0 for d in dims):
-        shown = _dims_str(dims) if dims is not None else "unknown"
-        # the example keeps the model's fixed dimensions and puts 1 for the batch and other free ones
-        example = ("x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "1" for d in dims)
-                   if dims else "1x3x224x224")
-        raise InputError(f"{path}: input {inp.name!r} has a dynamic shape {shown}; give a fixed one with "
-                         f"--input-shape {inp.name}={example} (or feed an input file, whose shape is used)")
-
-
-def _is_dynamic(inp) -> bool:
-    tt = inp.type.tensor_type
-    return not tt.HasField("shape") or any(not d.HasField("dim_value") or d.dim_value <= 0 for d in tt.shape.dim)
-
-
-def _dims_str(dims) -> str:
-    return "[" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in dims) + "]"
+    tt.ClearField("shape")
+    for d in shape:
+        tt.shape.dim.add().dim_value = int(d)
 
 
 def _to_array(tensor, path) -> np.ndarray:

@@ -1,8 +1,8 @@
 """The front door: every model is validated here, once, before anything is lowered, checked or costed.
 
-``read_model`` (``npu_sim.frontend.reader``) calls these in order; every command and API entry reads models
-through it, so ``run``, ``lower``, ``check``, ``estimate``, ``report`` and ``compare`` refuse the same models
-with the same message:
+``open_model`` and ``OpenModel.graph`` (``npu_sim.frontend.reader``) call these in order; every command and API
+entry reads models through them, so ``run``, ``lower``, ``check``, ``estimate``, ``report`` and ``compare`` refuse
+the same models with the same message:
 
 1. ``check_versions``: the IR version and the default-domain opset within what npu-sim implements;
 2. ``check_structure``: unique graph input, initializer and output names, one writer per tensor, every input

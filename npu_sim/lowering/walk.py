@@ -426,7 +426,7 @@ def lower_for_analysis(path, board: Board, input_shapes=None, feed_shapes=None) 
     op yet (e.g. an op the tflite arithmetic does not cover) the op's structure comes from the fixed-point
     lowering instead and the node is listed in ``arith_gaps`` (shapes, dtypes and quantization do not depend on
     the arithmetic; such a program must not be run)."""
-    graph = read_model(str(path), input_shapes, feed_shapes)  # read and validated once
+    graph = read_model(path, input_shapes, feed_shapes)  # a path, or a model already open (open_model)
     # the lowering rewrites its graph in place: a second lowering needs an untouched copy
     spare = None if board.arithmetic.own_recipe else copy.deepcopy(graph)
     program = lower_graph(graph, board, tolerant=True)

@@ -4,8 +4,9 @@
 activation tensors those nodes read and do not make themselves, its outputs the tensors asked for (default: the
 program's outputs they make). ``run(values)`` executes it through the executor on ``values`` (a dict holding at
 least every input, by tensor name) and returns the executor's ``RunResult``: integers by tensor name, and the
-accumulator overflows of those nodes. The accuracy report runs each op alone on the float reference's inputs;
-the advisor runs what a promotion changed, and the rest of a program after a layer computed in float.
+accumulator overflows of those nodes. ``compare`` runs the program from what the board was fed; the accuracy report
+runs each op alone on the float reference's inputs; the advisor runs what a promotion changed, and the rest of a
+program after a layer computed in float.
 """
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ class Replay:
         self.program = Program(program.tensors, nodes, {n: n for n in self.inputs}, {o: o for o in outputs},
                                program.board, program.model_path, program.opset)
 
-    def run(self, values: dict) -> RunResult:
-        """Execute the part, fed its inputs from ``values``; nothing to run gives an empty result."""
+    def run(self, values: dict, keep_all: bool = False) -> RunResult:
+        """Execute the part, fed its inputs from ``values``; nothing to run gives an empty result. ``keep_all``:
+        every tensor it computes in the result, not only its outputs."""
         if not self.program.nodes:
             return RunResult({})
-        return execute(self.program, {n: values[n] for n in self.inputs})
+        return execute(self.program, {n: values[n] for n in self.inputs}, keep_all=keep_all)

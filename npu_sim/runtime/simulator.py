@@ -1,9 +1,6 @@
 """The Python API: load a QDQ model for a board, run it, trace it."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 
 from npu_sim.boards import Board, load_board
@@ -12,7 +9,7 @@ from npu_sim.runtime.batch import axis_refusal, batch_refusal, concat_results, f
 from npu_sim.runtime.executor import RunResult, execute
 from npu_sim.ir import Program
 from npu_sim.lowering.walk import lower_graph
-from npu_sim.frontend.reader import read_model
+from npu_sim.frontend.reader import open_model
 
 BATCH_PROGRAMS_KEPT = 4  # programs lowered for a batch size, most recent kept
 
@@ -27,18 +24,23 @@ class Simulator:
     along the first axis, and return what N single runs concatenated along axis 0 would -- bit for bit. The model
     is lowered once more for N (each node then runs once for the whole batch); where that is not exact (a node
     working along axis 0, an activation without the batch dimension) or not possible (a Simulator built from a
-    Program), the samples run one by one, and ``batch_note`` says why, naming the node. (A model given as an ONNX
-    ModelProto is read again for a batch: leave it unchanged after ``load``.)
+    Program), the samples run one by one, and ``batch_note`` says why, naming the node. The batch program comes
+    from the model as ``load`` read it (its ``OpenModel``), not from the file again.
     """
 
     def __init__(self, program: Program, source=None):
-        """``source``: ``(model, board, file_stamp(model))`` as loaded (a path or an ONNX ModelProto), to lower it
-        again for batches."""
+        """``source``: ``(model, board)`` as loaded (the ``OpenModel`` read by ``load``), to lower it again for
+        batches."""
         self.program = program
         self.last: RunResult | None = None
         self.batch_note: str | None = None  # why a batch ran as single runs (None: never so far)
         self.source = source
         self.batch_programs: dict[int, tuple[Program | None, str | None]] = {}  # N -> (program or None, reason)
+
+    @property
+    def opened(self):
+        """The model as ``load`` read it (an ``OpenModel``), None for a Simulator built from a Program."""
+        return self.source[0] if self.source is not None else None
 
     @property
     def board(self) -> Board:
@@ -113,12 +115,10 @@ class Simulator:
         """``(program for n samples, None)``, or ``(None, the reason it cannot be)``."""
         if self.source is None:
             return None, "this Simulator was built from a Program, not loaded from a model (npu_sim.load)"
-        model, board, stamp = self.source
-        if stamp != file_stamp(model):
-            return None, f"the model file {model} changed since it was loaded"
+        model, board = self.source
         shapes = {name: self.program.tensors[t].shape for name, t in self.program.inputs.items()}
         try:
-            graph = read_model(model, shapes, batch=n)
+            graph = model.graph(shapes, batch=n)
             reason = axis_refusal(graph)
             if reason is not None:
                 return None, reason
@@ -146,8 +146,9 @@ class Simulator:
         return feeds
 
 
-def load(path, board="default", input_shapes: dict | None = None, feed_shapes: dict | None = None) -> Simulator:
-    """Load a QDQ ONNX model and lower it for ``board`` (a preset name, a TOML path, or a Board).
+def load(model, board="default", input_shapes: dict | None = None, feed_shapes: dict | None = None) -> Simulator:
+    """Load a QDQ ONNX model (a path, an ``onnx.ModelProto``, or a model already open: ``open_model``) and lower it
+    for ``board`` (a preset name, a TOML path, or a Board).
 
     ``input_shapes`` fixes dynamic input dimensions, e.g. ``{"x": (1, 3, 48, 192)}``; ``feed_shapes`` (the shapes
     of the feeds you will pass) resolve dynamic dimensions only. With a batch dimension of 1 (fixed or given),
@@ -155,17 +156,6 @@ def load(path, board="default", input_shapes: dict | None = None, feed_shapes: d
     Raises an ``npu_sim.errors.NpuSimError`` subclass with a clear message on bad input.
     """
     b = load_board(board)
-    model = path if not isinstance(path, Path) else str(path)
-    graph = read_model(model, input_shapes, feed_shapes)
-    return Simulator(lower_graph(graph, b), source=(model, b, file_stamp(model)))
-
-
-def file_stamp(model) -> tuple[int, int] | None:
-    """(modification time, size) of a model file, None for an in-memory model or a file gone."""
-    if not isinstance(model, str):
-        return None
-    try:
-        st = os.stat(model)
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size
+    opened = open_model(model)
+    graph = opened.graph(input_shapes, feed_shapes)
+    return Simulator(lower_graph(graph, b), source=(opened, b))

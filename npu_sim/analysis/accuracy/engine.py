@@ -17,6 +17,7 @@ from npu_sim.analysis.accuracy.model import HIST_BINS
 from npu_sim.analysis.metrics import PAIR_SIZE, cosine, pair_stats
 from npu_sim.analysis.reference import FloatReference
 from npu_sim.errors import FloatReferenceError, NpuSimError
+from npu_sim.frontend.reader import open_model
 from npu_sim.runtime.replay import Replay
 from npu_sim.runtime.simulator import load
 
@@ -51,9 +52,11 @@ class _Layer:
 
 
 class Engine:
-    def __init__(self, spec: Spec):
-        self.sim = load(spec.model, board=spec.board, input_shapes=spec.input_shapes)
-        self.ref = FloatReference(spec.model, spec.float_model, spec.threads)
+    def __init__(self, spec: Spec, opened=None):
+        """``opened``: the model already open here (``open_model``); a worker opens ``spec.model``."""
+        opened = open_model(spec.model if opened is None else opened)
+        self.sim = load(opened, board=spec.board, input_shapes=spec.input_shapes)
+        self.ref = FloatReference(opened, spec.float_model, spec.threads)
         prog = self.sim.program
         self.program = prog
         self.layers: list[_Layer] = []

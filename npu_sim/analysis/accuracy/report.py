@@ -11,8 +11,9 @@ from npu_sim.analysis.accuracy import jobs
 from npu_sim.analysis.accuracy.aggregate import aggregate
 from npu_sim.analysis.accuracy.engine import Engine, Spec, run_samples, setup
 from npu_sim.analysis.accuracy.model import AccuracyReport
-from npu_sim.errors import InputError, ModelLoadError
+from npu_sim.errors import InputError
 from npu_sim.frontend import dataset as ds
+from npu_sim.frontend.reader import open_model
 from npu_sim.runtime.engines import EngineOptions, default_workers, run_tasks
 
 __all__ = ["load_data", "report", "default_workers"]
@@ -20,22 +21,20 @@ __all__ = ["load_data", "report", "default_workers"]
 
 def load_data(model, data=None, input_shapes: dict | None = None, mean: str = "0", std: str = "1",
               limit: int | None = None):
-    """The report's dataset (``dataset.Dataset``) from ``data`` as ``report`` takes it (see there)."""
-    model = str(model)
-    if not Path(model).is_file():
-        raise ModelLoadError(f"{model}: file not found")
-    inputs = ds.model_inputs(model)
+    """The report's dataset (``dataset.Dataset``) from ``data`` as ``report`` takes it (see there); ``model``: a
+    path or a model already open (``open_model``)."""
+    opened = open_model(model)
     if data is None:
-        raise InputError(f"{model}: --data is required: the data to measure accuracy on (folders or files of "
-                         f"images, .npy or .npz)")
+        raise InputError(f"{opened.name}: --data is required: the data to measure accuracy on (folders or files "
+                         f"of images, .npy or .npz)")
     if isinstance(data, ds.Dataset):
         dset = data
     elif isinstance(data, (str, Path)) or (isinstance(data, (list, tuple)) and data and
                                            isinstance(data[0], (str, Path))):
         paths = [data] if isinstance(data, (str, Path)) else list(data)
-        first = ds.peek_arrays(paths, list(inputs))
-        shapes = ds.resolve_shapes(inputs, input_shapes, first)
-        dset = ds.load_dataset(paths, shapes, {n: d for n, (_, d) in inputs.items()}, mean, std, limit)
+        first = ds.first_headers(ds.data_files(paths), opened.inputs)
+        shapes = opened.shapes(input_shapes, first, free_batch=1, samples=True)
+        dset = ds.load_dataset(paths, shapes, {n: i.dtype for n, i in opened.inputs.items()}, mean, std, limit)
     else:
         samples = list(data)
         if not samples:
@@ -60,14 +59,15 @@ def report(model, data=None, float_model=None, board="default", input_shapes: di
     ``progress(done, total)`` is called as samples complete.
     """
     t0 = time.perf_counter()
-    model = str(model)
-    dset = load_data(model, data, input_shapes, mean, std, limit)
+    opened = open_model(model)
+    model = opened.file or opened.name
+    dset = load_data(opened, data, input_shapes, mean, std, limit)
     shapes = {n: tuple(np.shape(v)) for n, v in dset.samples[0].items()}
     if input_shapes:
         shapes.update({k: tuple(v) for k, v in input_shapes.items()})
     spec = Spec(model, jobs.board_spec(board), shapes, str(float_model) if float_model else None, 1, jobs.new_key())
     t1 = time.perf_counter()
-    eng = Engine(spec)
+    eng = Engine(spec, opened)
     built = time.perf_counter() - t1
     bad = [n for n in shapes if n not in eng.sim.inputs]
     if bad:

@@ -61,15 +61,17 @@ class AdviceOptions:
 
 def annotate(report, samples: list[dict], board, float_model=None, input_shapes=None,
              options: AdviceOptions | None = None, progress=None, engine: EngineOptions | None = None,
-             advisor_progress=None) -> None:
+             advisor_progress=None, model=None) -> None:
     """Fill ``report.checks``, ``.latency``, ``.sensitivity`` and ``.advisor`` (see the module docstring).
+    ``model``: the report's model already open (``open_model``; default: ``report.model`` is read).
 
     ``engine``: where the sensitivity's and the advisor's measurements run (``EngineOptions``; None: in this
     process); the numbers do not depend on it. ``progress(done, total)`` is called as the sensitivity's layers are
     measured, ``advisor_progress(done, total)`` as the advisor's curve points are."""
     opt = options or AdviceOptions()
     t0 = time.perf_counter()
-    ev = Evaluator(report.model, float_model, board, samples[:max(1, opt.samples)], input_shapes)
+    ev = Evaluator(report.model if model is None else model, float_model, board, samples[:max(1, opt.samples)],
+                   input_shapes)
     built = time.perf_counter() - t0
     try:
         chk = check_program(ev.base.program)

@@ -16,6 +16,7 @@ from npu_sim.analysis.cost import estimate_program
 from npu_sim.analysis.metrics import MAX_AE, PAIR_SIZE, finish, json_number, pair_stats
 from npu_sim.analysis.reference import FloatReference, ort_session
 from npu_sim.errors import BoardError, NpuSimError
+from npu_sim.frontend.reader import open_model
 from npu_sim.qdq import recalibrate as requant
 from npu_sim.runtime.replay import Replay
 from npu_sim.runtime.simulator import load
@@ -64,18 +65,19 @@ def estimated_cycles(sim) -> float | None:
 
 class Evaluator:
     def __init__(self, model, float_model, board, samples: list[dict], input_shapes: dict | None = None):
-        import onnx
-        self.model = str(model)
+        """``model``: the QDQ model, a path or already open (``open_model``)."""
+        opened = open_model(model)
+        self.model = opened.file or opened.name
         self.float_model = str(float_model) if float_model else None
         self.board = board
         self.samples = list(samples)
         self.shapes = {n: tuple(np.shape(v)) for n, v in self.samples[0].items()}
         self.shapes.update(dict(input_shapes or {}))
-        self.proto = onnx.load(self.model)
-        self.base = load(self.model, board=board, input_shapes=self.shapes)
+        self.proto = opened.proto
+        self.base = load(opened, board=board, input_shapes=self.shapes)
         prog = self.base.program
         self.outputs = list(prog.outputs)
-        self.ref = FloatReference(self.model, self.float_model)
+        self.ref = FloatReference(opened, self.float_model)
         self.ref.prepare(self.outputs)
         self.refs = [{k: v for k, v in self.ref.run(s).items() if k in self.outputs} for s in self.samples]
         self.runs = [self.base.execute(s, keep_all=True).values for s in self.samples]

@@ -10,19 +10,16 @@ execution order, whose output differs while every input the dump holds equals th
 from __future__ import annotations
 
 from dataclasses import dataclass, field, asdict
-from pathlib import Path
 
 import numpy as np
-import onnx
 
 from npu_sim.analysis.compare.dumpfile import DumpEntry, read_dump
 from npu_sim.analysis.compare.explain import explain
 from npu_sim.analysis.compare.match import (CHANNELS_LAST, dump_layout, layout_of, lookup, name_table, sanitize,
                                             scale_note, to_program)
 from npu_sim.errors import InputError
-from npu_sim.frontend.dataset import model_inputs
+from npu_sim.frontend.reader import open_model
 from npu_sim.ir import Program
-from npu_sim.runtime.executor import execute
 from npu_sim.runtime.replay import Replay
 from npu_sim.runtime.simulator import Simulator, load
 
@@ -119,9 +116,10 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
     if layout is not None and layout not in ("nhwc", "nchw"):
         raise InputError(f"--layout {layout!r}: write nhwc or nchw")
     entries = read_dump(dump)
-    sim = model if isinstance(model, Simulator) else _load(model, board, input_shapes, entries, inputs or {})
+    sim = model if isinstance(model, Simulator) else _load(open_model(model), board, input_shapes, entries,
+                                                           inputs or {})
     prog = sim.program
-    table = name_table(prog, _relabels(prog.model_path or ("" if isinstance(model, Simulator) else model)))
+    table = name_table(prog, sim.opened.quantized if sim.opened is not None else {})
     wide = dump_layout(entries, table, prog)
     matched, notes, not_in_model, shapes = {}, [], [], {}
     for key, e in entries.items():
@@ -142,9 +140,7 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
         if note:
             notes.append(note)
     feeds, fed, skip = _feeds(prog, matched, inputs or {}, layout, wide)
-    run_prog = Program(prog.tensors, [n for n in prog.nodes if n.name not in skip], {k: k for k in feeds},
-                       prog.outputs, prog.board, prog.model_path, prog.opset)
-    values = execute(run_prog, feeds, keep_all=True).values
+    values = Replay(prog, [n for n in prog.nodes if n.name not in skip]).run(feeds, keep_all=True).values
     for tname, m in matched.items():
         if (m.alt is not None and tname not in feeds and not np.array_equal(m.array, values[tname])
                 and np.array_equal(m.alt, values[tname])):
@@ -161,40 +157,34 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
     return c
 
 
-def _relabels(model) -> dict:
-    """QuantizeLinear output -> input for every QuantizeLinear of the ONNX model (``match.name_table``)."""
-    if not model or not Path(str(model)).is_file():  # a Simulator built in memory has no file
-        return {}
-    graph = onnx.load(str(model), load_external_data=False).graph
-    return {n.output[0]: n.input[0] for n in graph.node if n.op_type == "QuantizeLinear" and n.output}
-
-
-def _load(model, board, input_shapes, entries, inputs) -> Simulator:
+def _load(opened, board, input_shapes, entries, inputs) -> Simulator:
     """The simulator; a dynamic input takes the shape of what the board was fed (``inputs``, else the dump's
-    tensor of that input), read as NCHW or NHWC against the input's fixed dimensions."""
-    feed_shapes = {}
-    dynamic = {n: d for n, (d, _) in model_inputs(model).items() if None in d and n not in (input_shapes or {})}
-    if not dynamic:
-        return load(model, board=board, input_shapes=input_shapes)
-    graph = onnx.load(str(model), load_external_data=False).graph
-    for name, dims in dynamic.items():
-        names = [name] + [o for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == name
-                          for o in n.output]
+    tensor of that input or of its QuantizeLinear's output), read as NCHW or NHWC against the input's fixed
+    dimensions; the shapes are fixed by the one resolver (``OpenModel.shapes``)."""
+    fed = {}
+    for name, inp in opened.inputs.items():
+        if not inp.dynamic or name in (input_shapes or {}):
+            continue
+        names = [name] + [q for q, source in opened.quantized.items() if source == name]
         arr = inputs.get(name)
         if arr is None:
             e = next((entries[k] for n in names for k in (n, sanitize(n)) if k in entries), None)
             arr = None if e is None else e.array
-        if arr is None:
-            raise InputError(f"the dump has no tensor for input {name!r} (its shape is dynamic: "
-                             f"{['?' if d is None else d for d in dims]}); pass --input {name}=FILE.npy")
+        if arr is None:  # what feeds it is missing, whatever its shape (``_feeds`` would refuse it too)
+            raise InputError(_no_feed(name))
         shape = tuple(np.shape(arr))
+        dims = inp.dims or ()
         if len(shape) == len(dims) and len(shape) in CHANNELS_LAST:
             nchw = tuple(shape[a] for a in np.argsort(CHANNELS_LAST[len(shape)]))
             fits = lambda s: all(d is None or d == v for d, v in zip(dims, s))  # noqa: E731
             if not fits(shape) and fits(nchw):
                 shape = nchw
-        feed_shapes[name] = shape
-    return load(model, board=board, input_shapes=input_shapes, feed_shapes=feed_shapes)
+        fed[name] = shape
+    return load(opened, board=board, input_shapes=opened.shapes(input_shapes, fed))
+
+
+def _no_feed(name: str) -> str:
+    return f"the dump has no tensor for input {name!r}; pass --input {name}=FILE.npy"
 
 
 def _feeds(prog: Program, matched: dict, inputs: dict, layout, wide) -> tuple[dict, str, set]:
@@ -227,7 +217,7 @@ def _feeds(prog: Program, matched: dict, inputs: dict, layout, wide) -> tuple[di
         elif qname in matched:
             got = matched[qname]
         else:
-            raise InputError(f"the dump has no tensor for input {name!r}; pass --input {name}=FILE.npy")
+            raise InputError(_no_feed(name))
         feeds[qname] = got.array
         if stub is not None:
             skip.add(stub.name)
