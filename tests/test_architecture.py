@@ -306,3 +306,50 @@ def test_no_package_import_cycles():
         f"{a} -> {b}: " + ", ".join(sorted(f"{s} imports {t}" for s, ts in _edges().items() if _package(s) == a
                                            for t in ts if _package(t) == b))
         for comp in _cycles(edges) for a in comp for b in comp if b in edges[a])
+
+
+# ---- the front door: an ONNX model is read in npu_sim.frontend only ------------------------------------------------
+ONNX_READS = ("load", "load_model", "load_from_string", "load_model_from_string")
+PARSERS = ("ParseFromString", "FromString")  # a ModelProto (or any protobuf message) parsed from bytes
+
+
+def _onnx_reads(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of every ONNX read in ``tree``: a call of ``onnx.load``/``load_model``/``load_from_string``/
+    ``load_model_from_string`` (``onnx`` under any alias), one of them imported by name from ``onnx``, and a
+    protobuf ``ParseFromString``/``FromString`` call (``onnx.ModelProto().ParseFromString(data)``)."""
+    aliases = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for a in node.names if a.name == "onnx"}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "onnx":
+            found += [(node.lineno, f"from onnx import {a.name}") for a in node.names if a.name in ONNX_READS]
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        func = node.func
+        if func.attr in ONNX_READS and isinstance(func.value, ast.Name) and func.value.id in aliases:
+            found.append((node.lineno, f"{func.value.id}.{func.attr}()"))
+        elif func.attr in PARSERS:
+            found.append((node.lineno, f".{func.attr}()"))
+    return found
+
+
+def test_onnx_is_read_by_the_front_door_only():
+    """Every model enters through ``npu_sim.frontend`` (``open_model``: read and validated once, then passed on as
+    an ``OpenModel``); no other module reads ONNX bytes itself."""
+    bad = []
+    for module, path in MODULES.items():
+        if module == "npu_sim.frontend" or module.startswith("npu_sim.frontend."):
+            continue
+        for line, what in _onnx_reads(ast.parse(path.read_text(encoding="utf-8"))):
+            bad.append(f"{path.relative_to(ROOT)}:{line} {what}")
+    assert not bad, "open the model with npu_sim.frontend.reader.open_model instead:\n" + "\n".join(bad)
+
+
+def test_onnx_read_finder_finds_reads():
+    code = ("import onnx\nimport onnx as ox\nfrom onnx import load_model, helper\n"
+            "a = onnx.load('m.onnx')\nb = ox.load_from_string(data)\nc = onnx.ModelProto()\nc.ParseFromString(data)\n"
+            "d = onnx.helper.make_model(g)\ne = np.load('x.npy')\nf = onnx.load_model_from_string(data)\n"
+            "g = onnx.ModelProto.FromString(data)\nh = json.load(fp)\nonnx.save(c, 'm.onnx')\n")
+    assert sorted(_onnx_reads(ast.parse(code))) == [
+        (3, "from onnx import load_model"), (4, "onnx.load()"), (5, "ox.load_from_string()"),
+        (7, ".ParseFromString()"), (10, "onnx.load_model_from_string()"), (11, ".FromString()")]
