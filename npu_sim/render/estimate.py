@@ -19,7 +19,6 @@ def format_table(est: Estimate, top: int = 5) -> str:
     mems = est.memories()
     width = column_width([r.node for r in est.layers], 4, NAME_CAP)
     opw = column_width([r.op for r in est.layers], 2, 18)
-    width = min(width, max(16, 56 - opw - 9 * len(mems)))  # the row within 120 columns, one column per memory
     head = (f"{'node':{width}s} {'op':{opw}s} {'prec':6s} {'MACs':>7s} " + " ".join(f"{('B ' + m)[:8]:>8s}" for m in mems)
             + f" {'compute':>8s} {'memory':>8s} {'cycles':>8s} {'bound':8s} {'util%':>5s} {'%tot':>5s}")
     lines = [f"# {est.model} on board '{est.board}' ({est.macs_per_cycle} MACs/cycle at "
