@@ -1,5 +1,5 @@
-"""The model path every reader opens: checked before any byte is read (no numpy, no onnx here: the CLI's cheap
-pre-read of a model's inputs uses it too)."""
+"""The model path the front door opens (``npu_sim.frontend.loading.load_file``): checked before any byte is
+read."""
 from __future__ import annotations
 
 from pathlib import Path
