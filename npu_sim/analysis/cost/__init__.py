@@ -1,4 +1,5 @@
-"""Latency estimate: the board's ``[cost]`` section and the per-op cost model behind ``npu-sim estimate``.
+"""Latency estimate: the board's ``[cost]`` section (and its ``[memory]`` memories, ``CostConfig.memory``) and the
+per-op cost model behind ``npu-sim estimate``.
 
 The model is an analytical one in the style of Arm's Vela (the estimator of the Ethos-U compiler): every op is
 costed on its own from the integer program (shapes and dtypes), and the network total is the sum of the ops.
@@ -30,9 +31,11 @@ Per NPU op (cycles of the NPU clock):
   min(mac, ao)`` (the slower stage streams, the faster one is paid for one block). Elementwise, LUT, resize,
   normalization ops: ``ceil(cpe * output elements)`` (normalizations: ``cpe * input elements``, they make
   several passes).
-* **Memory:** bytes moved per memory: IFM re-reads (the IFM block, halo included, with the full input depth,
-  once per output block; depthwise and pooling once per spatial block), weights once per spatial output
-  block, ``scale_bytes_per_channel`` per output channel per spatial block, OFM writes scaled by the burst
+* **Memory:** bytes moved per memory (feature maps in ``[memory.sram]``, constants in ``memory.weight_memory``):
+  IFM re-reads (the IFM block, halo included, with the full input depth, once per output block; depthwise and
+  pooling once per spatial block), the constants once per spatial output block as ``[memory]`` stores them
+  (weights, the bias at ``bias_bytes`` per output channel or its own width, ``scale_bytes_per_channel`` per
+  output channel), OFM writes scaled by the burst
   efficiency (a write burst holds ``min(ofm_block C, write_burst_elements)`` elements, times the block width
   with ``brick_layout`` (channels stored in 16-deep bricks), unless rows are contiguous), LUT loads.
   ``memory cycles = bytes / bytes_per_cycle`` per memory; the op's memory cycles are the largest over memories
@@ -40,19 +43,19 @@ Per NPU op (cycles of the NPU clock):
 * **Layer:** ``max(compute, memory) + exposed + op_overhead_cycles`` where ``exposed`` = the first IFM
   block's read and the last OFM block's write (latency + transfer; nothing overlaps them) + the LUT load
   (``lut_bytes / lut.load_bytes_per_cycle``) for lookup-table ops.
-* **SRAM spill:** when IFM + OFM (+ weights, if they live in the same memory) exceed ``size_bytes`` of the
-  feature-map memory, the feature maps are placed in ``spill_memory`` and their bytes are counted there;
-  the row says ``spill``.
+* **SRAM spill:** when IFM + OFM (+ weights, if they live in the SRAM) exceed ``[memory.sram] size_bytes``
+  and the board has a ``spill_memory``, the feature maps are placed there and their bytes are counted there;
+  the row says ``spill``. (Without one, ``npu-sim check``'s ``memory.sram`` rule says the model does not fit.)
 * **Movement ops** (Reshape, Transpose, Pad, ...) cost ``movement_cycles_per_element`` per output element and
   their reads and writes; with 0 (the Ethos-U preset) they are free: a view, or folded into the neighbouring
   op's addressing, as Vela does with reshapes and explicit pads.
-* **CPU fallback** (``npu_sim.analysis.check.placement`` says CPU): ``MACs / cpu.macs_per_cycle + elements /
+* **CPU fallback** (``npu_sim.boards.placement`` says CPU, by the board's rules): ``MACs / cpu.macs_per_cycle + elements /
   cpu.elements_per_cycle`` in NPU-clock cycles, plus a transfer for every tensor crossing the NPU/CPU boundary
   (``cpu.transfer_latency_cycles + bytes / cpu.transfer_bytes_per_cycle``), reported in their own columns.
 * **Network:** the sum of the layers. Latency = cycles / ``clock_hz``.
 
 Presets: ``ethos-u55-128`` (Vela's Ethos-U55-128, High_End_Embedded system config, Sram_Only memory mode) and
-``default`` (our accelerator). See the comments in ``npu_sim/boards/*.toml`` for every key.
+``default`` (our accelerator). Every key: the comments in ``npu_sim/boards/*.toml``, docs/BOARDS.md.
 """
 from __future__ import annotations
 
