@@ -101,10 +101,24 @@ def test_memory_facts_belong_to_memory_only():
 
 
 def test_a_memory_fact_written_in_cost_is_refused_and_pointed_home(tmp_path):
-    for key, value in (("scale_bytes_per_channel", 10), ("weight_memory", "sram"), ("bias_bytes", 4)):
+    for key, value, home in (("scale_bytes_per_channel", 10, "memory.scale_bytes_per_channel"),
+                             ("weight_memory", "sram", "memory.weight_memory"), ("bias_bytes", 4, r"\[memory\]"),
+                             ("size_bytes", 4, r"\[memory.NAME\]")):
         data = _put(_preset_data("default"), "cost", key, value)
-        with pytest.raises(BoardError, match=rf"unknown key cost\.{key} .*is a fact of \[memory\]"):
+        with pytest.raises(BoardError, match=rf"unknown key cost\.{key} .*; .*{home}"):
             board_from_dict(data, tmp_path / "b.toml")
+
+
+@pytest.mark.parametrize("where, key, value, now", [
+    ("cost.memory.sram", "bytes_per_cycle", 8, "[memory.NAME] tables"),
+    ("cost", "feature_map_memory", "sram", "[memory.sram]"),
+    ("memory", "sram_bytes", 1024, "memory.sram.size_bytes"),
+    ("memory", "feature_map_spill", True, "memory.spill_memory")])
+def test_a_board_file_of_the_old_format_is_told_where_the_key_went(tmp_path, where, key, value, now):
+    data = _put(_preset_data("ethos-u55-128"), where, key, value)
+    with pytest.raises(BoardError) as err:
+        board_from_dict(data, tmp_path / "old.toml")
+    assert "unknown key" in str(err.value) and now in str(err.value), str(err.value)
 
 
 @pytest.mark.parametrize("name", presets())

@@ -109,10 +109,11 @@ def bad(path, message: str) -> BoardError:
     return BoardError(f"board file {path}: {message}")
 
 
-def parse_table(record, table, where: str, path, subtables: tuple = (), elsewhere: dict | None = None) -> dict:
+def parse_table(record, table, where: str, path, subtables: tuple = (), hints: dict | None = None) -> dict:
     """Validate the TOML table ``where`` (e.g. ``cost.lut``; "" for the top level) against ``record``'s entries:
     name -> value for the keys given (the record's defaults fill the rest). ``subtables``: the keys that are
-    tables of their own (parsed by the caller); ``elsewhere``: key -> the section a key of another section is in."""
+    tables of their own (parsed by the caller); ``hints``: key -> where an unknown key belongs (another section's
+    key, a key that moved)."""
     if not isinstance(table, dict):
         raise bad(path, f"[{where}] must be a table")
     known = specs(record)
@@ -125,7 +126,7 @@ def parse_table(record, table, where: str, path, subtables: tuple = (), elsewher
             continue
         spec = known.get(key)
         if spec is None:
-            hint = f"; {key} is a fact of [{elsewhere[key]}]" if elsewhere and key in elsewhere else ""
+            hint = f"; {hints[key]}" if hints and key in hints else ""
             raise bad(path, f"unknown key {name} (known: {', '.join(list(known) + list(subtables))}){hint}")
         value = _valid(spec, v)
         if value is None:

@@ -50,18 +50,32 @@ SECTIONS = (
 )
 
 
-def _elsewhere(where: str) -> dict:
-    """Keys of the other sections -> their section (so a misplaced fact is pointed to its place)."""
+# Keys of the board files before [memory] became the one source of the memory facts: where they are now.
+MOVED = {
+    "cost.memory": "the memories are [memory.NAME] tables now (size_bytes, bytes_per_cycle, latencies, burst_bytes)",
+    "cost.feature_map_memory": "the feature maps live in [memory.sram] now",
+    "cost.weight_memory": "it is memory.weight_memory now",
+    "cost.spill_memory": "it is memory.spill_memory now",
+    "cost.scale_bytes_per_channel": "it is memory.scale_bytes_per_channel (+ memory.bias_bytes) now",
+    "memory.sram_bytes": "it is memory.sram.size_bytes now",
+    "memory.flash_bytes": "it is the size_bytes of the constants' memory now ([memory.NAME] of memory.weight_memory)",
+    "memory.feature_map_spill": "it is memory.spill_memory now (the name of a slower memory; sram: no spill)",
+}
+
+
+def _hints(where: str) -> dict:
+    """Where an unknown key of section ``where`` belongs: a key that moved, or a key of another section."""
     out: dict[str, str] = {}
     for s in SECTIONS:
         if s.path != where and s.path:
             for key in specs(s.record):
-                out.setdefault(key, s.path)
+                out.setdefault(key, f"it belongs in [{s.path}]")
+    out.update({k.rpartition(".")[2]: v for k, v in MOVED.items() if k.rpartition(".")[0] == where})
     return out
 
 
 def _table(record, data: dict, where: str, path, subtables: tuple = ()) -> dict:
-    return parse_table(record, data, where, path, subtables, _elsewhere(where))
+    return parse_table(record, data, where, path, subtables, _hints(where))
 
 
 def _arithmetic(data: dict, path) -> Arithmetic:
@@ -156,6 +170,8 @@ Who reads what: `npu-sim run` (and every command that simulates) the `[arithmeti
 `[rules]` and `[memory]`; `npu-sim estimate` the `[cost]` and `[memory]`. Each fact is written in one section
 only: the memories, their sizes and bandwidths, where the constants live and what is stored per output channel
 are `[memory]`'s, so the fit that `check` enforces and the latency that `estimate` reports use the same numbers.
+A board file written before that (with `[cost.memory.NAME]` tables, `memory.sram_bytes`, ...) is refused with the
+key that moved and where it is now.
 """
 
 
