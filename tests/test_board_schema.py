@@ -157,3 +157,16 @@ def test_the_default_preset_agrees_with_itself():
     mem = load_board("default").memory
     assert mem.sram_bytes == 2 * 1024 * 1024 and mem.weight_memory == "ddr" and mem.spill_memory == "ddr"
     assert 4 + mem.scale_bytes_per_channel == 10  # with the int32 bias at its own width (bias_bytes = 0)
+
+
+@pytest.mark.parametrize("where, key, value, words", [
+    ("rules", "shift_min", 63, "rules.shift_min = 63: must not exceed rules.shift_max = 62"),
+    ("arithmetic", "lut_entries_16", 500, "must be 2**k + 1"),
+    ("cost", "ifm_depth_block", 33, "must be a multiple of cost.int16_factor"),
+    ("memory", "weight_memory", "rom", "memory.weight_memory = 'rom'; must be the name of a [memory.NAME] table"),
+    ("memory.flash", "bytes_per_cycle", 0, "memory.flash.bytes_per_cycle: the [cost] latency model needs")])
+def test_checks_across_keys_name_them(tmp_path, where, key, value, words):
+    data = _put(_preset_data("ethos-u55-128"), where, key, value)
+    with pytest.raises(BoardError) as err:
+        board_from_dict(data, tmp_path / "b.toml")
+    assert words in str(err.value), str(err.value)

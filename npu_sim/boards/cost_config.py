@@ -78,7 +78,7 @@ class CostConfig:
     movement_cycles_per_element: float = entry(0.0, "Reshape/Transpose/...: cycles per element (0: free)",
                                                range=(0.0, None))
     lut: Lut = field(default_factory=Lut)
-    output_cycles_per_element: OutputCycles = field(default=None)
+    output_cycles_per_element: OutputCycles
     cpu: Cpu = field(default_factory=Cpu)
     memory: MemoryConfig = field(default_factory=MemoryConfig)  # the board's [memory] section (the same object)
     source: str = ""
