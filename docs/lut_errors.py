@@ -4,7 +4,8 @@
     python docs/lut_errors.py --check   # exit 1 if docs/LUT_ERRORS.md is not current
 
 Every op is lowered exactly as a model's node would be (``npu_sim.ops.lut``, board ``default``), at
-representative quantizations (onnxruntime-style asymmetric ranges), and run through the kernels on every input
+representative quantizations (onnxruntime-style asymmetric ranges of the domains each activation's entry in
+``npu_sim.activations`` gives), and run through the kernels on every input
 code (8 bits: 256 codes; 16 bits: all 65536). The error of a code is ``|board output - exact|`` in output LSBs,
 with ``exact = clamp(f(x) / s_out + z_out, qmin, qmax)``: ``f`` in float64 at the dequantized input ``x``, real
 valued (unrounded), saturated. ``tests/test_lut_errors.py`` recomputes this file and checks it is current.
@@ -12,7 +13,6 @@ valued (unrounded), saturated. ``tests/test_lut_errors.py`` recomputes this file
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import numpy as np
 from onnx import helper
 
+from npu_sim.activations import LUT_ACTIVATIONS
 from npu_sim.boards import Arithmetic
 from npu_sim.ir import QParams, Tensor
 from npu_sim.lowering.registry import lowering_of
@@ -42,26 +43,9 @@ class Config:
     exponent: float | None = None                # Pow
 
 
-CONFIGS = [
-    Config("Sigmoid", "Sigmoid", (-8, 8)),
-    Config("Tanh", "Tanh", (-8, 8)),
-    Config("Exp", "Exp", (-8, 2)),
-    Config("Log", "Log", (0, 8), (-4, math.log(8))),
-    Config("Sqrt", "Sqrt", (0, 8)),
-    Config("Reciprocal", "Reciprocal", (0, 8), (0, 4)),
-    Config("Sin", "Sin", (-8, 8)),
-    Config("Cos", "Cos", (-8, 8)),
-    Config("Erf", "Erf", (-4, 4)),
-    Config("Gelu", "Gelu", (-8, 8)),
-    Config("Gelu tanh", "Gelu", (-8, 8), attrs=(("approximate", "tanh"),)),
-    Config("HardSigmoid", "HardSigmoid", (-8, 8)),
-    Config("HardSwish", "HardSwish", (-8, 8)),
-    Config("Softplus", "Softplus", (-8, 8)),
-    Config("Elu", "Elu", (-8, 8)),
-    Config("Pow 2", "Pow", (-8, 8), exponent=2.0),
-    Config("Pow 3", "Pow", (-4, 4), exponent=3.0),
-    Config("Pow 0.5", "Pow", (0, 8), exponent=0.5),
-]
+# one row per domain of every LUT activation (npu_sim.activations: each entry's sweeps)
+CONFIGS = [Config(s.label, a.op, s.x_range, s.y_range, s.attrs, s.exponent)
+           for a in LUT_ACTIVATIONS.values() for s in a.sweeps]
 DIV = {"a": (-8, 8), "b": (0, 8), "y": (-32, 32)}  # Div a/b: divisors below 0.25 saturate the output
 DIV_UNSATURATED = 0.25  # divisors from which no quotient saturates
 

@@ -20,6 +20,10 @@ MULTIPLIER_BITS = 31  # M in [2**30, 2**31) for any non-zero factor
 MAX_SHIFT = 62
 
 
+class UnrepresentableScale(ValueError):
+    """A factor that no ``(M, r)`` pair represents: not finite, or so large that it needs a left shift."""
+
+
 def quantize_multiplier(real: float, bits: int = MULTIPLIER_BITS) -> tuple[int, int]:
     """Return ``(M, r)`` with ``real ~= M * 2**-r``, ``M`` having exactly ``bits`` significant bits.
 
@@ -27,10 +31,11 @@ def quantize_multiplier(real: float, bits: int = MULTIPLIER_BITS) -> tuple[int, 
     [2**(bits-1), 2**bits)); if rounding reaches ``2**bits`` the mantissa is halved. A factor whose shift
     would exceed ``MAX_SHIFT`` is too small to represent and flushes to ``(0, 0)``; zero gives ``(0, 0)``.
     Negative factors keep their sign in ``M``. The caller decides whether a flushed or negative factor is
-    legal on its board (the deployability check reports it).
+    legal on its board (the deployability check reports it). A non-finite factor, or one of ``2**exp`` with
+    ``exp > bits`` (it would need a left shift), raises ``UnrepresentableScale``.
     """
     if not math.isfinite(real):
-        raise ValueError(f"cannot represent non-finite factor {real!r} as a fixed-point multiplier")
+        raise UnrepresentableScale(f"cannot represent non-finite factor {real!r} as a fixed-point multiplier")
     if real == 0.0:
         return 0, 0
     sign = -1 if real < 0 else 1
@@ -43,7 +48,7 @@ def quantize_multiplier(real: float, bits: int = MULTIPLIER_BITS) -> tuple[int, 
     if r > MAX_SHIFT:
         return 0, 0
     if r < 0:
-        raise ValueError(f"factor {real!r} is too large for a fixed-point multiplier (needs a left shift)")
+        raise UnrepresentableScale(f"factor {real!r} is too large for a fixed-point multiplier (needs a left shift)")
     return sign * m, r
 
 

@@ -3,7 +3,9 @@
 A ``Program`` is a list of ``Node``s in execution order over named ``Tensor``s. Every quantized tensor carries
 its quantization (``QParams``) and the name of the ONNX float tensor it stands for (``float_name``: the input of
 its QuantizeLinear), so layers can be matched to the float model. Node parameters are prepared once at lowering
-(integer multipliers, shifts, clamps, index tables); executing a node only moves integers.
+(integer multipliers, shifts, clamps, index tables); executing a node only moves integers. What other layers read
+about a node's parameters is in its typed records (``Requant``, ``Weights``, ``Tables``, ``Accumulator``,
+``Operands``), filled by the op families at lowering.
 """
 from __future__ import annotations
 
@@ -102,6 +104,77 @@ class Tensor:
         return self.data is not None
 
 
+# ---- typed parameter records of a node: what the layers above the op families read about it ----------------------
+# The op families (``npu_sim.ops``) prepare a node's integer parameters once, at lowering, and describe them in these
+# frozen records (``npu_sim.ops.records.describe`` fills them for every node of a program). ``Node.params`` holds the
+# run functions' own arguments; its private keys (``_w``, ``_in_q``, ...) are read by ``npu_sim.ops`` and
+# ``npu_sim.lowering`` only (``tests/test_architecture.py``).
+@dataclass(frozen=True, eq=False)
+class Requant:
+    """``y = clamp(rule(acc + bias[c]) + out_zp, qmin, qmax)`` per output channel ``c``.
+
+    ``half_up``: ``rule(v) = floor((v * mult[c] + 2**(shift[c]-1)) / 2**shift[c])`` (``kernels/fixedpoint.py``);
+    ``double``: TFLite's ``MultiplyByQuantizedMultiplier(v, mult[c], shift[c])``; ``float32``: onnxruntime's
+    ``rint(float32(v) * ratio[c])``. ``bits`` is the width of the board's multipliers (``[arithmetic]
+    multiplier_bits``; 31 for TFLite's): a fixed-point pair of any factor on this board has that many bits."""
+    rounding: str               # "half_up" | "double" | "float32"
+    bits: int
+    mult: np.ndarray | None     # int64 per channel (half_up, double); None under float32
+    shift: np.ndarray | None
+    ratio: np.ndarray | None    # float32 per channel (float32 only)
+    bias: np.ndarray            # int64 per channel, in accumulator units (zeros when the op has none)
+    in_zp: int | None           # the input's zero point where the node subtracts one before the multiply
+    out_zp: int
+    qmin: int
+    qmax: int
+
+    @property
+    def channels(self) -> int:
+        return int(self.bias.size)
+
+
+@dataclass(frozen=True, eq=False)
+class Weights:
+    """The centred integer weights ``w - zw[c]`` (int32) in the layout the kernels read: Conv (Cout, Cin/g, kh, kw),
+    a Conv1d with kh = 1 (``spatial_1d``); ConvTranspose (Cin, Cout/g, kh, kw); Gemm and MatMul (K, N)."""
+    data: np.ndarray
+    axis: int                   # the output-channel axis of ``data``
+    per_channel: bool           # one requantization per output channel (else one for the tensor)
+    spatial_1d: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Tables:
+    """Lookup tables held by a node (name -> entries, integer arrays), and the quantization of the input codes
+    that index the main one (None where the tables are internal: exponentials, reciprocals)."""
+    entries: dict[str, np.ndarray] = field(default_factory=dict)
+    in_q: QParams | None = None
+
+    @property
+    def main(self) -> np.ndarray | None:
+        """The op's own table (a Sigmoid's, a Tanh's, ...), if it has one."""
+        return self.entries.get("table")
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """The accumulator: ``bits`` wide (64: not limited); past its range it wraps or saturates."""
+    bits: int
+    saturate: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Operands:
+    """The two quantized operands of an elementwise node (constants carry their data). A fixed-point Add/Sub also
+    gives its three stages ``R(R(a << left_shift, M_a) +- R(b << left_shift, M_b), M_out)`` as (mult, shift)
+    pairs, made at ``bits`` multiplier bits."""
+    a: Tensor
+    b: Tensor
+    left_shift: int | None = None
+    stages: tuple[tuple[int, int], ...] | None = None
+    bits: int | None = None
+
+
 @dataclass(eq=False)
 class Node:
     name: str                      # the ONNX node name of the op (group anchor)
@@ -115,6 +188,12 @@ class Node:
     # the run function's caches, filled on first run (bound kernels, validated set-ups); never part of what a
     # node computes: not compared, not printed, not pickled (a memo may hold Numba closures)
     memo: dict = field(default_factory=dict, repr=False, compare=False)
+    # the typed records of the node's parameters (above); None where the op has no such part
+    requant: Requant | None = None
+    weights: Weights | None = None
+    tables: Tables | None = None
+    accumulator: Accumulator | None = None
+    operands: Operands | None = None
 
     def __getstate__(self):
         state = dict(self.__dict__)

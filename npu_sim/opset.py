@@ -7,7 +7,8 @@
 ``npu_sim.lowering.registry``; this module holds facts only, so that every layer may read it.
 
 Adding an op = one entry here + its lowering function in an ``npu_sim.ops`` family, registered in
-``npu_sim.lowering.registry`` + a kernel with a golden twin.
+``npu_sim.lowering.registry`` + a kernel with a golden twin. A lookup-table activation is one entry in
+``npu_sim.activations`` (its function and measured domains) and nothing else.
 """
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npu_sim.activations import LUT_ACTIVATIONS
+
 MAC_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
-LUT_OPS = ("Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos", "Erf", "Gelu", "HardSigmoid",
-           "HardSwish", "Softplus", "Elu", "Pow")
+LUT_OPS = tuple(LUT_ACTIVATIONS)  # one entry each in npu_sim.activations: the function and its measured domains
 # Movement ops that only re-label their input's elements (same data, same order): a view, no copy
 VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
 MOVEMENT_OPS = VIEW_OPS + ("Transpose", "Slice", "Split", "Pad", "Gather")

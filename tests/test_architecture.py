@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # its exceptions and see the walk through the context); the walk and the registry above them (they call the families).
 LAYERS = [
     ("kernels",),
-    ("npu_sim.errors", "npu_sim.ir", "npu_sim.opset"),
+    ("npu_sim.errors", "npu_sim.ir", "npu_sim.opset", "npu_sim.activations"),
     ("npu_sim.boards",),
     ("npu_sim.frontend", "npu_sim.qdq"),
     ("npu_sim.lowering.problem", "npu_sim.lowering.context"),
@@ -353,3 +353,61 @@ def test_onnx_read_finder_finds_reads():
     assert sorted(_onnx_reads(ast.parse(code))) == [
         (3, "from onnx import load_model"), (4, "onnx.load()"), (5, "ox.load_from_string()"),
         (7, ".ParseFromString()"), (10, "onnx.load_model_from_string()"), (11, ".FromString()")]
+
+
+# ---- private node parameters stay with the op families -----------------------------------------------------------
+PARAMS_OWNERS = ("npu_sim.ops", "npu_sim.lowering")  # the families that write Node.params, the walk that calls them
+
+
+def _params_aliases(tree: ast.AST) -> set[str]:
+    """Names bound to a node's params anywhere in ``tree`` (``p = node.params``, ``p, m = node.params, node.memo``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            pairs = (zip(target.elts, node.value.elts) if isinstance(target, ast.Tuple)
+                     and isinstance(node.value, ast.Tuple) else [(target, node.value)])
+            for name, value in pairs:
+                if isinstance(name, ast.Name) and isinstance(value, ast.Attribute) and value.attr == "params":
+                    names.add(name.id)
+    return names
+
+
+def _private_param_reads(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, key) of every ``<x>.params["_key"]`` subscript and ``<x>.params.get("_key", ...)`` call in ``tree``,
+    also through a name bound to ``<x>.params``."""
+    aliases = _params_aliases(tree)
+
+    def is_params(expr) -> bool:
+        return ((isinstance(expr, ast.Attribute) and expr.attr == "params")
+                or (isinstance(expr, ast.Name) and expr.id in aliases))
+    found = []
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Subscript) and is_params(node.value):
+            key = node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and is_params(node.func.value) and node.args):
+            key = node.args[0]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.startswith("_"):
+            found.append((node.lineno, key.value))
+    return found
+
+
+def test_private_node_params_read_by_their_families_only():
+    """A ``_``-key of ``Node.params`` is a run function's own argument: outside ``npu_sim.ops`` and
+    ``npu_sim.lowering`` a node is read through its typed records (``npu_sim.ir``: Requant, Weights, Tables, ...)."""
+    bad = []
+    for module, path in MODULES.items():
+        if any(module == o or module.startswith(o + ".") for o in PARAMS_OWNERS):
+            continue
+        for line, key in _private_param_reads(ast.parse(path.read_text(encoding="utf-8"))):
+            bad.append(f"{path.relative_to(ROOT)}:{line} reads params[{key!r}]")
+    assert not bad, "read the node's typed record instead:\n" + "\n".join(bad)
+
+
+def test_private_param_finder_finds_reads():
+    code = ('a = node.params["_w"]\nb = n.params.get("_in_q")\nc = node.params["mult"]\nd = params["_x"]\n'
+            'e = node.params.get("qmin", 0)\np, m = node.params, node.memo\nf = p.get("_a")\ng = p["_b"]\n')
+    assert sorted(_private_param_reads(ast.parse(code))) == [(1, "_w"), (2, "_in_q"), (7, "_a"), (8, "_b")]

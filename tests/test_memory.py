@@ -13,7 +13,7 @@ from npu_sim.analysis.cost.memory import live_at, live_sets, lut_bytes, memory_r
 from npu_sim.boards import PRESET_DIR, load_board
 from npu_sim.cli.main import main as cli_main
 from npu_sim.errors import BoardError
-from npu_sim.ir import Node, Program, QParams, Tensor
+from npu_sim.ir import Node, Program, QParams, Tables, Tensor
 from npu_sim.render.estimate import format_table
 
 from qdq_models import build_model, quantize, rng_for, weights
@@ -127,9 +127,9 @@ def test_a_pad_before_a_convolution_is_folded():
 
 
 def test_lut_bytes_at_their_stored_width():
-    assert lut_bytes({"table": np.arange(-128, 128, dtype=np.int64)}) == 256            # int8 entries
-    assert lut_bytes({"_recip": {"table": np.arange(513, dtype=np.int32) * 60}}) == 513 * 2  # uint16 entries
-    assert lut_bytes({"_exp_lut": np.full(4, 1 << 20, np.int64), "bias": np.ones(8, np.int64)}) == 16
+    assert lut_bytes(Tables({"table": np.arange(-128, 128, dtype=np.int64)})) == 256             # int8 entries
+    assert lut_bytes(Tables({"recip": np.arange(513, dtype=np.int32) * 60})) == 513 * 2         # uint16 entries
+    assert lut_bytes(Tables({"exp": np.full(4, 1 << 20, np.int64)})) == 16 and lut_bytes(None) == 0
 
 
 def test_check_fails_a_model_that_does_not_fit_sram(tmp_path, residual, capsys):

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import TensorProto
 
+from kernels.fixedpoint import UnrepresentableScale
+
 from npu_sim.boards import Board
 from npu_sim.errors import QuantizationError, UnsupportedModelError
 from npu_sim.frontend import rewrites, rewrites_tflite
@@ -31,6 +33,7 @@ from npu_sim.lowering.problem import Problem, Refusal
 from npu_sim.lowering.registry import lowering_of
 from npu_sim.opset import NONLINEAR, OPS
 from npu_sim.ops.common import activation_bounds
+from npu_sim.ops.records import describe
 
 ELEM_DTYPES = {
     TensorProto.INT8: "int8", TensorProto.UINT8: "uint8", TensorProto.INT16: "int16",
@@ -138,12 +141,10 @@ class Lowering:
                 continue
             try:
                 self.visit(onode)
-            except (Problem, ValueError) as p:
-                if isinstance(p, ValueError) and "fixed-point multiplier" not in str(p):
-                    raise  # only kernels.fixedpoint's "factor too large": the model's scales, not a bug
+            except (Problem, UnrepresentableScale) as p:  # the latter: the model's scales, not a bug
                 why = str(p) if isinstance(p, Problem) else (f"its scales give a requantization {p}; check the "
                                                              f"scales of its inputs and output (re-run calibration)")
-                where = getattr(p, "node", None) or onode  # a ValueError has none
+                where = getattr(p, "node", None) or onode  # an UnrepresentableScale has none
                 self.problems.append((where.name or where.output[0], where.op_type, why))
                 if isinstance(p, Refusal):
                     self.refusals.append(self.problems[-1])
@@ -158,6 +159,8 @@ class Lowering:
             raise UnsupportedModelError(
                 f"{self.g.path}: {len(self.problems)} node(s) cannot run as integer ops on board "
                 f"'{self.board}':\n{lines}", self.problems)
+        for node in self.nodes:
+            describe(node, self.arith)  # the typed records every other layer reads
         program = Program(self.tensors, self.nodes, self.inputs, self.outputs, self.board, self.g.path, self.g.opset)
         program.problems = list(self.problems)
         program.refusals = list(self.refusals)

@@ -74,8 +74,6 @@ attribute values.
 from __future__ import annotations
 
 import math
-from typing import Callable
-
 import numpy as np
 
 from kernels.fixedpoint import quantize_multiplier
@@ -83,6 +81,7 @@ from kernels.lut16 import lut16
 from kernels.lut8 import lut8
 from kernels.mul import mul
 
+from npu_sim.activations import LUT_ACTIVATIONS, ActivationError, Function
 from npu_sim.ir import Node, QParams, Tensor
 from npu_sim.lowering.problem import Problem
 from npu_sim.ops.common import attrs, check_per_tensor, clamp_bounds, const_value, operand
@@ -92,88 +91,23 @@ DEFAULT_CORRECTION = "midpoint"
 RECIP_QMAX = 32767  # reciprocal codes of Div: int16, symmetric [-32767, 32767], zero point 0
 DIV_ROUNDING_BUDGET = 4  # Div: output LSBs the rounding of the reciprocal may cost at the largest dividend
 
-Function = Callable[[np.ndarray], np.ndarray]
-
-
 
 # ================================================================================================================
-# the real functions, in float64
+# the real functions, in float64 (one entry per op in npu_sim.activations)
 # ================================================================================================================
-_ERF = np.frompyfunc(math.erf, 1, 1)
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    return _ERF(np.asarray(x, np.float64)).astype(np.float64)
-
-
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-def _hard_sigmoid(alpha: float, beta: float) -> Function:
-    return lambda x: np.clip(alpha * x + beta, 0.0, 1.0)
-
-
-def _gelu(approximate: str) -> Function:
-    if approximate == "none":
-        return lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
-    if approximate == "tanh":
-        k = math.sqrt(2.0 / math.pi)
-        return lambda x: 0.5 * x * (1.0 + np.tanh(k * (x + 0.044715 * x ** 3)))
-    raise Problem(f"Gelu approximate={approximate!r} is not 'none' or 'tanh'")
-
-
-def _pow(c: float) -> Function:
-    if not math.isfinite(c):
-        raise Problem(f"Pow exponent {c!r} is not finite")
-    if c == int(c):  # an integer exponent: defined for every real base (0**negative = inf)
-        return lambda x: np.power(x, c)
-    return lambda x: np.power(np.maximum(x, 0.0), c)  # continuous extension from the boundary 0
-
-
 def function_for(op: str, attributes: dict | None = None, exponent: float | None = None) -> Function:
-    """The float64 function of a LUT op (``attributes``: the ONNX attributes; ``exponent``: Pow's constant).
+    """The float64 function of a LUT op (``attributes``: the ONNX attributes; ``exponent``: Pow's constant), from
+    its entry in ``npu_sim.activations.LUT_ACTIVATIONS``.
 
     Every function returns no NaN on finite inputs (see the module docstring for the domain rules).
     """
-    a = attributes or {}
-    f32 = lambda name, default: float(np.float32(a.get(name, default)))  # noqa: E731  (float32 attributes)
-    if op == "Sigmoid":
-        return sigmoid
-    if op == "Tanh":
-        return np.tanh
-    if op == "Exp":
-        return np.exp
-    if op == "Log":
-        return lambda x: np.log(np.maximum(x, 0.0))
-    if op == "Sqrt":
-        return lambda x: np.sqrt(np.maximum(x, 0.0))
-    if op == "Reciprocal":
-        return lambda x: 1.0 / x
-    if op == "Sin":
-        return np.sin
-    if op == "Cos":
-        return np.cos
-    if op == "Erf":
-        return erf
-    if op == "Gelu":
-        approximate = a.get("approximate", "none")
-        return _gelu(approximate.decode() if isinstance(approximate, bytes) else approximate)
-    if op == "HardSigmoid":
-        return _hard_sigmoid(f32("alpha", 0.2), f32("beta", 0.5))
-    if op == "HardSwish":
-        return lambda x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)
-    if op == "Softplus":
-        return lambda x: np.logaddexp(0.0, x)
-    if op == "Elu":
-        alpha = f32("alpha", 1.0)
-        return lambda x: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
-    if op == "Pow":
-        if exponent is None:
-            raise Problem("Pow needs a constant scalar exponent")
-        return _pow(float(exponent))
-    raise Problem(f"{op} has no lookup-table function")
+    entry = LUT_ACTIVATIONS.get(op)
+    if entry is None:
+        raise Problem(f"{op} has no lookup-table function")
+    try:
+        return entry.function(attributes, exponent)
+    except ActivationError as exc:
+        raise Problem(str(exc)) from None
 
 
 def clipped(f: Function, act) -> Function:

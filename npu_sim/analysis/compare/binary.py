@@ -4,7 +4,8 @@ With ``da = a - za``, ``db = b - zb`` (Python integers), ``s`` = +1 (Add) or -1 
 shift, ``t = 2 max(sa, sb)``, and each value then offset by ``zy`` and clamped to the node's bounds:
 
 * the three-stage fixed-point Add (``R(R(da << L, sa/t) + s R(db << L, sb/t), t/(2^L sy))``, the ``default``
-  board's and TFLite's) with each rounding rule at every stage, and with TFLite's double rounding at every stage;
+  board's and TFLite's) with each rounding rule at every stage (the node's own multiplier/shift pairs, from its
+  ``Operands`` record: made at the board's ``multiplier_bits``), and with TFLite's double rounding at every stage;
 * the exact sum ``(da sa + s db sb) / sy`` rounded once, half to even and half up;
 * ONNX's definition in float32 (dequantize, add, quantize: round half to even);
 * onnxruntime's QLinearAdd (float32 fused multiply-adds, ``kernels/ort_qladd.py``), for 8-bit Adds.
@@ -20,15 +21,14 @@ from kernels.ort_qladd import ort_qladd
 from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 
 from npu_sim.analysis.compare.rounding import ROUNDINGS, double_rounding
-from npu_sim.ir import Node, Program, Tensor
+from npu_sim.ir import Node, Program
 
 
 def _operands(node: Node, inputs: list, out_shape, tried: np.ndarray):
     """(a, b) at the output elements ``tried`` (int64, broadcast), and their tensors; None for other nodes."""
-    p = node.params
-    ta, tb = p.get("_a"), p.get("_b")
-    if node.op not in ("Add", "Sub") or not isinstance(ta, Tensor) or not isinstance(tb, Tensor):
+    if node.op not in ("Add", "Sub") or node.operands is None:
         return None
+    ta, tb = node.operands.a, node.operands.b
     vals, i = [], 0
     for t in (ta, tb):
         if t.is_const:
@@ -54,10 +54,12 @@ def add_candidates(prog: Program, node: Node, inputs: list, tried: np.ndarray) -
     (sa, za), (sb, zb), (sy, zy) = ((float(np.float32(t.q.scale)), int(t.q.zero_point)) for t in (ta, tb, out))
     lo, hi = int(node.params.get("qmin", out.q.qmin)), int(node.params.get("qmax", out.q.qmax))
     da, db = [int(v) - za for v in a], [int(v) - zb for v in b]
-    shift = prog.board.arithmetic.add_left_shift(ta.q.bits, tb.q.bits)
+    ops, arith = node.operands, prog.board.arithmetic
+    shift = ops.left_shift if ops.left_shift is not None else arith.add_left_shift(ta.q.bits, tb.q.bits)
     t = 2.0 * max(sa, sb)
     reals = (sa / t, sb / t, t / (2.0 ** shift * sy))
-    pairs = [quantize_multiplier(r, 31) for r in reals]
+    # the node's own stages (made at the board's multiplier_bits), else the pairs of the factors at those bits
+    pairs = list(ops.stages) if ops.stages else [quantize_multiplier(r, arith.multiplier_bits) for r in reals]
     cands = []
     for name, f in ROUNDINGS:
         def stage(x, k, f=f):

@@ -8,8 +8,9 @@ multiply-accumulate ops (Conv, ConvTranspose, Gemm, MatMul by constant weights),
 (Requantize, Clip/Relu) and the per-channel affines (``acc`` in output units with ``f_bits`` fraction bits), with
 the real factor ``sx * sw[c] / sy`` from the tensors' scales. Then, per element, exactly (Python integers), after which the output zero point is added and the node's clamp applied:
 
-* the rounding of ``acc * M / 2**r`` (the node's own fixed-point pair ``M, r``, else the 31-bit pair of the real
-  factor): half up, half to even, half away from zero, truncation toward -inf, truncation toward 0;
+* the rounding of ``acc * M / 2**r`` (the node's own fixed-point pair ``M, r`` from its ``Requant`` record, made at
+  the board's ``multiplier_bits``; else the pair of the real factor at those bits): half up, half to even, half
+  away from zero, truncation toward -inf, truncation toward 0;
 * double rounding (TFLite's ``MultiplyByQuantizedMultiplier``: a rounding doubling high multiply, then a rounding
   right shift);
 * float32 requantization (onnxruntime: ``rint(float32(acc) * float32(sx*sw/sy))``);
@@ -63,22 +64,24 @@ class Requant:
 
 def _mac_acc(node: Node, x: np.ndarray, out_shape) -> tuple[np.ndarray, int] | None:
     """The node's exact accumulator (without bias), output-shaped, and its channel axis (-1: none)."""
-    p = node.params
-    if node.op == "Conv" and "_w" in p:
-        x4 = x[:, :, None, :] if p.get("_is1d") else x
-        acc = conv2d_acc(np.ascontiguousarray(x4), p["x_zp"], p["_w"], p["stride"], p["pads"], p["dilation"],
+    p, w = node.params, node.weights
+    if w is None:
+        return None
+    if node.op == "Conv":
+        x4 = x[:, :, None, :] if w.spatial_1d else x
+        acc = conv2d_acc(np.ascontiguousarray(x4), p["x_zp"], w.data, p["stride"], p["pads"], p["dilation"],
                          p["groups"])
         return acc.reshape(out_shape), 1
-    if node.op == "ConvTranspose" and "_w" in p:
-        return conv_transpose2d_acc(np.ascontiguousarray(x), p["x_zp"], p["_w"], p["stride"], p["pads"],
+    if node.op == "ConvTranspose":
+        return conv_transpose2d_acc(np.ascontiguousarray(x), p["x_zp"], w.data, p["stride"], p["pads"],
                                     p["dilation"], p["groups"], p["out_hw"]).reshape(out_shape), 1
-    if node.op == "Gemm" and "_w" in p:
+    if node.op == "Gemm":
         a = x.T if p["trans_a"] else x
-        return int_matmul(np.ascontiguousarray(a.astype(np.int64) - p["x_zp"]), p["_w"]).reshape(out_shape), -1
-    if node.op == "MatMul" and p.get("_w") is not None:
+        return int_matmul(np.ascontiguousarray(a.astype(np.int64) - p["x_zp"]), w.data).reshape(out_shape), -1
+    if node.op == "MatMul":
         a = (x.astype(np.int64) - p["a_zp"]).reshape(-1, x.shape[-1])
-        acc = int_matmul(np.ascontiguousarray(a), p["_w"]).reshape(out_shape)
-        return acc, (-1 if p["_per_col"] else None)
+        acc = int_matmul(np.ascontiguousarray(a), w.data).reshape(out_shape)
+        return acc, (-1 if w.per_channel else None)
     return None
 
 
@@ -104,22 +107,21 @@ def _factors(prog: Program, node: Node, n_channels: int) -> tuple[np.ndarray, np
 def requant_of(prog: Program, node: Node, inputs: list) -> Requant | None:
     """The node's requantization on these inputs (its activation inputs, as the executor passes them); None for
     ops without one multiplier per channel (then no variation is tried)."""
-    p = node.params
+    p, rec = node.params, node.requant
     out_shape = tuple(prog.tensors[node.outputs[0]].shape)
     if inputs and {"f_bits", "w", "b", "x_zp", "out_zp"} <= set(p) and tuple(inputs[0].shape) == out_shape:
         return _affine(p, inputs[0])
-    if not inputs or "out_zp" not in p or not {"mult", "tfl_mult", "scale"} & set(p):
+    if not inputs or rec is None:
         return None
     got = _mac_acc(node, inputs[0], out_shape)
     if got is None:
-        if not (node.op in RESCALES and "x_zp" in p and len(inputs) == 1 and np.shape(p.get("bias", 0)) in ((1,), ())
+        if not (node.op in RESCALES and rec.in_zp is not None and len(inputs) == 1 and rec.channels == 1
                 and tuple(inputs[0].shape) == out_shape):
             return None
-        acc, axis = inputs[0].astype(np.int64) - p["x_zp"], None
+        acc, axis = inputs[0].astype(np.int64) - rec.in_zp, None
     else:
         acc, axis = got
-    bias = np.asarray(p.get("bias", np.zeros(1, np.int64)), np.int64).reshape(-1)
-    n_c = bias.size if axis is not None else 1
+    n_c = rec.channels if axis is not None else 1
     if axis is None:
         channel = np.zeros(out_shape, np.int64)
     else:
@@ -127,21 +129,22 @@ def requant_of(prog: Program, node: Node, inputs: list) -> Requant | None:
         shape[axis] = -1
         channel = np.broadcast_to(np.arange(out_shape[axis]).reshape(shape), out_shape)
         n_c = out_shape[axis]
-    acc = acc + np.broadcast_to(bias, (n_c,))[channel]
+    acc = acc + np.broadcast_to(rec.bias, (n_c,))[channel]
     real, f32 = _factors(prog, node, n_c)
-    if "mult" in p:
-        mult, shift = (np.broadcast_to(np.asarray(p[k], np.int64).reshape(-1), (n_c,)) for k in ("mult", "shift"))
-    else:
-        pairs = [quantize_multiplier(float(v), 31) for v in real]
+    if rec.rounding == "half_up":  # the board's own pairs, at its multiplier_bits
+        mult, shift = (np.broadcast_to(v, (n_c,)) for v in (rec.mult, rec.shift))
+    else:  # what a fixed-point pair of this factor would be on this board
+        pairs = [quantize_multiplier(float(v), rec.bits) for v in real]
         mult, shift = np.array([m for m, _ in pairs], np.int64), np.array([r for _, r in pairs], np.int64)
-    if "tfl_mult" in p:
-        tfl = tuple(np.broadcast_to(np.asarray(p[k], np.int64).reshape(-1), (n_c,)) for k in ("tfl_mult", "tfl_shift"))
+    if rec.rounding == "double":
+        tfl = tuple(np.broadcast_to(v, (n_c,)) for v in (rec.mult, rec.shift))
     else:
         pairs = [tfl_quantize_multiplier(float(max(v, 0.0))) for v in real]
         tfl = (np.array([m for m, _ in pairs], np.int64), np.array([s for _, s in pairs], np.int64))
-    own = "single" if "mult" in p else "double" if "tfl_mult" in p else "float32"
-    return Requant(acc, channel, mult, shift, tfl, f32, int(p["out_zp"]), int(p["qmin"]), int(p["qmax"]),
-                   int(p.get("acc_bits", 64)), bool(p.get("_saturate", False)), own)
+    own = {"half_up": "single", "double": "double"}.get(rec.rounding, "float32")
+    acc_rec = node.accumulator
+    return Requant(acc, channel, mult, shift, tfl, f32, rec.out_zp, rec.qmin, rec.qmax,
+                   acc_rec.bits if acc_rec else 64, bool(acc_rec and acc_rec.saturate), own)
 
 
 def _affine(p: dict, x: np.ndarray) -> Requant:
@@ -227,9 +230,9 @@ def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, flat_idx:
 
 def _lut_variations(node: Node, inputs: list) -> list:
     """An 8-bit lookup table's neighbouring entries (index off by one), or [] for other nodes."""
-    p = node.params
-    table = p.get("table")
-    in_q = p.get("_in_q")
+    tables = node.tables
+    table = tables.main if tables is not None else None
+    in_q = tables.in_q if tables is not None else None
     if table is None or in_q is None or in_q.bits > 8 or len(inputs) != 1 or table.size != in_q.qmax - in_q.qmin + 1:
         return []
     t = np.asarray(table, np.int64).reshape(-1)

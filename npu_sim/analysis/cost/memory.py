@@ -5,8 +5,8 @@
   weights of multiply-accumulate ops at their dtype (int8, int16; int4 packs two per byte), biases at
   ``[memory] bias_bytes`` per element (0: the tensor's own width, int32 or int64), ``scale_bytes_per_channel``
   per output channel of every multiply-accumulate op (its requantization multiplier and shift), other quantized
-  constants (an Add's constant operand, ...) at their dtype, and the lookup tables the lowering built (entries
-  x the narrowest integer width that holds them).
+  constants (an Add's constant operand, ...) at their dtype, and the lookup tables the lowering built (each
+  node's ``Tables`` record: entries x the narrowest integer width that holds them).
 * **Activations** (SRAM, the tensor arena) under the executor's schedule, the program's node order: a tensor
   is live from the node that produces it (model inputs: from the start) to its last consumer (model outputs: to
   the end); a view (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) shares its input's buffer, and so
@@ -23,12 +23,10 @@ import math
 import numpy as np
 
 from npu_sim.analysis.cost.layer import tensor_bytes
-from npu_sim.ir import Program
+from npu_sim.ir import Program, Tables
 from npu_sim.opset import VIEW_OPS, WEIGHT_INPUT, kind_of
 
 PAD_FOLDING_OPS = ("Conv", "AveragePool", "MaxPool")  # a Pad feeding only these is folded into their padding
-# node parameters that hold a lookup table (the lowering's names, leading underscores dropped)
-_LUT_KEYS = ("table", "exp", "recip")
 
 
 def _table_bytes(arr: np.ndarray) -> int:
@@ -43,17 +41,9 @@ def _table_bytes(arr: np.ndarray) -> int:
     return arr.size * 8
 
 
-def lut_bytes(params: dict) -> int:
-    """Bytes of the lookup tables among a node's prepared parameters (``table``, ``exp``, ``recip``, ``*_lut``,
-    also inside a nested table description)."""
-    total = 0
-    for key, value in params.items():
-        name = str(key).lstrip("_")
-        if isinstance(value, dict):
-            total += lut_bytes(value)
-        elif isinstance(value, np.ndarray) and (name in _LUT_KEYS or name.endswith("_lut")):
-            total += _table_bytes(value)
-    return total
+def lut_bytes(tables: Tables | None) -> int:
+    """Bytes of a node's lookup tables (its ``Tables`` record, as the lowering built them)."""
+    return sum(_table_bytes(t) for t in tables.entries.values()) if tables is not None else 0
 
 
 def _out_channels(program: Program, node) -> int:
@@ -84,7 +74,7 @@ def constant_bytes(program: Program, board=None) -> dict:
                                   else int(t.data.dtype.itemsize) * t.data.size)
             else:
                 out["other"] += tensor_bytes(t)
-        out["luts"] += lut_bytes(node.params)
+        out["luts"] += lut_bytes(node.tables)
     return out
 
 
