@@ -64,6 +64,12 @@ def test_report_and_dataset_run_read_each_model_once(reads, tmp_path):
     assert sorted(reads) == sorted([QDQ.name, FLOAT.name]), reads
 
 
+def test_report_with_the_advisor_reads_each_model_once(reads, tmp_path, capsys):
+    assert main(["report", str(QDQ), "--data", str(DEMO / "digits_test.npz"), "--float", str(FLOAT), "--limit", "4",
+                 "--samples", "2", "--no-sensitivity", "--points", "2", "--workers", "1", "--quiet"]) == 0
+    assert sorted(r for r in reads if r in (QDQ.name, FLOAT.name)) == sorted([QDQ.name, FLOAT.name]), reads
+
+
 def test_an_open_model_is_passed_on_not_read_again(reads):
     model = npu_sim.open_model(QDQ)
     assert isinstance(model, OpenModel) and open_model(model) is model

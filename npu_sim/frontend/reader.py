@@ -53,6 +53,7 @@ class OpenModel:
         #: QuantizeLinear output -> its input, for every QuantizeLinear of the graph
         self.quantized = {n.output[0]: n.input[0] for n in proto.graph.node
                           if n.op_type == "QuantizeLinear" and n.output and n.input}
+        self.floats: dict[Path, onnx.ModelProto] = {}  # the float models read beside it (``float_model``)
 
     def __repr__(self) -> str:
         return f"open_model({str(self.path)!r})"
@@ -89,10 +90,16 @@ class OpenModel:
 
     def float_model(self, path) -> onnx.ModelProto:
         """The float model beside this one (``--float``: the one quantize_static started from), read through
-        the same door and checked: readable, without QDQ nodes, with this model's inputs."""
+        the same door and checked: readable, without QDQ nodes, with this model's inputs. Read once: every float
+        reference built on this model shares it (none changes it)."""
         p = Path(path)
         if not p.is_file():
             raise FloatReferenceError(f"--float {str(p)!r}: file not found")
+        if p.resolve() not in self.floats:
+            self.floats[p.resolve()] = self._read_float(p)
+        return self.floats[p.resolve()]
+
+    def _read_float(self, p: Path) -> onnx.ModelProto:
         try:
             model, _ = load_file(p)
         except ModelLoadError as exc:
