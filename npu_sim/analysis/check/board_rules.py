@@ -251,10 +251,10 @@ def _requant_range(ctx, node):
     The factor is far too small: the output scale is huge compared with input x weight scales (often a channel
     with tiny weights and a bias). Re-calibrate (check the output range), prune dead channels, or quantize the
     weights per tensor."""
-    p = node.params
-    if "mult" not in p or "shift" not in p or ctx.limits[node.name] is None:
+    rq = node.requant  # the fixed-point multipliers and shifts the lowering made (npu_sim.ir.Requant)
+    if rq is None or rq.rounding != "half_up" or ctx.limits[node.name] is None:
         return None
-    mult, shift = np.asarray(p["mult"]).reshape(-1), np.asarray(p["shift"]).reshape(-1)
+    mult, shift = rq.mult, rq.shift
     lo, hi = ctx.rules.shift_min, ctx.rules.shift_max
     bad = (mult == 0) | (shift < lo) | (shift > hi)
     if bad.any():

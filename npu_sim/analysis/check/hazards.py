@@ -66,7 +66,7 @@ def _worst_acc(ctx, node) -> int | None:
         return None
     x_dev = max(abs(x.q.qmin - int(x.q.zero_point)), abs(x.q.qmax - int(x.q.zero_point)))
     w = ctx.weight(node)
-    bias = np.asarray(node.params.get("bias", [0]), np.int64)
+    bias = node.requant.bias if node.requant is not None else np.zeros(1, np.int64)
     max_bias = int(np.abs(bias).max()) if bias.size else 0
     if w is None:  # two activations
         y = ctx.t(node.inputs[1])
@@ -85,7 +85,7 @@ def _acc_worst(ctx, node):
     Usually harmless with real data (run `npu-sim check --run` to see observed overflow); otherwise reduce the
     layer's reduction length or weight range, or keep it at 8 bits."""
     bound = _worst_acc(ctx, node)
-    bits = node.params.get("acc_bits")
+    bits = node.accumulator.bits if node.accumulator is not None else None
     if bound is None or bits is None or bits >= 64:
         return None
     if bound < 2 ** (bits - 1):
@@ -103,7 +103,8 @@ def _acc_observed(ctx, node):
     accumulator cannot overflow below about 130,000 products."""
     if not ctx.overflows or node.name not in ctx.overflows:
         return None
-    return {"op": node.op, "count": int(ctx.overflows[node.name]), "bits": node.params.get("acc_bits"),
+    return {"op": node.op, "count": int(ctx.overflows[node.name]),
+            "bits": node.accumulator.bits if node.accumulator is not None else None,
             "mode": ctx.arith.accumulator_overflow}
 
 

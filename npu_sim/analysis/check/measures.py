@@ -93,7 +93,7 @@ def max_output_lsb(ctx: Context, node: Node) -> np.ndarray | None:
     axis = weight_axis(node, w)
     x_dev = max(abs(x.q.qmin - int(x.q.zero_point)), abs(x.q.qmax - int(x.q.zero_point)))
     rows = np.moveaxis(np.abs(w.data.astype(np.int64)), axis, 0).reshape(w.data.shape[axis], -1).sum(axis=1)
-    bias = np.abs(np.asarray(node.params.get("bias", 0), np.float64)).reshape(-1)
+    bias = np.abs(node.requant.bias.astype(np.float64)) if node.requant is not None else np.zeros(1)
     sy = float(ctx.t(node.outputs[0]).q.scale)
     factor = float(x.q.scale) * np.broadcast_to(w.q.scale.astype(np.float64), rows.shape) / sy
     return factor * (x_dev * rows + np.broadcast_to(bias if bias.size > 1 else bias.reshape(()), rows.shape))
