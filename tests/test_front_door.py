@@ -64,9 +64,22 @@ def test_report_and_dataset_run_read_each_model_once(reads, tmp_path):
     assert sorted(reads) == sorted([QDQ.name, FLOAT.name]), reads
 
 
-def test_report_with_the_advisor_reads_each_model_once(reads, tmp_path, capsys):
-    assert main(["report", str(QDQ), "--data", str(DEMO / "digits_test.npz"), "--float", str(FLOAT), "--limit", "4",
-                 "--samples", "2", "--no-sensitivity", "--points", "2", "--workers", "1", "--quiet"]) == 0
+def test_report_with_the_advisor_reads_each_model_once(reads, tmp_path, capsys, monkeypatch):
+    """The report, the advisor and the re-quantization (onnxruntime's quantize_static is given the float model as
+    the front door read it, not its path) read the QDQ and the float model once each."""
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    given, real = [], quantization.quantize_static
+
+    def recording(model_input, *args, **kwargs):
+        given.append(model_input)
+        return real(model_input, *args, **kwargs)
+    monkeypatch.setattr(quantization, "quantize_static", recording)
+    data = str(DEMO / "digits_test.npz")
+    assert main(["report", str(QDQ), "--data", data, "--float", str(FLOAT), "--limit", "4", "--samples", "2",
+                 "--no-sensitivity", "--points", "2", "--workers", "1", "--quiet", "--requantize", data,
+                 "--calib-limit", "4", "--fixed-model", str(tmp_path / "fixed.qdq.onnx")]) == 0
+    assert "check of the fixed model" in capsys.readouterr().out
+    assert len(given) == 1 and isinstance(given[0], onnx.ModelProto)
     assert sorted(r for r in reads if r in (QDQ.name, FLOAT.name)) == sorted([QDQ.name, FLOAT.name]), reads
 
 

@@ -11,8 +11,9 @@ and re-quantization from the float model with onnxruntime's ``quantize_static`` 
 * ``quantization_settings(model)``: how a QDQ model was made (its ``npu_sim.quantization`` metadata when
   models/build.py wrote it, else read off the graph: activation and weight types, per-channel weights, symmetric
   activations, the model input's fixed quantization).
-* ``requantize(float_model, out, calibration, settings, extra_options)``: ``quantize_static`` with those settings
-  plus the advisor's ``extra_options`` (TensorQuantOverrides and the like).
+* ``requantize(float_model, name, out, calibration, settings, extra_options)``: ``quantize_static`` with those
+  settings plus the advisor's ``extra_options`` (TensorQuantOverrides and the like), on the float model as the
+  front door read it.
 * ``load_extra_options(path)``: the advisor's JSON fix as ``quantize_static`` takes it (quant type names ->
   ``QuantType``, scale/zero point -> 0-d numpy arrays).
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npu_sim.errors import InputError, ModelLoadError
+from npu_sim.errors import InputError
 from npu_sim.opset import MAC_OPS
 from npu_sim.qdq.graph import DEQUANTIZE, QUANTIZE, initializer_values, is_op, onnx_opset
 
@@ -295,17 +296,18 @@ def load_extra_options(path) -> dict:
     return to_ort_extra_options(doc)
 
 
-def requantize(float_model, out_path, calibration: list[dict], settings: QuantSettings, fix: dict | None = None):
-    """Quantize ``float_model`` again with ``quantize_static`` (QDQ): ``settings`` plus the ``fix`` extra_options
-    on top; MinMax calibration over ``calibration`` (feed dicts). Writes ``out_path``; returns the extra_options
-    used (JSON form)."""
+def requantize(float_model, name: str, out_path, calibration: list[dict], settings: QuantSettings,
+               fix: dict | None = None):
+    """Quantize ``float_model`` (a ModelProto, read by the front door: ``OpenModel.float_model``; ``name`` says
+    which in messages) again with ``quantize_static`` (QDQ): ``settings`` plus the ``fix`` extra_options on top;
+    MinMax calibration over ``calibration`` (feed dicts). Writes ``out_path``; returns the extra_options used
+    (JSON form). onnxruntime is given a copy (it may rewrite the model it is given)."""
+    import onnx
     try:
         from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                               quantize_static)
     except ImportError:
         raise InputError("re-quantization runs onnxruntime's quantize_static: pip install 'npu-sim[report]'") from None
-    if not Path(float_model).is_file():
-        raise ModelLoadError(f"{float_model}: float model not found (re-quantization needs --float)")
     if not calibration:
         raise InputError("re-quantization needs calibration data (--requantize CALIB_DIR)")
     opts = merge_extra_options(settings.extra_options, fix or {})
@@ -318,7 +320,8 @@ def requantize(float_model, out_path, calibration: list[dict], settings: QuantSe
         def get_next(self):
             return next(self._it, None)
 
-    src, dst = str(Path(float_model).resolve()), str(Path(out_path).resolve())
+    src, dst = onnx.ModelProto(), str(Path(out_path).resolve())
+    src.CopyFrom(float_model)
     cwd = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="npu-sim-requant.") as tmp:
         os.chdir(tmp)  # calibration writes an augmented model and temporary files
@@ -334,7 +337,7 @@ def requantize(float_model, out_path, calibration: list[dict], settings: QuantSe
         except InputError:
             raise
         except Exception as exc:
-            raise InputError(f"onnxruntime quantize_static failed re-quantizing {float_model}: {exc}") from None
+            raise InputError(f"onnxruntime quantize_static failed re-quantizing {name}: {exc}") from None
         finally:
             os.chdir(cwd)
     return _jsonable(opts)

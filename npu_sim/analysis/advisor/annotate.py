@@ -120,7 +120,7 @@ def _requantize_and_measure(ev, report, float_model, settings, fix, opt, base_cy
         return {"error": "re-quantization needs the float model (--float)"}
     out = opt.fixed_model or Path(report.model).name.replace(".qdq.onnx", ".onnx").replace(".onnx", ".fixed.qdq.onnx")
     t0 = time.perf_counter()
-    used = requant.requantize(float_model, out, opt.calibration, settings, fix)
+    used = requant.requantize(ev.ref.model, str(float_model), out, opt.calibration, settings, fix)  # read once
     sim = ev.load(out, "fixed")
     samples = opt.eval_samples or ev.samples
     if samples is ev.samples:
