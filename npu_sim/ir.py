@@ -4,8 +4,8 @@ A ``Program`` is a list of ``Node``s in execution order over named ``Tensor``s. 
 its quantization (``QParams``) and the name of the ONNX float tensor it stands for (``float_name``: the input of
 its QuantizeLinear), so layers can be matched to the float model. Node parameters are prepared once at lowering
 (integer multipliers, shifts, clamps, index tables); executing a node only moves integers. What other layers read
-about a node's parameters is in its typed records (``Requant``, ``Weights``, ``Tables``, ``Accumulator``,
-``Operands``), filled by the op families at lowering.
+about a node's parameters is in its typed records (``Requant``, ``Weights``, ``Geometry``, ``Affine``, ``Tables``,
+``Accumulator``, ``Operands``), filled by the op families at lowering.
 """
 from __future__ import annotations
 
@@ -143,6 +143,33 @@ class Weights:
     spatial_1d: bool = False
 
 
+@dataclass(frozen=True)
+class Geometry:
+    """Where a sliding-window or matrix op reads its input: kernel (kh, kw), stride, pads (top, left, bottom,
+    right), dilation, groups; a ConvTranspose's output size; a Gemm's transposed A. None where the op has none."""
+    kernel: tuple | None = None
+    stride: tuple | None = None
+    pads: tuple | None = None
+    dilation: tuple | None = None
+    groups: int = 1
+    out_hw: tuple | None = None
+    transpose_a: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Affine:
+    """A per-channel affine in output units (BatchNormalization, Add/Sub of a constant):
+    ``y = clamp(round_half_up(((x - in_zp) * scale[c] + offset[c]) / 2**fraction_bits) + out_zp, qmin, qmax)``,
+    channels along axis 1."""
+    scale: np.ndarray           # int64 per channel
+    offset: np.ndarray          # int64 per channel
+    fraction_bits: int
+    in_zp: int
+    out_zp: int
+    qmin: int
+    qmax: int
+
+
 @dataclass(frozen=True, eq=False)
 class Tables:
     """Lookup tables held by a node (name -> entries, integer arrays), and the quantization of the input codes
@@ -173,6 +200,7 @@ class Operands:
     left_shift: int | None = None
     stages: tuple[tuple[int, int], ...] | None = None
     bits: int | None = None
+    clamp: tuple[int, int] | None = None  # the output's (qmin, qmax), a folded Relu/Clip included
 
 
 @dataclass(eq=False)
@@ -191,6 +219,8 @@ class Node:
     # the typed records of the node's parameters (above); None where the op has no such part
     requant: Requant | None = None
     weights: Weights | None = None
+    geometry: Geometry | None = None
+    affine: Affine | None = None
     tables: Tables | None = None
     accumulator: Accumulator | None = None
     operands: Operands | None = None

@@ -3,6 +3,7 @@ the named exception of ``kernels.fixedpoint`` for scales no multiplier represent
 activations (``npu_sim.activations``) that opset, the lowering, docs/lut_errors.py and the tests read."""
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -17,6 +18,7 @@ from kernels.fixedpoint import UnrepresentableScale, quantize_multiplier
 from npu_sim.activations import LUT_ACTIVATIONS
 from npu_sim.analysis.cost.memory import lut_bytes
 from npu_sim.boards import PRESET_DIR, load_board
+from npu_sim.cli.main import main as cli_main
 from npu_sim.errors import UnsupportedModelError
 from npu_sim.ir import Node
 from npu_sim.lowering.problem import Problem
@@ -115,6 +117,17 @@ def test_lut_records(tmp_path):
     assert lut_bytes(node.tables) == 256
 
 
+@pytest.mark.parametrize("op,want", [("Softmax", {"exp", "recip"}), ("Div", {"recip"}), ("Tanh", {"table"})])
+def test_lowered_tables_are_in_the_record(tmp_path, op, want):
+    """Softmax's exponential and reciprocal tables, Div's reciprocal table, a Tanh's own table."""
+    ins = {"x": (1, 16), "d": (1, 16)} if op == "Div" else {"x": (1, 16)}
+    onode = helper.make_node(op, list(ins), ["y"], name="n")
+    sim = npu_sim.load(quantize(build_model([onode], ins, {"y": None}), tmp_path, op, activation_type="s8",
+                                calib_count=2), board="default")
+    node = next(n for n in sim.program.nodes if n.op == op)
+    assert set(node.tables.entries) == want and lut_bytes(node.tables) > 0
+
+
 def test_every_family_table_is_in_the_record():
     """The families' table keys (a nested reciprocal table, exponential and reciprocal tables) are named in the
     record; other arrays are not tables."""
@@ -161,3 +174,23 @@ def test_bad_attributes_are_the_nodes_problem():
         lut.function_for("Pow", exponent=math.inf)
     with pytest.raises(Problem, match="no lookup-table function"):
         lut.function_for("Relu")
+
+
+def test_compare_explains_a_tflite_matmul_with_per_tensor_weights(tmp_path):
+    """A MatMul by per-tensor int8 weights on a TFLite board has one multiplier per column (its Requant record's
+    channels): compare tries its variations per column (it used to fail broadcasting them, a traceback)."""
+    rng = rng_for("records", "matmul")
+    m = build_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], {"x": (1, 4, 16)}, {"y": None},
+                    {"w": weights(rng, (16, 8))})
+    model = quantize(m, tmp_path, "mm", activation_type="s8", calib_count=2)
+    node = next(n for n in npu_sim.load(model, board="ethos-u55-128").program.nodes if n.op == "MatMul")
+    assert not node.weights.per_channel and node.requant.channels == 8 and node.requant.rounding == "double"
+    np.save(tmp_path / "x.npy", rng.standard_normal((1, 4, 16)).astype(np.float32) * 3)
+    assert cli_main(["run", str(model), "--board", "ethos-u55-128", "--input", f"x={tmp_path / 'x.npy'}",
+                     "--dump-all", "--out", str(tmp_path / "dump")]) == 0
+    f = tmp_path / "dump" / json.loads((tmp_path / "dump" / "index.json").read_text())["y_QuantizeLinear_Input"]["file"]
+    y = np.load(f)
+    y.reshape(-1)[[1, 9, 17]] = np.clip(y.reshape(-1)[[1, 9, 17]].astype(np.int64) + 3, -128, 127)  # not a rule
+    np.save(f, y)
+    t = npu_sim.compare_dump(model, tmp_path / "dump", board="ethos-u55-128").first_divergent_tensor
+    assert t.producer == "mm" and t.differing == 3 and t.unexplained == 3

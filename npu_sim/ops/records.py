@@ -1,5 +1,5 @@
-"""The typed records of a lowered node (``npu_sim.ir``: ``Requant``, ``Weights``, ``Tables``, ``Accumulator``,
-``Operands``), made from the parameters its family prepared for the run functions.
+"""The typed records of a lowered node (``npu_sim.ir``: ``Requant``, ``Weights``, ``Geometry``, ``Affine``,
+``Tables``, ``Accumulator``, ``Operands``), made from the parameters its family prepared for the run functions.
 
 The families keep their run functions' arguments in ``Node.params`` (private keys, the kernels' layouts); this is
 the one place outside a family that knows what those keys mean. The lowering walk calls ``describe`` on every node
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_sim.ir import Accumulator, Node, Operands, Requant, Tables, Tensor, Weights
+from npu_sim.ir import Accumulator, Affine, Geometry, Node, Operands, Requant, Tables, Tensor, Weights
 
 # the families' lookup tables: params key -> the table's name in ``Tables.entries``
 TABLE_KEYS = {"table": "table", "_table": "table", "_exp": "exp", "_recip": "recip", "_exp_lut": "exp",
@@ -28,6 +28,10 @@ def describe(node: Node, arith) -> None:
     w = p.get("_w")
     node.weights = (Weights(w, WEIGHT_AXIS[node.op], bool(p.get("_per_col", True)), bool(p.get("_is1d", False)))
                     if isinstance(w, np.ndarray) and node.op in WEIGHT_AXIS else None)
+    node.geometry = _geometry(node.op, p)
+    node.affine = (Affine(_per_channel(p["w"], np.int64), _per_channel(p["b"], np.int64), int(p["f_bits"]),
+                          int(p["x_zp"]), int(p["out_zp"]), int(p["qmin"]), int(p["qmax"]))
+                   if {"f_bits", "w", "b", "x_zp", "out_zp", "qmin", "qmax"} <= set(p) else None)
     node.tables = _tables(p)
     node.operands = _operands(p, arith)
 
@@ -53,9 +57,21 @@ def _requant(p: dict, arith) -> Requant | None:
     else:
         return None
     bias = _per_channel(p.get("bias", np.zeros(1, np.int64)), np.int64)
-    in_zp = p.get("x_zp")
+    in_zp = p.get("x_zp", p.get("a_zp"))  # (a MatMul's first operand)
     return Requant(rounding, int(bits), mult, shift, ratio, bias, None if in_zp is None else int(in_zp),
                    int(p["out_zp"]), int(p["qmin"]), int(p["qmax"]))
+
+
+def _geometry(op: str, p: dict) -> Geometry | None:
+    """The window of a convolution or pool, a Gemm's transposed A (None for other nodes)."""
+    if "stride" not in p and "trans_a" not in p:
+        return None
+    w = p.get("_w")
+    kernel = p.get("kernel")
+    if kernel is None and isinstance(w, np.ndarray) and w.ndim == 4:
+        kernel = tuple(int(k) for k in w.shape[2:])
+    return Geometry(kernel, p.get("stride"), p.get("pads"), p.get("dilation"), int(p.get("groups", 1)),
+                    p.get("out_hw"), bool(p.get("trans_a", False)))
 
 
 def _tables(p: dict) -> Tables | None:
@@ -78,7 +94,8 @@ def _operands(p: dict, arith) -> Operands | None:
     a, b = p.get("_a"), p.get("_b")
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
         return None
+    clamp = (int(p["qmin"]), int(p["qmax"])) if "qmin" in p and "qmax" in p else None
     if "a_mult" in p:  # the fixed-point three-stage Add/Sub (``ops.elementwise.lower_add``)
         stages = tuple((int(p[f"{k}_mult"]), int(p[f"{k}_shift"])) for k in ("a", "b", "out"))
-        return Operands(a, b, int(p["left_shift"]), stages, arith.multiplier_bits)
-    return Operands(a, b)
+        return Operands(a, b, int(p["left_shift"]), stages, arith.multiplier_bits, clamp)
+    return Operands(a, b, clamp=clamp)

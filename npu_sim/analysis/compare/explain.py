@@ -37,7 +37,7 @@ from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 from npu_sim.analysis.compare.binary import add_candidates
 from npu_sim.analysis.compare.rounding import (ROUNDINGS, double_rounding, float32_rule, half_up, saturate,
                                                wrap)
-from npu_sim.ir import Node, Program
+from npu_sim.ir import Affine, Node, Program
 
 MAX_TRIED = 20_000
 RESCALES = ("Requantize", "Clip", "Relu")  # one multiplier from the input's scale to the output's  # differing elements tried per node; the rest are counted as not tried
@@ -64,24 +64,24 @@ class Requant:
 
 def _mac_acc(node: Node, x: np.ndarray, out_shape) -> tuple[np.ndarray, int] | None:
     """The node's exact accumulator (without bias), output-shaped, and its channel axis (-1: none)."""
-    p, w = node.params, node.weights
-    if w is None:
+    w, g, rq = node.weights, node.geometry, node.requant
+    if w is None or rq is None or rq.in_zp is None:
         return None
+    zx = rq.in_zp
     if node.op == "Conv":
         x4 = x[:, :, None, :] if w.spatial_1d else x
-        acc = conv2d_acc(np.ascontiguousarray(x4), p["x_zp"], w.data, p["stride"], p["pads"], p["dilation"],
-                         p["groups"])
+        acc = conv2d_acc(np.ascontiguousarray(x4), zx, w.data, g.stride, g.pads, g.dilation, g.groups)
         return acc.reshape(out_shape), 1
     if node.op == "ConvTranspose":
-        return conv_transpose2d_acc(np.ascontiguousarray(x), p["x_zp"], w.data, p["stride"], p["pads"],
-                                    p["dilation"], p["groups"], p["out_hw"]).reshape(out_shape), 1
+        return conv_transpose2d_acc(np.ascontiguousarray(x), zx, w.data, g.stride, g.pads, g.dilation, g.groups,
+                                    g.out_hw).reshape(out_shape), 1
     if node.op == "Gemm":
-        a = x.T if p["trans_a"] else x
-        return int_matmul(np.ascontiguousarray(a.astype(np.int64) - p["x_zp"]), w.data).reshape(out_shape), -1
+        a = x.T if g.transpose_a else x
+        return int_matmul(np.ascontiguousarray(a.astype(np.int64) - zx), w.data).reshape(out_shape), -1
     if node.op == "MatMul":
-        a = (x.astype(np.int64) - p["a_zp"]).reshape(-1, x.shape[-1])
+        a = (x.astype(np.int64) - zx).reshape(-1, x.shape[-1])
         acc = int_matmul(np.ascontiguousarray(a), w.data).reshape(out_shape)
-        return acc, (-1 if w.per_channel else None)
+        return acc, (-1 if w.per_channel or rq.channels > 1 else None)  # (TFLite: a multiplier per column)
     return None
 
 
@@ -107,10 +107,10 @@ def _factors(prog: Program, node: Node, n_channels: int) -> tuple[np.ndarray, np
 def requant_of(prog: Program, node: Node, inputs: list) -> Requant | None:
     """The node's requantization on these inputs (its activation inputs, as the executor passes them); None for
     ops without one multiplier per channel (then no variation is tried)."""
-    p, rec = node.params, node.requant
+    rec = node.requant
     out_shape = tuple(prog.tensors[node.outputs[0]].shape)
-    if inputs and {"f_bits", "w", "b", "x_zp", "out_zp"} <= set(p) and tuple(inputs[0].shape) == out_shape:
-        return _affine(p, inputs[0])
+    if inputs and node.affine is not None and tuple(inputs[0].shape) == out_shape:
+        return _affine(node.affine, inputs[0])
     if not inputs or rec is None:
         return None
     got = _mac_acc(node, inputs[0], out_shape)
@@ -147,21 +147,21 @@ def requant_of(prog: Program, node: Node, inputs: list) -> Requant | None:
                    acc_rec.bits if acc_rec else 64, bool(acc_rec and acc_rec.saturate), own)
 
 
-def _affine(p: dict, x: np.ndarray) -> Requant:
+def _affine(af: Affine, x: np.ndarray) -> Requant:
     """A per-channel affine (BatchNormalization, Add/Sub of a constant): ``acc = (x - zx) w[c] + b[c]`` in output
     units with ``f_bits`` fraction bits, i.e. the factor ``2**-f_bits`` (channels along axis 1)."""
-    w, b = np.asarray(p["w"], np.int64).reshape(-1), np.asarray(p["b"], np.int64).reshape(-1)
+    w, b = af.scale, af.offset
     n_c = w.size
     if n_c == 1 or x.ndim < 2:
         channel = np.zeros(x.shape, np.int64)
     else:
         channel = np.broadcast_to(np.arange(n_c).reshape([1, -1] + [1] * (x.ndim - 2)), x.shape)
-    acc = (x.astype(np.int64) - p["x_zp"]) * w[channel] + np.broadcast_to(b, (n_c,))[channel]
-    f = int(p["f_bits"])
+    acc = (x.astype(np.int64) - af.in_zp) * w[channel] + np.broadcast_to(b, (n_c,))[channel]
+    f = af.fraction_bits
     tm, ts = tfl_quantize_multiplier(2.0 ** -f)
     return Requant(acc, channel, np.ones(n_c, np.int64), np.full(n_c, f, np.int64),
                    (np.full(n_c, tm, np.int64), np.full(n_c, ts, np.int64)), np.full(n_c, 2.0 ** -f, np.float32),
-                   int(p["out_zp"]), int(p["qmin"]), int(p["qmax"]), 64, False, "single")
+                   af.out_zp, af.qmin, af.qmax, 64, False, "single")
 
 
 def variations(rq: Requant) -> list[tuple[str, object]]:
