@@ -6,7 +6,7 @@
     estimate(model, board)               -> Estimate         (npu_sim.analysis.cost)
     accuracy_report(model, data, ...)    -> AccuracyReport   (npu_sim.analysis.accuracy; annotate() adds the advisor)
     compare_dump(model, dump, board)     -> Comparison       (npu_sim.analysis.compare)
-    run_dataset(model, data, writer)     -> DatasetSummary   (npu_sim.analysis.dataset_run; files: a DatasetWriter)
+    run_dataset(model, data, writer)     -> DatasetSummary   (npu_sim.analysis.dataset.run; files: a DatasetWriter)
 
 ``model`` is a QDQ ONNX path, a model already open (``open_model``: read once, passed on) or a ``Simulator``
 (check and estimate also take its ``Program``); ``board`` a preset name, a TOML path or a ``Board``.
@@ -21,8 +21,8 @@ from npu_sim.analysis.advisor import AdviceOptions, annotate
 from npu_sim.analysis.check import CheckResult, check_program
 from npu_sim.analysis.compare import Comparison, compare_dump
 from npu_sim.analysis.cost import Estimate, estimate_program
-from npu_sim.analysis.dataset_run import Summary as DatasetSummary
-from npu_sim.analysis.dataset_run import execute, plan_dataset
+from npu_sim.analysis.dataset.run import Summary as DatasetSummary
+from npu_sim.analysis.dataset.run import execute, plan_dataset
 from npu_sim.boards import Board, load_board, presets
 from npu_sim.errors import BoardError
 from npu_sim.frontend.reader import OpenModel, open_model

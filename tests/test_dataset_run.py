@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import npu_sim
-from npu_sim.analysis import dataset_task
+from npu_sim.analysis.dataset import task as dataset_task
 from npu_sim.cli.main import main
 from npu_sim.render.dataset_out import DatasetWriter, npz_bytes
 from npu_sim.runtime import memo
@@ -319,7 +319,7 @@ def test_plain_run_is_unchanged(tmp_path, monkeypatch, capsys):
 def test_a_failed_task_is_named_and_run_again_on_resume(tmp_path, digits, capsys, monkeypatch):
     """A shard whose task failed as a whole (its worker died on every try): its samples named, the other shards
     written, exit 1; --resume runs that shard alone and ends with the bytes of an uninterrupted run."""
-    from npu_sim.analysis import dataset_run
+    from npu_sim.analysis.dataset import run as dataset_run
     from npu_sim.runtime.engines import TaskFailed
     whole = tmp_path / "whole"
     assert _cli(MODEL, "--data", digits, "--out", whole, "--shard-size", 16) == 0
@@ -367,7 +367,7 @@ def _arrays_in(obj, seen=None) -> list[np.ndarray]:
 
 def test_the_plan_holds_sample_references_not_samples(tmp_path):
     """Many samples: the plan keeps (file, item, label) per sample, counted from the headers; no decoded array."""
-    from npu_sim.analysis.dataset_run import plan_dataset
+    from npu_sim.analysis.dataset.run import plan_dataset
     z = np.load(TEST)
     data = tmp_path / "many"
     data.mkdir()
@@ -421,7 +421,7 @@ def test_a_sample_that_cannot_be_read_when_its_shard_is_built_fails_alone(tmp_pa
 def test_shards_are_built_as_the_engine_pulls_them(tmp_path, digits, monkeypatch, workers):
     """Each shard's payload is built when a worker can take it: when the first shard is written, at most two
     per worker were built; every shard is built once."""
-    from npu_sim.analysis import dataset_run
+    from npu_sim.analysis.dataset import run as dataset_run
     real_build, real_write = dataset_run.shard_payload, DatasetWriter.shard
     built, at_first_write = [], []
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npu_sim.analysis.dataset_run import Plan, Progress, Summary, resume_state, shard_file
+from npu_sim.analysis.dataset.run import Plan, Progress, Summary, resume_state, shard_file
 from npu_sim.errors import InputError
 from npu_sim.render.files import write_bytes
 

@@ -1,4 +1,4 @@
-"""The worker side of a dataset run (``npu_sim.analysis.dataset_run``): load the model once, run shards of samples.
+"""The worker side of a dataset run (``npu_sim.analysis.dataset.run``): load the model once, run shards of samples.
 
 ``setup(spec)`` loads and lowers the model (and builds the float reference with ``--float``) once per worker;
 ``shard_task(worker, payload)`` runs one shard's samples and returns their integer outputs and, with a float

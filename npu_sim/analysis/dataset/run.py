@@ -5,7 +5,7 @@ a file that cannot be read is named and the others still run, and numbers the sa
 holds samples ``[k * shard_size, (k + 1) * shard_size)``, whatever the engine or the number of workers. The plan
 keeps each sample by reference (its file, its item in a .npy/.npz batch, its label), counted from the files'
 headers: no sample is decoded then. ``execute`` sends the shards that are not already written as tasks to
-``npu_sim.runtime.engines.run_tasks`` (``dataset_task.setup`` / ``shard_task``), which pulls them lazily:
+``npu_sim.runtime.engines.run_tasks`` (``dataset.task.setup`` / ``shard_task``), which pulls them lazily:
 ``shard_payload`` reads a shard's samples (decodes its images, slices its arrays) only when a worker can take it,
 so the driver holds the decoded shards in flight only. It hands each finished shard to a *writer* (the files are
 the render layer's: ``npu_sim.render.dataset_out.DatasetWriter``), which also rewrites the manifest as shards
@@ -22,7 +22,7 @@ import numpy as np
 
 from npu_sim.analysis.accuracy.engine import class_rows
 from npu_sim.analysis.accuracy.jobs import board_spec
-from npu_sim.analysis.dataset_task import JobSpec, ShardPayload, ShardResult, file_sha256, setup, shard_task
+from npu_sim.analysis.dataset.task import JobSpec, ShardPayload, ShardResult, file_sha256, setup, shard_task
 from npu_sim.errors import InputError
 from npu_sim.frontend import dataset as ds
 from npu_sim.frontend.reader import open_model
