@@ -15,10 +15,14 @@ def node_line(t: TensorDiff) -> str:
     for cause, k in t.causes.items():
         if cause != "unexplained":
             same = t.equally.get(cause)
-            parts.append(f"{k} explained by {cause}" + (f" (or equally {' / '.join(same)})" if same else ""))
+            whole = t.reproduces.get(cause)
+            parts.append(f"{k} explained by {cause}" + (f" (or equally {' / '.join(same)})" if same else "")
+                         + (f", which reproduces {whole[0]:,} of {whole[1]:,}" if whole else ""))
     if t.inherited:
         parts.append(f"{t.inherited} inherited (an input already differs there)")
-    parts.append(f"{t.unexplained} unexplained")
+    closest = f" (closest: {t.closest[0]}, which reproduces {t.closest[1]:,} of {t.closest[2]:,})" \
+        if t.unexplained and t.closest else ""
+    parts.append(f"{t.unexplained} unexplained{closest}")
     if t.not_tried:
         parts.append(f"{t.not_tried} not tried")
     return "; ".join(parts)

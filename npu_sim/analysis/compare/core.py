@@ -51,6 +51,8 @@ class TensorDiff:
     inherited: int = 0
     causes: dict = field(default_factory=dict)              # cause -> elements ("unexplained" included)
     equally: dict = field(default_factory=dict)             # cause -> other variations reproducing the same elements
+    reproduces: dict = field(default_factory=dict)          # cause -> [elements of the tensor it gives, elements]
+    closest: list | None = None                             # [variation, elements it gives, elements]: some unexplained
     not_tried: int = 0
 
     @property
@@ -285,8 +287,10 @@ def _explain_nodes(prog: Program, c: Comparison, matched: dict, values: dict) ->
         differs = (dump != sim).reshape(-1)
         own = np.flatnonzero(differs & (dump != rerun.astype(np.int64)).reshape(-1))
         td.inherited = int(np.count_nonzero(differs)) - int(own.size)
-        labels, td.equally = explain(prog, node, [local[i] for i in acts], m.array, own)
-        td.not_tried = int(own.size - labels.size)
+        ex = explain(prog, node, [local[i] for i in acts], m.array, rerun, own) if own.size else None
+        labels = ex.labels if ex is not None else own[:0]
+        if ex is not None:
+            td.equally, td.reproduces, td.closest, td.not_tried = ex.equally, ex.reproduces, ex.closest, ex.not_tried
         names, counts = np.unique(labels.astype(str), return_counts=True) if labels.size else ([], [])
         td.causes = {str(n): int(k) for n, k in sorted(zip(names, counts), key=lambda p: (p[0] == "unexplained",
                                                                                           -p[1]))}

@@ -1,26 +1,34 @@
-"""Why a node's output differs from the board's: each differing element tried against named variations of the
-node's arithmetic, counted under the first that reproduces the board's value -- the variations taken in order of
-how many of the node's differing elements each reproduces (most first; ties in the order listed below), so that one
-cause explaining a whole node is not split among variations that agree with it on some elements.
+"""Why a node's output differs from the board's, proven on the whole tensor.
 
-The node is re-run from the dump's inputs; its exact accumulator (``acc + bias``, int64) is recovered for the
-multiply-accumulate ops (Conv, ConvTranspose, Gemm, MatMul by constant weights), the one-multiplier rescales
-(Requantize, Clip/Relu) and the per-channel affines (``acc`` in output units with ``f_bits`` fraction bits), with
-the real factor ``sx * sw[c] / sy`` from the tensors' scales. Then, per element, exactly (Python integers), after which the output zero point is added and the node's clamp applied:
+The node is re-run from the dump's inputs (``recover``: its exact accumulator ``acc + bias``, its channels, its
+fixed-point pairs). Every variation of its arithmetic below is then computed on **every** element of the tensor
+(exactly: int64 where no product can overflow it, Python integers otherwise), after which the output zero point is
+added and the node's clamp applied. A variation is a *cause* only if it keeps every element the re-run reproduces
+as the board has it (it changes nothing the board did not change) and gives the board's value on at least one of
+the node's own differing elements (those it gives are the elements it *explains*). Causes are taken in order of how
+many of the elements left each explains (most first; ties in the order listed below), so one cause explaining the
+whole tensor is not split among variations that agree with it on some elements. A variation that reproduces every
+element of the tensor says so; the elements no cause explains are *unexplained*, and the variation agreeing with
+the board on most elements of the tensor is reported as the closest.
 
-* the rounding of ``acc * M / 2**r`` (the node's own fixed-point pair ``M, r`` from its ``Requant`` record, made at
-  the board's ``multiplier_bits``; else the pair of the real factor at those bits): half up, half to even, half
-  away from zero, truncation toward -inf, truncation toward 0;
-* double rounding (TFLite's ``MultiplyByQuantizedMultiplier``: a rounding doubling high multiply, then a rounding
-  right shift);
+* single rounding of ``acc * M / 2**r`` (the node's own pair ``M, r`` from its ``Requant`` record, made at the
+  board's ``multiplier_bits``; else the pair of the real factor at those bits): half up, half to even, half away
+  from zero, truncation toward -inf, truncation toward 0; TFLite's single-rounding build (``TFLITE_SINGLE_ROUNDING``,
+  CMSIS-NN's ``CMSIS_NN_USE_SINGLE_ROUNDING``: TFLite's pair, ties toward +inf);
+* double rounding (TFLite's ``MultiplyByQuantizedMultiplier``, CMSIS-NN's ``arm_nn_requantize``: a rounding doubling
+  high multiply, ties toward +inf, then a rounding right shift, ties away from zero), and the same two stages with
+  ties toward +inf, to even or away from zero at each stage (second-stage ties toward +inf: LiteRT's optimized
+  kernels), or a truncating second stage;
 * float32 requantization (onnxruntime: ``rint(float32(acc) * float32(sx*sw/sy))``);
-* the accumulator saturated instead of wrapped at its width (or wrapped instead of saturated), then the node's
-  own rule;
+* the accumulator saturated instead of wrapped at its width (or wrapped instead of saturated), then the node's rule;
 * one multiplier for every channel (channel 0's) instead of one per channel, with the node's own rule;
+* the output wrapped at its integer width instead of saturated (then the node's clamp);
+* every channel's multiplier off by ``k``, ``k`` found from the data (the one offset, if any, consistent with every
+  element the board wrote between its bounds);
 * lookup tables (8-bit inputs): the entry of the neighbouring input code (an index off by one);
 * Add/Sub of two activations: the variations of ``binary``.
 
-This is a diagnostic, not a kernel: plain numpy and Python integers, only on the differing elements.
+This is a diagnostic, not a kernel: plain numpy and Python integers.
 """
 from __future__ import annotations
 
@@ -28,204 +36,194 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.conv2d import conv2d_acc
-from kernels.conv_transpose2d import conv_transpose2d_acc
-from kernels.fixedpoint import quantize_multiplier
-from kernels.gemm import int_matmul
-from kernels.tflite_fixedpoint import tfl_quantize_multiplier
-
 from npu_sim.analysis.compare.binary import add_candidates
-from npu_sim.analysis.compare.rounding import (ROUNDINGS, double_rounding, float32_rule, half_up, saturate,
-                                               wrap)
-from npu_sim.ir import Affine, Node, Program
+from npu_sim.analysis.compare.recover import Requant, requant_of
+from npu_sim.analysis.compare.rounding import (ROUNDINGS, floor_shift, float32_rule, half_away, half_even, half_up,
+                                               saturate, toward_zero, two_stage, wrap)
+from npu_sim.ir import Node, Program
 
-MAX_TRIED = 20_000
-RESCALES = ("Requantize", "Clip", "Relu")  # one multiplier from the input's scale to the output's  # differing elements tried per node; the rest are counted as not tried
+MAX_PYTHON = 300_000  # elements of an Add/Sub (whose variations run in Python) beyond which none is tried
+TFLITE_DOUBLE = "double rounding (TFLite)"
+LITERT_OPTIMIZED = "double rounding, second-stage ties toward +inf (LiteRT optimized kernels)"
 
 
 @dataclass
-class Requant:
-    """A node's requantization, recovered: ``y = clamp(rule(acc, c) + out_zp, qmin, qmax)``."""
-    acc: np.ndarray          # acc + bias, int64, output-shaped
-    channel: np.ndarray      # the multiplier's channel of each output element (int64, output-shaped)
-    mult: np.ndarray         # fixed-point pair per channel: factor ~= mult / 2**shift
-    shift: np.ndarray
-    tfl: tuple               # TFLite's (M, s) per channel
-    f32: np.ndarray          # onnxruntime's float32 ratio per channel
-    out_zp: int
-    qmin: int
-    qmax: int
-    acc_bits: int
-    saturate: bool
-    own: str                 # the node's own rule: "single" | "double" | "float32"
+class Explanation:
+    labels: np.ndarray   # the cause of each element asked about ("unexplained" where none)
+    equally: dict        # cause -> the other causes that give every element counted under it as well
+    reproduces: dict     # cause -> [elements of the tensor it reproduces, elements of the tensor]
+    closest: list | None  # [variation, elements it reproduces, elements] when some are unexplained
+    not_tried: int = 0
 
 
-# -- recovering the requantization of a node --------------------------------------------------------------------
-
-def _mac_acc(node: Node, x: np.ndarray, out_shape) -> tuple[np.ndarray, int] | None:
-    """The node's exact accumulator (without bias), output-shaped, and its channel axis (-1: none)."""
-    w, g, rq = node.weights, node.geometry, node.requant
-    if w is None or rq is None or rq.in_zp is None:
-        return None
-    zx = rq.in_zp
-    if node.op == "Conv":
-        x4 = x[:, :, None, :] if w.spatial_1d else x
-        acc = conv2d_acc(np.ascontiguousarray(x4), zx, w.data, g.stride, g.pads, g.dilation, g.groups)
-        return acc.reshape(out_shape), 1
-    if node.op == "ConvTranspose":
-        return conv_transpose2d_acc(np.ascontiguousarray(x), zx, w.data, g.stride, g.pads, g.dilation, g.groups,
-                                    g.out_hw).reshape(out_shape), 1
-    if node.op == "Gemm":
-        a = x.T if g.transpose_a else x
-        return int_matmul(np.ascontiguousarray(a.astype(np.int64) - zx), w.data).reshape(out_shape), -1
-    if node.op == "MatMul":
-        a = (x.astype(np.int64) - zx).reshape(-1, x.shape[-1])
-        acc = int_matmul(np.ascontiguousarray(a), w.data).reshape(out_shape)
-        return acc, (-1 if w.per_channel or rq.channels > 1 else None)  # (TFLite: a multiplier per column)
-    return None
+def _exact(a: np.ndarray, bound: int) -> np.ndarray:
+    """``a`` as int64 if ``|a| * bound`` fits in 62 bits, else as Python integers (an object array)."""
+    big = int(np.abs(a).max(initial=0)) * max(int(bound), 1)
+    return a.astype(np.int64) if big < (1 << 62) else a.astype(object)
 
 
-def _factors(prog: Program, node: Node, n_channels: int) -> tuple[np.ndarray, np.ndarray]:
-    """(real factor float64, onnxruntime's float32 ratio) per channel, from the tensors' scales."""
-    sx = np.float32(prog.tensors[node.inputs[0]].q.scale)
-    sy = np.float32(prog.tensors[node.outputs[0]].q.scale)
-    alpha = float(node.attrs.get("alpha", 1.0)) if node.op == "Gemm" else 1.0
-    if len(node.inputs) > 1 and prog.tensors[node.inputs[1]].is_const and node.op != "Requantize":
-        sw = prog.tensors[node.inputs[1]].q.scale
-        if node.op == "ConvTranspose" and np.ndim(sw) == 1 and sw.size != n_channels:
-            sw = np.tile(sw, n_channels // sw.size)
-    else:
-        sw = np.float32(1.0)
-    sw = np.broadcast_to(np.asarray(sw, np.float32), (n_channels,))
-    real = np.float64(sx) * sw.astype(np.float64) * alpha / np.float64(sy)
-    ratio = (sx * sw).astype(np.float32)
-    if alpha != 1.0:
-        ratio = (ratio * np.float32(alpha)).astype(np.float32)
-    return real, (ratio / sy).astype(np.float32)
+def _shift_rule(rq: Requant, f, mult=None):
+    mult = rq.mult if mult is None else mult
+
+    def run(acc, ch):
+        m, r = mult[ch], rq.shift[ch]
+        a = _exact(acc, int(np.abs(mult).max(initial=1)))
+        return f(a * (m if a.dtype != object else m.astype(object)), r)
+    return run
 
 
-def requant_of(prog: Program, node: Node, inputs: list) -> Requant | None:
-    """The node's requantization on these inputs (its activation inputs, as the executor passes them); None for
-    ops without one multiplier per channel (then no variation is tried)."""
-    rec = node.requant
-    out_shape = tuple(prog.tensors[node.outputs[0]].shape)
-    if inputs and node.affine is not None and tuple(inputs[0].shape) == out_shape:
-        return _affine(node.affine, inputs[0])
-    if not inputs or rec is None:
-        return None
-    got = _mac_acc(node, inputs[0], out_shape)
-    if got is None:
-        if not (node.op in RESCALES and rec.in_zp is not None and len(inputs) == 1 and rec.channels == 1
-                and tuple(inputs[0].shape) == out_shape):
-            return None
-        acc, axis = inputs[0].astype(np.int64) - rec.in_zp, None
-    else:
-        acc, axis = got
-    n_c = rec.channels if axis is not None else 1
-    if axis is None:
-        channel = np.zeros(out_shape, np.int64)
-    else:
-        shape = [1] * len(out_shape)
-        shape[axis] = -1
-        channel = np.broadcast_to(np.arange(out_shape[axis]).reshape(shape), out_shape)
-        n_c = out_shape[axis]
-    acc = acc + np.broadcast_to(rec.bias, (n_c,))[channel]
-    real, f32 = _factors(prog, node, n_c)
-    if rec.rounding == "half_up":  # the board's own pairs, at its multiplier_bits
-        mult, shift = (np.broadcast_to(v, (n_c,)) for v in (rec.mult, rec.shift))
-    else:  # what a fixed-point pair of this factor would be on this board
-        pairs = [quantize_multiplier(float(v), rec.bits) for v in real]
-        mult, shift = np.array([m for m, _ in pairs], np.int64), np.array([r for _, r in pairs], np.int64)
-    if rec.rounding == "double":
-        tfl = tuple(np.broadcast_to(v, (n_c,)) for v in (rec.mult, rec.shift))
-    else:
-        pairs = [tfl_quantize_multiplier(float(max(v, 0.0))) for v in real]
-        tfl = (np.array([m for m, _ in pairs], np.int64), np.array([s for _, s in pairs], np.int64))
-    own = {"half_up": "single", "double": "double"}.get(rec.rounding, "float32")
-    acc_rec = node.accumulator
-    return Requant(acc, channel, mult, shift, tfl, f32, rec.out_zp, rec.qmin, rec.qmax,
-                   acc_rec.bits if acc_rec else 64, bool(acc_rec and acc_rec.saturate), own)
+def _double_rule(rq: Requant, first=half_up, second=half_away, mult=None):
+    mult = rq.tfl[0] if mult is None else mult
+    s_all = rq.tfl[1]
+
+    def run(acc, ch):
+        m, s = mult[ch], s_all[ch]
+        a = _exact(acc, int(np.abs(mult).max(initial=1)) << int(max(int(s_all.max(initial=0)), 0)))
+        if a.dtype == object:
+            m, s = m.astype(object), s.astype(object)
+        return two_stage(a, m, s, first, second)
+    return run
 
 
-def _affine(af: Affine, x: np.ndarray) -> Requant:
-    """A per-channel affine (BatchNormalization, Add/Sub of a constant): ``acc = (x - zx) w[c] + b[c]`` in output
-    units with ``f_bits`` fraction bits, i.e. the factor ``2**-f_bits`` (channels along axis 1)."""
-    w, b = af.scale, af.offset
-    n_c = w.size
-    if n_c == 1 or x.ndim < 2:
-        channel = np.zeros(x.shape, np.int64)
-    else:
-        channel = np.broadcast_to(np.arange(n_c).reshape([1, -1] + [1] * (x.ndim - 2)), x.shape)
-    acc = (x.astype(np.int64) - af.in_zp) * w[channel] + np.broadcast_to(b, (n_c,))[channel]
-    f = af.fraction_bits
-    tm, ts = tfl_quantize_multiplier(2.0 ** -f)
-    return Requant(acc, channel, np.ones(n_c, np.int64), np.full(n_c, f, np.int64),
-                   (np.full(n_c, tm, np.int64), np.full(n_c, ts, np.int64)), np.full(n_c, 2.0 ** -f, np.float32),
-                   af.out_zp, af.qmin, af.qmax, 64, False, "single")
+def _own(rq: Requant, mult=None):
+    if rq.own == "single":
+        return _shift_rule(rq, half_up, mult)
+    if rq.own == "double":
+        return _double_rule(rq, mult=mult)
+    return lambda acc, ch: float32_rule(acc, rq.f32[ch])
+
+
+def _finish(rq: Requant, f):
+    """The variation ``f`` (the value before the zero point) as the node's output: zero point, then its clamp."""
+    return lambda acc, ch: np.clip(np.asarray(f(acc, ch)).astype(np.int64) + rq.out_zp, rq.qmin, rq.qmax)
 
 
 def variations(rq: Requant) -> list[tuple[str, object]]:
-    """(name, f(acc, c) -> the value before the zero point) for every variation worth trying on this node."""
-    def rule(name):
-        if name == "single":
-            return lambda a, c: half_up(a * int(rq.mult[c]), int(rq.shift[c]))
-        if name == "double":
-            return lambda a, c: double_rounding(a, int(rq.tfl[0][c]), int(rq.tfl[1][c]))
-        return lambda a, c: float32_rule(a, rq.f32[c])
-    out = [(n, (lambda f: lambda a, c: f(a * int(rq.mult[c]), int(rq.shift[c])))(f)) for n, f in ROUNDINGS]
-    out.append(("double rounding (TFLite)", rule("double")))
-    out.append(("float32 requantization (onnxruntime)", rule("float32")))
-    own = rule(rq.own)
+    """(name, f(acc, channel) -> the node's output) for every fixed variation worth trying on this node (arrays)."""
+    out = [(TFLITE_DOUBLE, _double_rule(rq)), (LITERT_OPTIMIZED, _double_rule(rq, half_up, half_up))]
+    out += [(name, _shift_rule(rq, f)) for name, f in ROUNDINGS]
+    out.append(("single rounding (TFLITE_SINGLE_ROUNDING, CMSIS-NN single)", _single_tflite(rq)))
+    out.append(("double rounding, second-stage ties to even", _double_rule(rq, half_up, half_even)))
+    out.append(("double rounding, second stage truncated toward -inf", _double_rule(rq, half_up, floor_shift)))
+    out.append(("double rounding, second stage truncated toward 0", _double_rule(rq, half_up, toward_zero)))
+    out.append(("double rounding (TFLite) with high-multiply ties to even", _double_rule(rq, half_even)))
+    out.append(("double rounding (TFLite) with high-multiply ties away from zero", _double_rule(rq, half_away)))
+    out.append(("float32 requantization (onnxruntime)", lambda acc, ch: float32_rule(acc, rq.f32[ch])))
+    own = _own(rq)
+    out = [(name, _finish(rq, f)) for name, f in out]
     if rq.acc_bits < 64:
         bits = rq.acc_bits
         if rq.saturate:
-            out.append((f"wrap at the {bits}-bit accumulator", lambda a, c: own(wrap(a, bits), c)))
+            out.append((f"wrap at the {bits}-bit accumulator", _finish(rq, lambda a, c: own(wrap(a, bits), c))))
         else:
-            out.append((f"saturation at the {bits}-bit accumulator", lambda a, c: own(saturate(a, bits), c)))
+            out.append((f"saturation at the {bits}-bit accumulator",
+                        _finish(rq, lambda a, c: own(saturate(a, bits), c))))
     if rq.mult.size > 1 and (np.unique(rq.mult).size > 1 or np.unique(rq.shift).size > 1
                              or np.unique(rq.f32).size > 1):
-        out.append(("one multiplier for every channel (channel 0's)", lambda a, c: own(a, 0)))
+        out.append(("one multiplier for every channel (channel 0's)",
+                    _finish(rq, lambda a, c: own(a, np.zeros_like(c)))))
+    out.append((f"output wrapped at {rq.out_bits} bits instead of saturated",
+                _wrapped_output(rq, own)))
     return out
 
 
-def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, flat_idx: np.ndarray) -> tuple:
-    """The cause of each element ``flat_idx`` (at most ``MAX_TRIED``) of ``dump`` (the board's output, NCHW) that the
-    node, re-run on ``inputs``, computes differently: the first variation reproducing the board's value (variations
-    ranked by how many elements they reproduce), else ``"unexplained"``. Returns (an object array of names, {cause:
-    the other variations that reproduce every element counted under it, as well})."""
-    tried = flat_idx[:MAX_TRIED]
-    board = dump.reshape(-1)[tried].astype(np.int64)
-    labels = np.full(tried.size, "unexplained", dtype=object)
+def _wrapped_output(rq: Requant, own):
+    mid = (rq.out_min + rq.out_max + 1) // 2  # 0 for signed outputs, 2**(bits-1) for unsigned ones
+
+    def run(acc, ch):
+        y = np.asarray(own(acc, ch)).astype(np.int64) + rq.out_zp
+        return np.clip(wrap(y - mid, rq.out_bits) + mid, rq.qmin, rq.qmax)
+    return run
+
+
+def _single_tflite(rq: Requant):
+    m_all, s_all = rq.tfl
+
+    def run(acc, ch):
+        a = _exact(acc, int(np.abs(m_all).max(initial=1)))
+        m, r = m_all[ch], 31 - s_all[ch]
+        if a.dtype == object:
+            m, r = m.astype(object), r.astype(object)
+        return half_up(a * m, r)
+    return run
+
+
+def fitted_multipliers(rq: Requant, board: np.ndarray) -> list[tuple[str, object]]:
+    """"every channel's multiplier off by k": the offsets ``k`` consistent with every element the board wrote
+    strictly inside its bounds (``v = board - zp`` must be ``acc * (M + k) / 2**r`` rounded), at most three."""
+    if rq.own not in ("single", "double"):
+        return []
+    mult, r = (rq.mult, rq.shift) if rq.own == "single" else (rq.tfl[0], 31 - rq.tfl[1])
+    acc, ch = rq.acc.reshape(-1), rq.channel.reshape(-1)
+    use = (board > rq.qmin) & (board < rq.qmax) & (acc != 0)
+    if not use.any():
+        return []
+    a, c = acc[use].astype(np.float64), ch[use]
+    v = (board[use] - rq.out_zp).astype(np.float64)
+    scale = np.ldexp(1.0, r[c].astype(np.int64)) / a
+    ends = np.stack([(v - 0.5) * scale, (v + 0.5) * scale]) - mult[c]
+    lo, hi = float(ends.min(axis=0).max()), float(ends.max(axis=0).min())
+    if not lo <= hi + 1:
+        return []
+    ks = sorted({k for k in (int(np.ceil(lo)), int(np.floor(hi)), int(round((lo + hi) / 2))) if k != 0})
+    return [(f"every channel's multiplier off by {_k_name(k)} (found from the data)", _finish(rq, _own(rq, mult + k)))
+            for k in ks[:3]]
+
+
+def _k_name(k: int) -> str:
+    a = abs(k)
+    return f"{k:+d}" + (f" (2^{a.bit_length() - 1})" if a & (a - 1) == 0 else "")
+
+
+def _candidates(prog: Program, node: Node, inputs: list, board: np.ndarray) -> list | None:
+    """(name, the node's output under each variation, flat) on the whole tensor; None: nothing tried."""
     lut = _lut_variations(node, inputs)
-    cands = [] if lut else add_candidates(prog, node, inputs, tried)
-    rq = None if lut or cands else requant_of(prog, node, inputs)
-    if rq is None and not (lut or cands):
-        return labels, {}
     if lut:
-        x = inputs[0].reshape(-1)[tried].astype(np.int64)
-        cands = [(name, f(x)) for name, f in lut]
-    elif rq is not None:
-        acc = rq.acc.reshape(-1)[tried]
-        ch = rq.channel.reshape(-1)[tried]
-        cands = []
-        for name, f in variations(rq):
-            y = np.array([min(max(f(int(a), int(c)) + rq.out_zp, rq.qmin), rq.qmax) for a, c in zip(acc, ch)],
-                         np.int64)
-            cands.append((name, y))
-    all_hits = [(name, y == board) for name, y in cands]
-    hits = list(all_hits)
-    left = np.ones(tried.size, bool)
-    also = {}
-    while hits and left.any():  # the variation reproducing most of the elements left first (ties: listed order)
-        best = max(range(len(hits)), key=lambda i: (int(np.count_nonzero(hits[i][1] & left)), -i))
-        name, hit = hits.pop(best)
+        x = inputs[0].reshape(-1).astype(np.int64)
+        return [(name, f(x)) for name, f in lut]
+    if node.op in ("Add", "Sub") and board.size > MAX_PYTHON:
+        return None
+    cands = add_candidates(prog, node, inputs, np.arange(board.size))
+    if cands:
+        return cands
+    rq = requant_of(prog, node, inputs)
+    if rq is None:
+        return []
+    acc, ch = rq.acc.reshape(-1), rq.channel.reshape(-1)
+    return [(name, f(acc, ch)) for name, f in variations(rq) + fitted_multipliers(rq, board)]
+
+
+def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, rerun: np.ndarray,
+            flat_idx: np.ndarray) -> Explanation:
+    """The causes of the elements ``flat_idx`` of ``dump`` (the board's output, NCHW) that ``rerun`` (the node
+    re-run on ``inputs``) computes differently, proven on the whole tensor (the module docstring)."""
+    board, base = dump.reshape(-1).astype(np.int64), rerun.reshape(-1).astype(np.int64)
+    labels = np.full(flat_idx.size, "unexplained", dtype=object)
+    cands = _candidates(prog, node, inputs, board)
+    if cands is None:
+        return Explanation(labels[:0], {}, {}, None, int(flat_idx.size))
+    keep = board == base
+    agree = [(name, np.asarray(y).reshape(-1) == board) for name, y in cands]
+    valid = [(name, ok[flat_idx]) for name, ok in agree if ok[keep].all()]
+    every = list(valid)
+    left, also, reproduces = np.ones(flat_idx.size, bool), {}, {}
+    counts = {name: int(np.count_nonzero(ok)) for name, ok in agree}
+    while valid and left.any():  # the cause explaining most of the elements left first (ties: listed order)
+        best = max(range(len(valid)), key=lambda i: (int(np.count_nonzero(valid[i][1] & left)), -i))
+        name, hit = valid.pop(best)
         hit = hit & left
         if not hit.any():
             break
         labels[hit] = name
         left &= ~hit
-        also[name] = [other for other, h in all_hits if other != name and bool(np.all(h[hit]))]
-    return labels, also
+        also[name] = [other for other, h in every if other != name and bool(np.all(h[hit]))]
+        reproduces[name] = [counts[name], int(board.size)]
+    closest = None
+    moved = [name for name, y in cands if not np.array_equal(np.asarray(y).reshape(-1), base)]
+    if left.any() and moved:  # among the variations that change anything at all
+        name = max(moved, key=lambda n: (counts[n], -moved.index(n)))
+        closest = [name, counts[name], int(board.size)]
+    return Explanation(labels, also, reproduces, closest)
 
 
 def _lut_variations(node: Node, inputs: list) -> list:

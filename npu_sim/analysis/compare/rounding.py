@@ -1,34 +1,44 @@
-"""Exact rounding rules for the variations of ``explain``: plain Python integers (no width limit).
+"""Exact rounding rules for the variations of ``explain``: each works on Python integers (no width limit) and on
+numpy integer arrays (int64, or object arrays of Python integers where int64 could overflow), with ``r`` a number or
+an array.
 
-``f(n, r)`` rounds ``n / 2**r``; ``double_rounding`` is TFLite's MultiplyByQuantizedMultiplier.
+``f(n, r)`` rounds ``n / 2**r`` (``r >= 0``); ``double_rounding`` is TFLite's MultiplyByQuantizedMultiplier and
+``two_stage`` the same two stages with other rules at each.
 """
 from __future__ import annotations
 
 import numpy as np
 
 
-def half_up(n: int, r: int) -> int:
-    return n if r == 0 else (n + (1 << (r - 1))) >> r
+def _half(r):
+    return (1 << r) >> 1  # 2**(r-1), 0 for r == 0
 
 
-def half_even(n: int, r: int) -> int:
-    if r == 0:
-        return n
-    q, rem = n >> r, n & ((1 << r) - 1)
-    half = 1 << (r - 1)
-    return q + 1 if rem > half or (rem == half and q & 1) else q
+def _sign(n):
+    return 1 - 2 * (n < 0)
 
 
-def half_away(n: int, r: int) -> int:
-    return n if r == 0 else (-1 if n < 0 else 1) * ((abs(n) + (1 << (r - 1))) >> r)
+def half_up(n, r):
+    """Ties toward +inf."""
+    return (n + _half(r)) >> r
 
 
-def floor_shift(n: int, r: int) -> int:
+def half_even(n, r):
+    q = n >> r
+    rem, h = n - (q << r), _half(r)
+    return q + ((rem > h) | ((rem == h) & (r > 0) & ((q & 1) == 1)))
+
+
+def half_away(n, r):
+    return _sign(n) * ((abs(n) + _half(r)) >> r)
+
+
+def floor_shift(n, r):
     return n >> r
 
 
-def toward_zero(n: int, r: int) -> int:
-    return (-1 if n < 0 else 1) * (abs(n) >> r)
+def toward_zero(n, r):
+    return _sign(n) * (abs(n) >> r)
 
 
 ROUNDINGS = (("rounding half up", half_up), ("rounding half to even", half_even),
@@ -36,30 +46,27 @@ ROUNDINGS = (("rounding half up", half_up), ("rounding half to even", half_even)
              ("truncation toward 0", toward_zero))
 
 
-def double_rounding(x: int, m: int, s: int) -> int:
-    """TFLite's MultiplyByQuantizedMultiplier(x, M, s): SaturatingRoundingDoublingHighMul(x * 2**max(s, 0), M),
-    then RoundingDivideByPOT by max(-s, 0)."""
-    a = x * (1 << max(s, 0))
-    if a == m == -(1 << 31):
-        hi = (1 << 31) - 1
-    else:
-        ab = a * m
-        v = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
-        hi = (-1 if v < 0 else 1) * (abs(v) >> 31)  # C division: truncation toward 0
-    e = max(-s, 0)
-    mask = (1 << e) - 1
-    threshold = (mask >> 1) + (1 if hi < 0 else 0)
-    return (hi >> e) + (1 if (hi & mask) > threshold else 0)
+def two_stage(x, m, s, first=half_up, second=half_away):
+    """``second(first((x * 2**max(s, 0)) * m, 31), max(-s, 0))``: TFLite's MultiplyByQuantizedMultiplier with the
+    defaults (gemmlowp's SaturatingRoundingDoublingHighMul is exactly ``floor((a*m + 2**30) / 2**31)``, ties
+    toward +inf, and RoundingDivideByPOT rounds ties away from zero); other rules at either stage otherwise."""
+    left, right = (s > 0) * s, (s < 0) * -s
+    return second(first((x << left) * m, 31), right)
 
 
-def float32_rule(x: int, ratio: np.float32) -> int:
-    return int(np.rint(np.float32(np.float32(x) * ratio)))
+def double_rounding(x, m, s):
+    """TFLite's MultiplyByQuantizedMultiplier(x, M, s)."""
+    return two_stage(x, m, s)
 
 
-def wrap(x: int, bits: int) -> int:
+def float32_rule(x, ratio):
+    return np.rint(np.asarray(x).astype(np.float32) * np.asarray(ratio, np.float32)).astype(np.int64)
+
+
+def wrap(x, bits: int):
     m = 1 << bits
     return ((x + (m >> 1)) % m) - (m >> 1)
 
 
-def saturate(x: int, bits: int) -> int:
-    return min(max(x, -(1 << (bits - 1))), (1 << (bits - 1)) - 1)
+def saturate(x, bits: int):
+    return np.clip(x, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
