@@ -44,11 +44,12 @@ C48_17 = _const(48.0 / 17.0, 29)                     # Q2.29
 CM32_17 = -_const(32.0 / 17.0, 29)
 
 
-def softmax8_params(s_in: float, beta: float = 1.0) -> tuple[int, int, int]:
-    """(M, ls, diff_min) of TFLite's int8 softmax (PreprocessSoftmaxScaling, CalculateInputRadius)."""
+def softmax8_params(s_in: float, beta: float = 1.0, smallest: float = 1.0) -> tuple[int, int, int]:
+    """(M, ls, diff_min) of TFLite's int8 softmax (PreprocessSoftmaxScaling, CalculateInputRadius).
+    ``smallest``: beta * s_in * 2**26 must exceed it (TFLite: 1; Vela's exp table takes down to 0.5, left shift 0)."""
     real = min(float(beta) * float(np.float32(s_in)) * float(1 << 26), float(2 ** 31 - 1))
-    if not real > 1.0:
-        raise ValueError("softmax input scale too small: TFLite requires beta * s_in * 2**26 > 1")
+    if not real > smallest:
+        raise ValueError(f"softmax input scale too small: beta * s_in * 2**26 must exceed {smallest:g}")
     m, ls = tfl_quantize_multiplier(real)
     diff_min = -int(math.floor(31.0 * (1 << 26) / (1 << ls)))
     return m, ls, diff_min

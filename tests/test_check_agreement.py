@@ -14,6 +14,7 @@ import npu_sim
 from npu_sim.cli.main import main
 from npu_sim.errors import NpuSimError, UnsupportedModelError
 from tests.hostile_corpus import demo_base, mixed_base
+from tests.litert_host import litert_host_board
 from tests.qdq_models import build_model, quantize, small_cnn, weights
 
 ROOT = Path(__file__).parent.parent
@@ -70,6 +71,10 @@ def built(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     out["softmax_tiny_input"] = (quantize(softmax_model(), d, "sm_tiny", activation_type="s8",
                                           postprocess=set_scale({"m_scale": 2.0 ** -30, "y_scale": 1 / 256,
                                                                  "y_zero_point": np.int8(-128)})), {})
+    out["softmax_small_input"] = (quantize(softmax_model(), d, "sm_small", activation_type="s8",
+                                           postprocess=set_scale({"m_scale": 2.0 ** -26.5, "y_scale": 1 / 256,
+                                                                  "y_zero_point": np.int8(-128)})), {})
+    out["litert_host"] = (litert_host_board(d), {})
     for path in sorted(TFL.glob("*.onnx")):
         out[f"tflite_{path.stem}"] = (path, {})
     return out
@@ -85,7 +90,7 @@ def names_and_sources(result) -> dict[str, list]:
 
 
 MODELS = ["demo", "mixed", "small_cnn_u8", "small_cnn_s8", "small_cnn_s16", "chain_tiny_scales", "softmax",
-          "softmax_tiny_input"] + [f"tflite_{p.stem}" for p in sorted(TFL.glob("*.onnx"))]
+          "softmax_tiny_input", "softmax_small_input"] + [f"tflite_{p.stem}" for p in sorted(TFL.glob("*.onnx"))]
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -114,35 +119,68 @@ def test_check_passes_only_what_run_runs(name, built):
 
 def test_consecutive_refused_layers_are_all_reported(built, capsys):
     """Two Clip layers in a row with output scales too small for their activation bounds: LiteRT refuses both at
-    prepare time; check reports both (the second is judged although its producer was refused), run names both."""
+    prepare time; on a board whose every node LiteRT prepares check reports both (the second is judged although
+    its producer was refused) and run names both. On ethos-u55-128 Vela compiles both (it clamps the bounds):
+    two hazard warnings, deployable, and run simulates them."""
     path, _ = built["chain_tiny_scales"]
-    result = npu_sim.check(path, board=U55)
+    host = str(built["litert_host"][0])
+    result = npu_sim.check(path, board=host)
     refused = {name for name, fs in names_and_sources(result).items()
                if any(f.rule == "board.refusal" and f.severity == "error" for f in fs)}
     assert {"r0_QuantizeLinear", "r1_QuantizeLinear"} <= refused, refused
     assert not result.deployable
     with pytest.raises(UnsupportedModelError) as info:
-        npu_sim.load(path, board=U55)
+        npu_sim.load(path, board=host)
     assert len(info.value.problems) == 2 and all("no_integer_overflow" in why for _, _, why in info.value.problems)
-    assert main(["check", str(path), "--board", U55]) == 1
+    assert main(["check", str(path), "--board", host]) == 1
+    result = npu_sim.check(path, board=U55)
+    warned = [f for n in result.nodes for f in n.findings if f.rule == "quant.degenerate"]
+    assert len(warned) == 2 and all("1e-09" in f.message and "int8 range" in f.message for f in warned)
+    assert result.deployable and result.simulated
+    sim = npu_sim.load(path, board=U55)
+    sim.run(sim.random_inputs(seed=1))
+    assert main(["check", str(path), "--board", U55]) == 0
     capsys.readouterr()
 
 
 def test_softmax_prepare_bound_is_a_board_refusal(built, capsys):
-    """TFLite's int8 SOFTMAX needs beta * input scale * 2**26 > 1 (LiteRT's prepare refuses it otherwise): an
-    error board.refusal with run's reason, never DEPLOYABLE."""
+    """TFLite's int8 SOFTMAX needs beta * input scale * 2**26 > 1 (LiteRT's reference kernel aborts otherwise);
+    Vela 5.2's exp table takes down to 0.5. At 2**-4 neither does: an error board.refusal with run's reason on
+    both boards, never DEPLOYABLE."""
     path, _ = built["softmax_tiny_input"]
-    result = npu_sim.check(path, board=U55)
-    found = [f for fs in names_and_sources(result).values() for f in fs if f.rule == "board.refusal"]
-    assert found and all(f.severity == "error" for f in found)
-    assert not result.deployable
-    with pytest.raises(UnsupportedModelError) as info:
-        npu_sim.load(path, board=U55)
-    reasons = [why for _, _, why in info.value.problems]
-    assert any("2**26" in why for why in reasons)
-    assert any(why in f.message for why in reasons for f in found)
-    assert main(["check", str(path), "--board", U55]) == 1
+    for board in (U55, str(built["litert_host"][0])):
+        result = npu_sim.check(path, board=board)
+        found = [f for fs in names_and_sources(result).values() for f in fs if f.rule == "board.refusal"]
+        assert found and all(f.severity == "error" for f in found)
+        assert not result.deployable
+        with pytest.raises(UnsupportedModelError) as info:
+            npu_sim.load(path, board=board)
+        reasons = [why for _, _, why in info.value.problems]
+        assert any("2**26" in why and "reference kernel aborts" in why for why in reasons)
+        assert any(why in f.message for why in reasons for f in found)
+        assert ("Vela 5.2" in found[0].message) == (board == U55)
+        assert main(["check", str(path), "--board", board]) == 1
     capsys.readouterr()
+
+
+def test_softmax_scale_vela_takes_is_a_hazard(built):
+    """beta * input scale * 2**26 = 2**-0.5: LiteRT's reference kernel aborts (a refusal where LiteRT prepares
+    the node), Vela's decomposition takes it: on ethos-u55-128 a quant.degenerate warning, deployable, and run
+    computes the TFLite algorithm with left shift 0 (about uniform over the row: the input range is almost
+    empty)."""
+    path, _ = built["softmax_small_input"]
+    host = npu_sim.check(path, board=str(built["litert_host"][0]))
+    assert not host.deployable and any(f.rule == "board.refusal" for fs in names_and_sources(host).values()
+                                       for f in fs)
+    result = npu_sim.check(path, board=U55)
+    warned = [f for n in result.nodes for f in n.findings if f.rule == "quant.degenerate"]
+    assert len(warned) == 1 and "0.707107" in warned[0].message and "not verified" in warned[0].message
+    assert result.deployable and result.simulated
+    sim = npu_sim.load(path, board=U55)
+    softmax = next(n for n in sim.program.nodes if n.op == "Softmax")
+    assert softmax.params["ls"] == 0
+    y = next(iter(sim.run(sim.random_inputs(seed=1)).values()))
+    assert np.ptp(np.asarray(y, np.float64), axis=-1).max() <= 2
 
 
 def test_check_exits_1_when_run_would_refuse(built, tmp_path, capsys):

@@ -4,7 +4,10 @@
 consecutive convolution+ReLU6 layers with tiny weights, so each has an almost empty output range, a tiny output
 scale, and a ReLU6 bound 6/scale that leaves int32. LiteRT's prepare stops at the first failing op; its full list
 (``refused:`` lines of ``NAME.refusal.txt``) was recorded by preparing every op of the .tflite alone with the
-model's own tensors. ``check`` must report every one of them as a board.refusal error, and ``run`` refuse them."""
+model's own tensors. On a board whose every node LiteRT prepares (``tests.litert_host``) ``check`` must report every
+one of them as a board.refusal error, and ``run`` refuse them. On ethos-u55-128 Vela compiles them (LiteRT's prepare
+never sees an NPU node): each is a quant.degenerate hazard warning, the model deploys and runs, with the ReLU6 bound
+clamped to int16 as Vela writes it into the command stream (issue 29)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,6 +21,7 @@ from onnx import helper
 import npu_sim
 from npu_sim.cli.main import main as cli_main
 from tests import qdq_models as qm
+from tests.litert_host import litert_host_board
 
 TFLITE = Path(__file__).resolve().parent / "fixtures" / "tflite"
 NAME = "refusal_chain_a16w8"
@@ -61,14 +65,15 @@ def test_litert_refuses_several_consecutive_convolutions():
     assert "Node number 1 (CONV_2D) failed to prepare" in first  # the whole model stops at the first one
 
 
-def test_check_reports_every_litert_refusal(capsys):
+def test_check_reports_every_litert_refusal(tmp_path, capsys):
     expected = onnx_nodes_of([t for _, _, t in litert_refusals()])
-    result = npu_sim.check(MODEL, board=U55)
+    host = str(litert_host_board(tmp_path))
+    result = npu_sim.check(MODEL, board=host)
     refused = {n.node for n in result.nodes for f in n.findings
                if f.rule == "board.refusal" and f.severity == "error"}
     assert refused == {node for node, _ in expected.values()}
     assert not result.deployable
-    assert cli_main(["check", str(MODEL), "--board", U55]) == 1
+    assert cli_main(["check", str(MODEL), "--board", host]) == 1
     out = capsys.readouterr().out
     assert f"board.refusal x{len(expected)}:" in out
     for node, _ in expected.values():
@@ -77,18 +82,45 @@ def test_check_reports_every_litert_refusal(capsys):
 
 def test_run_refuses_the_same_nodes(tmp_path, capsys):
     expected = onnx_nodes_of([t for _, _, t in litert_refusals()])
+    host = str(litert_host_board(tmp_path))
     with pytest.raises(npu_sim.UnsupportedModelError) as info:
-        npu_sim.load(MODEL, board=U55)
+        npu_sim.load(MODEL, board=host)
     problems = info.value.problems
     assert len(problems) == len(expected)
     assert all("no_integer_overflow" in why for _, _, why in problems)
     np.save(tmp_path / "x.npy", np.zeros((1, 6, 6, 3), np.float32))
-    assert cli_main(["run", str(MODEL), "--board", U55, "--input", str(tmp_path / "x.npy"),
+    assert cli_main(["run", str(MODEL), "--board", host, "--input", str(tmp_path / "x.npy"),
                      "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert f"{len(expected)} node(s) cannot run as integer ops on board '{U55}'" in err
+    assert f"{len(expected)} node(s) cannot run as integer ops on board 'litert-host'" in err
     for node, _ in expected.values():  # named by the refused op, not by the QuantizeLinear that ends its group
         assert f"node {node!r} (Conv)" in err
+
+
+def test_vela_takes_what_litert_refuses_as_hazards(tmp_path, capsys):
+    """ethos-u55-128: the three convolutions LiteRT refuses are NPU nodes Vela compiles; check warns on each
+    (node, scale, what Vela does, the consequence), deploys, and run simulates them with Vela's clamped bound."""
+    expected = onnx_nodes_of([t for _, _, t in litert_refusals()])
+    result = npu_sim.check(MODEL, board=U55)
+    hazards = {n.node: f for n in result.nodes for f in n.findings if f.rule == "quant.degenerate"}
+    assert set(hazards) == {node for node, _ in expected.values()}
+    assert not any(f.rule == "board.refusal" for n in result.nodes for f in n.findings)
+    assert result.deployable and all(n.placement == "NPU" for n in result.nodes)
+    for node, finding in hazards.items():
+        assert finding.severity == "warning"
+        assert node in finding.message and "output scale" in finding.message
+        assert "Vela clamps the bound to the int16 range" in finding.message and "saturate" in finding.message
+    assert cli_main(["check", str(MODEL), "--board", U55]) == 0
+    assert f"quant.degenerate x{len(expected)}:" in capsys.readouterr().out
+    sim = npu_sim.load(MODEL, board=U55)
+    clamped = [n for n in sim.program.nodes if n.name in hazards]
+    # ReLU6's 0 stays (it fits: the zero point), its 6 / scale is clamped to the int16 maximum
+    assert len(clamped) == len(expected)
+    assert all((n.params["qmin"], n.params["qmax"]) == (n.params["out_zp"], 32767) for n in clamped)
+    x = np.random.default_rng(0).integers(-3000, 3000, (1, 6, 6, 3)).astype(np.int16)  # the model takes int16
+    np.save(tmp_path / "x.npy", x)
+    assert cli_main(["run", str(MODEL), "--board", U55, "--input", str(tmp_path / "x.npy"),
+                     "--out", str(tmp_path / "out")]) == 0, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("op, attrs, runs", [

@@ -19,6 +19,7 @@ from npu_sim.api import check
 from npu_sim.cli.main import main
 
 from qdq_models import build_model, quantize, weights
+from tests.litert_host import litert_host_board
 
 ROOT = Path(__file__).parent.parent
 DEMO = ROOT / "models" / "demo" / "digits_cnn.qdq.onnx"
@@ -541,18 +542,24 @@ def test_u55_runs_off_npu_ops_on_the_cpu():
 TFL = ROOT / "tests" / "fixtures" / "tflite"
 
 
-def test_u55_refuses_what_litert_refuses():
+def test_u55_takes_what_litert_refuses_as_a_hazard(tmp_path):
     """LiteRT refuses refusal_depthwise_a16w8.tflite at prepare time (no_integer_overflow_from_quantization, its
-    message is stored beside it); the check names the same depthwise convolution as not deployable."""
+    message is stored beside it): where LiteRT prepares every node the check names that depthwise convolution as
+    not deployable; on ethos-u55-128 Vela compiles it (clamping the bound): a hazard warning, deployable."""
     assert "no_integer_overflow_from_quantization" in (TFL / "refusal_depthwise_a16w8.refusal.txt").read_text()
-    r = check(TFL / "refusal_depthwise_a16w8.onnx", board=U55)
+    r = check(TFL / "refusal_depthwise_a16w8.onnx", board=str(litert_host_board(tmp_path)))
     refused = [(n.node, f) for n in r.nodes for f in n.findings if f.rule == "board.refusal"]
     assert len(refused) == 1 and not r.deployable
     node, finding = refused[0]
     assert node == "StatefulPartitionedCall:0_prequant" and finding.severity == "error"
     assert "no_integer_overflow_from_quantization" in finding.message
-    # the same network with a sane output scale is deployable
-    assert check(TFL / "depthwise_a16w8.onnx", board=U55).deployable
+    r = check(TFL / "refusal_depthwise_a16w8.onnx", board=U55)
+    warned = [(n.node, f) for n in r.nodes for f in n.findings if f.rule == "quant.degenerate"]
+    assert [node for node, _ in warned] == ["StatefulPartitionedCall:0_prequant"] and r.deployable
+    assert warned[0][1].severity == "warning" and "does not fit int32" in warned[0][1].message
+    # the same network with a sane output scale has no such warning
+    sane = check(TFL / "depthwise_a16w8.onnx", board=U55)
+    assert sane.deployable and not any(f.rule == "quant.degenerate" for n in sane.nodes for f in n.findings)
 
 
 def test_ops_the_board_arithmetic_lacks_are_checked_and_estimated_on_their_structure(tmp_path):

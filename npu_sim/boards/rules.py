@@ -75,6 +75,10 @@ class Rules:
     shift_min: int = entry(0, "smallest legal right shift of the requantization multiplier", range=(0, None))
     shift_max: int = entry(62, "largest legal right shift; factors needing more flush to zero", range=(0, None))
     input_scale: float = entry(0.0, "the input stub's fixed scale (0: any)", range=(0.0, None))
+    npu_compiler: str = entry("none", "the compiler that takes the NPU nodes (vela: Arm's Vela 5.2); the host "
+                              "runtime's prepare-time refusals (LiteRT's) then apply to the CPU nodes only, and a "
+                              "degenerate quantization the compiler accepts is a hazard warning",
+                              choices=("none", "vela"))
     ops: dict = field(default_factory=dict)  # op type -> OpLimits ([rules.kinds.*] merged with [rules.ops.*])
     lint: Lint = field(default_factory=Lint)
 

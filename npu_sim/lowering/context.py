@@ -3,7 +3,8 @@
 A family function ``lower_x(lowering, onode, args, out, act) -> Node`` receives a ``LowerContext`` as
 ``lowering``, never the walk itself. It may read the board's arithmetic, the graph's constants, shapes, opset,
 consumers and producers, and it may name a node, add a tensor and emit an extra node (ops that produce several
-nodes or tensors). It cannot see or change the walk's bookkeeping (pending groups, the dequantization maps, the
+nodes or tensors). ``npu_compiled`` says whether the board's NPU compiler takes the node (``hazard`` then
+records what that compiler does where the host runtime would refuse). It cannot see or change the walk's bookkeeping (pending groups, the dequantization maps, the
 problems collected so far).
 """
 from __future__ import annotations
@@ -32,6 +33,10 @@ class LowerContext:
         self.node_name: Callable[[object], str] = node_name   # a unique program name for an ONNX node
         self.add_tensor: Callable[[Tensor], Tensor] = add_tensor
         self.emit: Callable[[Node], None] = emit           # append a node to the program (multi-node ops)
+        # the node being prepared is compiled by the board's NPU compiler (Vela), not prepared by the host runtime
+        # (LiteRT): its prepare-time refusals do not apply; what the compiler does instead is a ``hazard``
+        self.npu_compiled = False
+        self.hazard: Callable[[str], None] = lambda text: None  # a hazard warning on the node being prepared
 
     def const(self, name: str):
         """The value of a constant (initializer or Constant node), or None."""

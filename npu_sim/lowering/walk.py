@@ -80,6 +80,7 @@ class Lowering:
         self.nodes: list[Node] = []
         self.problems: list[tuple[str, str, str]] = []
         self.refusals: list[tuple[str, str, str]] = []  # the subset of problems that are the board's refusals
+        self.compiler_notes: list[tuple[str, str, str]] = []  # hazards where the NPU compiler takes a node
         self.deq: dict[str, str] = {}
         self.ints: dict[str, str] = {}
         self.pending: dict[str, Pending] = {}
@@ -164,6 +165,7 @@ class Lowering:
         program = Program(self.tensors, self.nodes, self.inputs, self.outputs, self.board, self.g.path, self.g.opset)
         program.problems = list(self.problems)
         program.refusals = list(self.refusals)
+        program.compiler_notes = list(self.compiler_notes)
         return program
 
     def visit(self, onode) -> None:
@@ -355,11 +357,16 @@ class Lowering:
                 raise Problem(f"activation {f!r} is quantized per axis; npu-sim supports per-tensor activations")
             t = self.add_tensor(Tensor(out, f, self.ctx.shape(f), q))
             info = self.op_info(p.node.op_type)
+            rules = self.board.rules
+            self.ctx.npu_compiled = rules.npu_compiler != "none" and rules.limits(p.node.op_type) is not None
+            self.ctx.hazard = lambda text: self.compiler_notes.append((p.node.name, p.node.op_type, text))
             try:
                 node = info.lower(self.ctx, p.node, p.args, t, p.act)
             except Problem as exc:
                 exc.node = p.node  # the op that cannot be lowered, not the QuantizeLinear that completed its group
                 raise
+            finally:
+                self.ctx.npu_compiled = False
             node.sources = p.sources + [onode.name]
             self.nodes.append(node)
             self.ints[out] = out
@@ -446,6 +453,7 @@ def lower_for_analysis(path, board: Board, input_shapes=None, feed_shapes=None) 
     alt.board = board
     alt.arith_gaps = gaps
     alt.refusals = list(program.refusals)  # still refused by the board, whatever the fixed-point lowering did
+    alt.compiler_notes = list(program.compiler_notes)
     return alt
 
 

@@ -70,6 +70,13 @@ def check_program(program: Program, overflows: dict | None = None) -> CheckResul
         rep.findings.append(Finding("board.refusal", "error", f"the board's toolchain refuses this node: {why}.",
                                     "Fix the quantization of this layer (see the message), or run it on another "
                                     "board.", {"op": op}))
+    # degenerate quantizations the board's NPU compiler takes (where the host runtime would refuse them)
+    for name, op, why in program.compiler_notes:
+        rep = by_source.get(name)
+        if rep is not None:
+            rep.findings.append(Finding("quant.degenerate", "warning", f"node {name!r}: {why}.",
+                                        "Re-calibrate this layer (its range is almost empty) or check the float "
+                                        "model there.", {"op": op}))
     # nodes the board's arithmetic cannot compute yet: checked on their structure, not simulated
     for name, op, why in program.arith_gaps:
         rep = by_source.get(name)

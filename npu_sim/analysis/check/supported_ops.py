@@ -82,6 +82,10 @@ def _rules_section() -> list[str]:
         out.append(f"| `{r.id}` | {r.severity} | {r.group} | {msg.replace('|', '/')} | {fix.replace('|', '/')} |")
     out.append("| `board.refusal` | error | board | the board's own toolchain refuses the node (e.g. LiteRT's "
                "no_integer_overflow_from_quantization under the tflite arithmetic) | fix the layer's quantization |")
+    out.append("| `quant.degenerate` | warning | hazard | a degenerate quantization the board's NPU compiler takes "
+               "where the host runtime would refuse it (a fused-activation bound beyond int32, a Softmax input "
+               "scale below LiteRT's): node, scale, what the compiler does and its consequence | re-calibrate "
+               "the layer |")
     out.append("| `npu.arithmetic` | info | board | npu-sim cannot yet compute this op in the board's arithmetic "
                "(checked and estimated on its structure; `run` refuses the model on this board) | simulate on "
                "another board until it is covered |")

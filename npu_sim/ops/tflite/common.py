@@ -27,10 +27,12 @@ def float32_of(v) -> float:
     return float(np.float32(v))
 
 
-def activation_range(q: QParams, act, node_name: str = "") -> tuple[int, int]:
+def activation_range(q: QParams, act, node_name: str = "", ctx=None) -> tuple[int, int]:
     """TFLite's CalculateActivationRangeQuantized: ``zp + round_half_away(float32(bound) / scale)`` (float32),
     intersected with the dtype range. LiteRT refuses the model at prepare time
-    (``no_integer_overflow_from_quantization``) when a rounded bound leaves the int32 range."""
+    (``no_integer_overflow_from_quantization``) when a rounded bound leaves the int32 range; a node the board's
+    NPU compiler takes (``ctx.npu_compiled``: Vela) gets the bound clamped to the dtype range instead, as Vela
+    writes it into the command stream, and a hazard warning (``ctx.hazard``)."""
     lo, hi = q.qmin, q.qmax
     if act is None:
         return lo, hi
@@ -41,13 +43,21 @@ def activation_range(q: QParams, act, node_name: str = "") -> tuple[int, int]:
             out.append(None)
             continue
         t = float(np.float32(np.float32(bound) / s))
-        t = math.floor(abs(t) + 0.5) * (1 if t >= 0 else -1)
-        if not -2.0 ** 31 <= t <= 2.0 ** 31:  # TFLite compares the rounded float with float(INT32_MIN/MAX) = -+2**31
+        if not (math.isfinite(t) and -2.0 ** 31 - 0.5 < t < 2.0 ** 31 + 0.5):
+            # TFLite compares the rounded float with float(INT32_MIN/MAX) = -+2**31
+            fact = (f"the activation bound {bound:g} / output scale {float(q.scale):.6g} = {t:.6g} does not fit "
+                    f"int32")
+            if ctx is not None and ctx.npu_compiled:
+                ctx.hazard(f"{fact}: Vela clamps the bound to the {q.dtype} range (LiteRT's prepare would refuse "
+                           f"it on the CPU); the output range is almost empty (scale {float(q.scale):.6g}), so "
+                           f"its outputs are the zero point or saturate")
+                out.append(lo if bound < 0 else hi)
+                continue
             where = f"node {node_name!r}: " if node_name else ""
             raise Refusal(f"{where}LiteRT refuses this model at prepare time (no_integer_overflow_from_quantization): "
-                          f"the activation bound {bound:g} / output scale {float(q.scale):.6g} = {t:.6g} does not "
-                          f"fit int32; the output scale is too small for the fused activation (re-calibrate: the "
+                          f"{fact}; the output scale is too small for the fused activation (re-calibrate: the "
                           f"output range is almost empty)")
+        t = math.floor(abs(t) + 0.5) * (1 if t >= 0 else -1)
         out.append(z + int(t))
     if out[0] is not None:
         lo = max(lo, out[0])
@@ -58,7 +68,7 @@ def activation_range(q: QParams, act, node_name: str = "") -> tuple[int, int]:
 
 def out_params(lowering, out: Tensor, act, node_name: str = "") -> dict:
     """Output zero point, clamp bounds (``activation_range``) and dtype of a node's params."""
-    lo, hi = activation_range(out.q, act, node_name)
+    lo, hi = activation_range(out.q, act, node_name, lowering)
     return {"out_zp": int(out.q.zero_point), "qmin": lo, "qmax": hi, "_out_dtype": out.q.np_dtype}
 
 
@@ -81,12 +91,13 @@ def activation_names(ts):
     return [t.name for t in ts if not t.is_const]
 
 
-def rescale_params(src: QParams, out: Tensor, act, float32_ratio: bool) -> dict:
-    """Params of TFLite's rescale from ``src`` to ``out`` (QUANTIZE; ``float32_ratio``: ReluX's float32 ratio)."""
+def rescale_params(src: QParams, out: Tensor, act, float32_ratio: bool, ctx=None) -> dict:
+    """Params of TFLite's rescale from ``src`` to ``out`` (QUANTIZE; ``float32_ratio``: ReluX's float32 ratio;
+    ``ctx``: the lowering context, for ``activation_range``)."""
     ratio = (float(np.float32(np.float32(src.scale) / np.float32(out.q.scale))) if float32_ratio
              else float32_of(src.scale) / float32_of(out.q.scale))
     m, s = tfl_quantize_multiplier(ratio)
-    lo, hi = activation_range(out.q, act)
+    lo, hi = activation_range(out.q, act, ctx=ctx)
     return {"x_zp": int(src.zero_point), "tfl_mult": m, "tfl_shift": s, "out_zp": int(out.q.zero_point),
             "qmin": lo, "qmax": hi, "_out_dtype": out.q.np_dtype}
 

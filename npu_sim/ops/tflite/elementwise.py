@@ -66,7 +66,7 @@ def lower_clamp(lowering, onode, args, out, act):
     bounds = activation_bounds(lowering, onode)
     if act is not None:
         bounds = (max(bounds[0], act[0]), min(bounds[1], act[1]))
-    p = rescale_params(x.q, out, bounds, float32_ratio=True)
+    p = rescale_params(x.q, out, bounds, float32_ratio=True, ctx=lowering)
     return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], run_rescale, p)
 
 

@@ -27,10 +27,21 @@ def lower_softmax(lowering, onode, args, out, act):
         if int(out.q.zero_point) != -128 or f32(out.q.scale) != f32(1 / 256):
             raise Refusal("TFLite's int8 SOFTMAX needs output scale 1/256 and zero point -128 (LiteRT refuses "
                            "others at prepare time)")
-        if not float(f32(x.q.scale)) * 2.0 ** 26 > 1.0:
-            raise Refusal("input scale too small for TFLite's int8 SOFTMAX (beta * scale * 2**26 must exceed 1; "
-                          "LiteRT refuses it at prepare time)")
-        m, ls, diff_min = softmax8_params(float(x.q.scale))
+        real = float(f32(x.q.scale)) * 2.0 ** 26
+        smallest = 1.0
+        if not real > 1.0 and lowering.npu_compiled and real >= 0.5:
+            # Vela decomposes the softmax into NPU ops; its exp table takes the factor down to 0.5 (left shift 0)
+            smallest = 0.5 - 2.0 ** -60
+            lowering.hazard(f"Softmax input scale {float(x.q.scale):.6g} is almost empty (beta * scale * 2**26 = "
+                            f"{real:.6g}, not above 1: LiteRT's reference kernel aborts on it): Vela's decomposition "
+                            f"takes it (left shift 0); simulated as TFLite's int8 algorithm with that scaling, "
+                            f"not verified against an Ethos-U run")
+        elif not real > 1.0:
+            raise Refusal(f"input scale {float(x.q.scale):.6g} too small for TFLite's int8 SOFTMAX (beta * scale * "
+                          f"2**26 = {real:.6g} must exceed 1; LiteRT's reference kernel aborts on it"
+                          + ("; nor does Vela 5.2 compile it: its exp table needs at least 0.5, below it "
+                             "needs a negative shift and raises)" if lowering.npu_compiled else ")"))
+        m, ls, diff_min = softmax8_params(float(x.q.scale), smallest=smallest)
         p = {"wide": False, "m": m, "ls": ls, "diff_min": diff_min}
     elif x.q.dtype == "int16" and out.q.dtype == "int16":
         if int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0 or abs(float(out.q.scale) * 32768 - 1) > 1e-3:
