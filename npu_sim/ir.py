@@ -5,7 +5,7 @@ its quantization (``QParams``) and the name of the ONNX float tensor it stands f
 its QuantizeLinear), so layers can be matched to the float model. Node parameters are prepared once at lowering
 (integer multipliers, shifts, clamps, index tables); executing a node only moves integers. What other layers read
 about a node's parameters is in its typed records (``Requant``, ``Weights``, ``Geometry``, ``Affine``, ``Tables``,
-``Accumulator``, ``Operands``), filled by the op families at lowering.
+``Accumulator``, ``Operands``, the output ``clamp``), filled by the op families at lowering.
 """
 from __future__ import annotations
 
@@ -224,6 +224,8 @@ class Node:
     tables: Tables | None = None
     accumulator: Accumulator | None = None
     operands: Operands | None = None
+    clamp: tuple[int, int] | None = None  # the output codes' (qmin, qmax) the node clamps to (a folded Relu/Clip
+    #                                       included); None where it does not clamp its output itself
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -1,10 +1,12 @@
 """The op vocabulary as data: every ONNX op npu-sim lowers and the facts about it that every layer reads.
 
-``OPS[op_type]`` gives an op's ``kind``, which check, cost and the advisor read:
-``mac`` (multiply-accumulate into a wide accumulator, then requantize), ``elementwise``, ``pool``, ``resize``,
+``OPS[op_type]`` gives an op's facts (``OpFacts``; ``facts_of`` for any program op, the program's own conversions
+included), which check, cost, accuracy and the advisor read instead of the op's name: its ``kind`` -- ``mac``
+(multiply-accumulate into a wide accumulator, then requantize), ``elementwise``, ``pool``, ``resize``,
 ``activation`` (clamp / piecewise linear), ``normalization``, ``lut`` (lookup table: nonlinear functions),
-``movement`` (pure data movement, exact). How an op is lowered, per arithmetic, is in
-``npu_sim.lowering.registry``; this module holds facts only, so that every layer may read it.
+``movement`` (pure data movement, exact), ``convert`` (``Quantize``, ``Requantize``) -- and what it does with its
+input (a window, transposed, a global or a max pool, a pad, a join, a chain of tables). How an op is lowered, per
+arithmetic, is in ``npu_sim.lowering.registry``; this module holds facts only, so that every layer may read it.
 
 Adding an op = one entry here + its lowering function in an ``npu_sim.ops`` family, registered in
 ``npu_sim.lowering.registry`` + a kernel with a golden twin. A lookup-table activation is one entry in
@@ -29,43 +31,76 @@ NONLINEAR = frozenset({"LogSoftmax", "Selu", "Mish", "InstanceNormalization"})
 CONVERT_OPS = ("Quantize", "Requantize")
 
 
+# The steps of the ops computed as a chain of lookup tables and integer steps (each step rounds).
+SOFTMAX_STEPS = ("max", "exp table", "sum", "reciprocal table", "multiply")
+LAYERNORM_STEPS = ("mean", "variance", "1/sqrt table", "affine")
+
+
 @dataclass(frozen=True)
 class OpFacts:
     kind: str
     needs_activation: bool = True  # first input must be a dequantized integer tensor
     immediate: bool = False        # lowered when met (keeps its input's quantization), not at its QuantizeLinear
     cost_class: str | None = None  # the latency model's output-pipeline class, when not the kind's own
+    window: bool = False           # each output reads a window of its input (convolutions, pools; a global
+    #                                pool's window is the whole plane): computed block by block
+    transposed: bool = False       # a transposed convolution (each output sees ceil(k/s) taps per dimension)
+    global_pool: bool = False      # pools the whole spatial plane
+    max_pool: bool = False         # takes the maximum of its window (order-preserving: exact)
+    folds_pad: bool = False        # a Pad feeding only such ops is folded into their padding (as Vela does)
+    pad: bool = False              # only pads its input (foldable into a consumer that ``folds_pad``)
+    joins: bool = False            # joins its inputs into one output under one shared quantization (Concat)
+    lut_chain: tuple[str, ...] = ()  # computed as this chain of lookup tables and integer steps
+
+    @property
+    def matrix(self) -> bool:
+        """A multiply-accumulate op without a window: a matrix product (Gemm, MatMul)."""
+        return self.kind == "mac" and not self.window
+
+    @property
+    def convolution(self) -> bool:
+        """A (not transposed) convolution."""
+        return self.kind == "mac" and self.window and not self.transposed
 
 
 OPS: dict[str, OpFacts] = {
-    **{op: OpFacts("mac") for op in MAC_OPS},
+    "Conv": OpFacts("mac", window=True, folds_pad=True),
+    "ConvTranspose": OpFacts("mac", window=True, transposed=True),
+    "Gemm": OpFacts("mac"),
+    "MatMul": OpFacts("mac"),
     "Add": OpFacts("elementwise", cost_class="add"),
     "Sub": OpFacts("elementwise", cost_class="add"),
     "Mul": OpFacts("elementwise", cost_class="mul"),
     "Div": OpFacts("elementwise", cost_class="mul"),
-    "Concat": OpFacts("elementwise"),
+    "Concat": OpFacts("elementwise", joins=True),
     "Relu": OpFacts("activation"),
     "Clip": OpFacts("activation"),
     "LeakyRelu": OpFacts("activation"),
     "PRelu": OpFacts("activation"),
     "BatchNormalization": OpFacts("normalization"),
-    "MaxPool": OpFacts("pool", immediate=True),
-    "GlobalMaxPool": OpFacts("pool", immediate=True),
-    "AveragePool": OpFacts("pool"),
-    "GlobalAveragePool": OpFacts("pool"),
+    "MaxPool": OpFacts("pool", immediate=True, window=True, max_pool=True, folds_pad=True),
+    "GlobalMaxPool": OpFacts("pool", immediate=True, window=True, max_pool=True, global_pool=True),
+    "AveragePool": OpFacts("pool", window=True, folds_pad=True),
+    "GlobalAveragePool": OpFacts("pool", window=True, global_pool=True),
     "ReduceMean": OpFacts("pool"),
     "Resize": OpFacts("resize"),
-    "Softmax": OpFacts("normalization"),
-    "LayerNormalization": OpFacts("normalization"),
+    "Softmax": OpFacts("normalization", lut_chain=SOFTMAX_STEPS),
+    "LayerNormalization": OpFacts("normalization", lut_chain=LAYERNORM_STEPS),
     **{op: OpFacts("lut") for op in LUT_OPS},
-    **{op: OpFacts("movement", immediate=True) for op in MOVEMENT_OPS},
+    **{op: OpFacts("movement", immediate=True, pad=op == "Pad") for op in MOVEMENT_OPS},
 }
+_CONVERT, _UNKNOWN = OpFacts("convert"), OpFacts("unknown")
+
+
+def facts_of(op: str) -> OpFacts:
+    """The facts of a program op: its ``OPS`` entry, else those of kind ``convert`` for the program's own
+    conversions (``CONVERT_OPS``), else those of kind ``unknown``."""
+    return OPS.get(op) or (_CONVERT if op in CONVERT_OPS else _UNKNOWN)
 
 
 def kind_of(op: str) -> str:
     """The kind of a program op: an ``OPS`` kind, ``convert`` for the program's own conversions, else ``unknown``."""
-    facts = OPS.get(op)
-    return facts.kind if facts else ("convert" if op in CONVERT_OPS else "unknown")
+    return facts_of(op).kind
 
 
 # ---- multiply-accumulate ops: where the weight is and how long one output's dot product is --------------------

@@ -410,3 +410,62 @@ def test_private_param_finder_finds_reads():
     code = ('a = node.params["_w"]\nb = n.params.get("_in_q")\nc = node.params["mult"]\nd = params["_x"]\n'
             'e = node.params.get("qmin", 0)\np, m = node.params, node.memo\nf = p.get("_a")\ng = p["_b"]\n')
     assert sorted(_private_param_reads(ast.parse(code))) == [(1, "_w"), (2, "_in_q"), (7, "_a"), (8, "_b")]
+
+
+# ---- the analyses read op facts (npu_sim.opset) and the nodes' records, not op names ------------------------------
+# The modules converted so far; the others join the list as they are converted.
+OP_FACT_READERS = ("npu_sim.analysis.cost", "npu_sim.analysis.advisor", "npu_sim.analysis.accuracy",
+                   "npu_sim.analysis.check.lint", "npu_sim.analysis.check.measures")
+
+
+def _strings(expr) -> bool:
+    """A string constant, or a tuple/list/set (or frozenset/set/tuple call) of string constants."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, str)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("frozenset", "set", "tuple") \
+            and len(expr.args) == 1:
+        return _strings(expr.args[0])
+    return isinstance(expr, (ast.Tuple, ast.List, ast.Set)) and bool(expr.elts) and all(map(_strings, expr.elts))
+
+
+def _op_name_tests(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, source) of every comparison of an op (``<x>.op``, or a name bound to one: ``op = node.op``) with op
+    names: a string, a collection of strings, or a name this module binds to such a collection."""
+    named = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and _strings(n.value)
+             for t in n.targets if isinstance(t, ast.Name)}
+    aliases = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Attribute)
+               and n.value.attr == "op" for t in n.targets if isinstance(t, ast.Name)}
+
+    def is_op(expr) -> bool:
+        return (isinstance(expr, ast.Attribute) and expr.attr == "op") or (isinstance(expr, ast.Name)
+                                                                             and expr.id in aliases)
+
+    def is_names(expr) -> bool:
+        return _strings(expr) or (isinstance(expr, ast.Name) and expr.id in named)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(map(is_op, operands)) and any(map(is_names, operands)):
+                found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_converted_analyses_test_op_facts_not_op_names():
+    """An analysis asks ``npu_sim.opset`` what an op is (``facts_of(op).transposed``, ``kind_of(op) == "mac"``)
+    and reads the node's records, so that a new op is one entry in the opset, not an edit in every analysis."""
+    bad = []
+    for module, path in MODULES.items():
+        if not any(module == m or module.startswith(m + ".") for m in OP_FACT_READERS):
+            continue
+        for line, source in _op_name_tests(ast.parse(path.read_text(encoding="utf-8"))):
+            bad.append(f"{path.relative_to(ROOT)}:{line} {source}")
+    assert not bad, "test an op fact of npu_sim.opset (OpFacts) instead of the op's name:\n" + "\n".join(bad)
+
+
+def test_op_name_test_finder_finds_tests():
+    code = ("FOLDS = ('Conv', 'MaxPool')\nif node.op == 'Conv': pass\nif n.op in ('Softmax', 'LayerNorm'): pass\n"
+            "if node.op not in FOLDS: pass\nop = node.op\nif op != 'Gemm': pass\nif kind_of(node.op) == 'mac': pass\n"
+            "if facts_of(node.op).window: pass\nif b.op != n.op: pass\nif node.op in VIEW_OPS: pass\n"
+            "if 'Conv' == x.op: pass\nif node.op in frozenset({'Pad'}): pass\n")
+    assert [line for line, _ in _op_name_tests(ast.parse(code))] == [2, 3, 4, 6, 11, 12]

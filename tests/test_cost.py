@@ -17,7 +17,7 @@ import npu_sim
 from npu_sim.analysis import cost
 from npu_sim.boards import load_board
 from npu_sim.cli.main import main as cli_main
-from npu_sim.ir import Node, Program, QParams, Tensor
+from npu_sim.ir import Geometry, Node, Program, QParams, Tensor
 from npu_sim.render.estimate import format_table
 
 from qdq_models import QTYPES, build_model, quantize, rng_for, weights
@@ -91,9 +91,10 @@ def _conv_program(board, cin, cout, h, w, k=3, stride=1, depthwise=False, act="i
     wt = Tensor("w", "w", (cout, cin // groups, k, k), _q("int8"), data=np.zeros((cout, cin // groups, k, k), np.int8))
     y = Tensor("y", "y", (1, cout, oh, ow), _q(act))
     p = k // 2
-    node = Node("conv", "Conv", ["x", "w"], ["y"], run=None, params={"groups": groups},
+    node = Node("conv", "Conv", ["x", "w"], ["y"], run=None,
                 attrs={"kernel": (k, k), "stride": (stride, stride), "pads": (p, p, p, p), "dilation": (1, 1),
-                       "group": groups})
+                       "group": groups},
+                geometry=Geometry((k, k), (stride, stride), (p, p, p, p), (1, 1), groups))
     return Program({"x": x, "w": wt, "y": y}, [node], {"x": "x"}, {"y": "y"}, board)
 
 
@@ -175,7 +176,8 @@ def test_layer_sum_is_total(layers):
         for t in p.tensors.values():
             tensors[f"{t.name}{i}"] = replace(t, name=f"{t.name}{i}")
         n = p.nodes[0]
-        nodes.append(Node(f"conv{i}", n.op, [f"x{i}", f"w{i}"], [f"y{i}"], None, n.params, n.attrs))
+        nodes.append(Node(f"conv{i}", n.op, [f"x{i}", f"w{i}"], [f"y{i}"], None, n.params, n.attrs,
+                          geometry=n.geometry))
     est = cost.estimate_program(Program(tensors, nodes, {}, {}, U55), U55)
     assert sum(r.cycles for r in est.layers) == est.summary["total_cycles"]
     assert abs(sum(r.share for r in est.layers) - 100.0) < 1e-6

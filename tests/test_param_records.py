@@ -23,7 +23,7 @@ from npu_sim.errors import UnsupportedModelError
 from npu_sim.ir import Node
 from npu_sim.lowering.problem import Problem
 from npu_sim.lowering.registry import lowering_of
-from npu_sim.opset import LUT_OPS, OPS
+from npu_sim.opset import CONVERT_OPS, LUT_OPS, MAC_OPS, MOVEMENT_OPS, OPS, facts_of
 from npu_sim.ops import lut
 from npu_sim.ops.records import describe
 
@@ -100,6 +100,21 @@ def test_conv_records_hold_what_it_runs_with(conv_model, tmp_path):
         assert w.axis == 0 and w.data.shape == (4, 3, 3, 3) and w.per_channel and not w.spatial_1d
         assert node.accumulator.bits == 32 and not node.accumulator.saturate
         assert node.tables is None and node.operands is None
+        assert node.clamp == (rq.qmin, rq.qmax)
+        g = node.geometry
+        assert (g.kernel, g.stride, g.dilation, g.groups) == ((3, 3), (1, 1), (1, 1), 1)
+
+
+def test_op_facts_agree_with_the_op_lists():
+    """The facts the analyses read (``opset.facts_of``) say what the op lists say."""
+    assert {op for op, f in OPS.items() if f.kind == "mac"} == set(MAC_OPS)
+    assert {op for op, f in OPS.items() if f.matrix} == {"Gemm", "MatMul"}
+    assert {op for op, f in OPS.items() if f.convolution} == {"Conv"}
+    assert {op for op, f in OPS.items() if f.transposed} == {"ConvTranspose"}
+    assert {op for op, f in OPS.items() if f.global_pool} <= {op for op, f in OPS.items() if f.window}
+    assert {op for op, f in OPS.items() if f.pad} == {"Pad"} and "Pad" in MOVEMENT_OPS
+    assert [facts_of(op).kind for op in CONVERT_OPS] == ["convert"] * len(CONVERT_OPS)
+    assert facts_of("NoSuchOp").kind == "unknown" and not facts_of("NoSuchOp").folds_pad
 
 
 def test_conv_records_under_other_arithmetics(conv_model):

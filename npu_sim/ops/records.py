@@ -1,5 +1,6 @@
 """The typed records of a lowered node (``npu_sim.ir``: ``Requant``, ``Weights``, ``Geometry``, ``Affine``,
-``Tables``, ``Accumulator``, ``Operands``), made from the parameters its family prepared for the run functions.
+``Tables``, ``Accumulator``, ``Operands``, the output ``clamp``), made from the parameters its family prepared for
+the run functions.
 
 The families keep their run functions' arguments in ``Node.params`` (private keys, the kernels' layouts); this is
 the one place outside a family that knows what those keys mean. The lowering walk calls ``describe`` on every node
@@ -34,6 +35,8 @@ def describe(node: Node, arith) -> None:
                    if {"f_bits", "w", "b", "x_zp", "out_zp", "qmin", "qmax"} <= set(p) else None)
     node.tables = _tables(p)
     node.operands = _operands(p, arith)
+    node.clamp = (int(p["qmin"]), int(p["qmax"])) if p.get("qmin") is not None and p.get("qmax") is not None \
+        else None
 
 
 def _per_channel(value, dtype) -> np.ndarray:

@@ -10,7 +10,7 @@ from npu_sim.analysis.advisor.evaluator import Evaluator, sqnr_key
 from npu_sim.analysis.advisor.sensitivity import Layer
 from npu_sim.analysis.metrics import json_number
 from npu_sim.boards.rules import Rules
-from npu_sim.opset import MAC_OPS
+from npu_sim.opset import kind_of
 from npu_sim.qdq.recalibrate import QuantSettings
 from npu_sim.runtime.engines import EngineOptions
 
@@ -162,7 +162,7 @@ def weight_candidates(sim, sens: list[dict], min_gain_db: float = 1.0, limit: in
         if r["mode"] != "float" or (r["gain_sqnr_db"] or 0.0) < min_gain_db:
             continue
         n = nodes.get(r["layer"])
-        if n is None or n.op not in MAC_OPS or len(n.inputs) < 2:
+        if n is None or kind_of(n.op) != "mac" or len(n.inputs) < 2:
             continue
         x, w = prog.tensors[n.inputs[0]], prog.tensors[n.inputs[1]]
         if not w.is_const or w.q is None or w.q.bits != 8 or x.q is None or x.q.bits < 16:

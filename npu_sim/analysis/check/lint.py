@@ -12,7 +12,9 @@ import numpy as np
 
 from npu_sim.analysis.check.findings import rule
 from npu_sim.analysis.check.measures import geometry, real_range, reduction, weight_axis, weight_real_per_channel
-from npu_sim.opset import kind_of
+from npu_sim.opset import facts_of, kind_of
+
+LUT_CHAIN_TABLES = 3  # a chain of lookup tables and integer steps (Softmax, LayerNorm) counts as this many tables
 
 
 @rule("lint.lut", "info", "lint")
@@ -21,7 +23,8 @@ def _lut(ctx, node):
 
     Fine when used sparingly; `npu-sim report` measures its error. docs/LUT_ERRORS.md lists each table's
     error."""
-    if kind_of(node.op) != "lut" and not (node.op == "Div" and "reciprocal" in str(node.attrs.get("divisor", ""))):
+    kind = kind_of(node.op)
+    if kind != "lut" and not (kind == "elementwise" and node.tables is not None):  # (Div by an activation)
         return None
     bits = ctx.t(node.inputs[0]).q.bits
     entries = node.attrs.get("table") or (  # an arithmetic with its own tables says which (tflite)
@@ -35,11 +38,8 @@ def _lut_chain(ctx, node):
     one of the least accurate ops after quantization.
 
     Keep it at 16 bits if the accuracy report shows a loss here; or move it to the end of the model (CPU)."""
-    if node.op == "Softmax":
-        return {"op": node.op, "steps": "max, exp table, sum, reciprocal table, multiply"}
-    if node.op == "LayerNormalization":
-        return {"op": node.op, "steps": "mean, variance, 1/sqrt table, affine"}
-    return None
+    steps = facts_of(node.op).lut_chain
+    return {"op": node.op, "steps": ", ".join(steps)} if steps else None
 
 
 @rule("lint.lut_heavy", "warning", "lint", scope="model")
@@ -53,8 +53,8 @@ def _lut_heavy(ctx):
     for n in ctx.program.nodes:
         if kind_of(n.op) == "lut":
             count += 1
-        elif n.op in ("Softmax", "LayerNormalization"):
-            count += 3
+        elif facts_of(n.op).lut_chain:
+            count += LUT_CHAIN_TABLES
     if count > ctx.lint.lut_heavy_count:
         return {"count": count, "limit": ctx.lint.lut_heavy_count}
     return None
@@ -66,12 +66,13 @@ def _large_kernel(ctx, node):
     statistics and quantize badly.
 
     {advice}"""
-    if node.op not in ("Conv", "ConvTranspose", "AveragePool"):
+    facts = facts_of(node.op)
+    if not facts.window or facts.max_pool or facts.global_pool:  # a window summed: convolutions, average pools
         return None
     k = geometry(node)["kernel"]
     if k is None or isinstance(k, str) or max(k) <= ctx.lint.kernel_max:
         return None
-    depthwise = node.op == "Conv" and node.attrs.get("group", 1) > 1
+    depthwise = facts.convolution and node.attrs.get("group", 1) > 1
     advice = ("A depthwise kernel of a pretrained network (EfficientNet, MobileNetV3) is rarely worth retraining: "
               "look at this layer's isolated error in `npu-sim report`, and give it int16 if it stands out."
               if depthwise else "Use conventional kernels (3x3, 2x2): stack several 3x3 convolutions instead of "
@@ -85,7 +86,7 @@ def _concat_range(ctx, node):
     shared output scale wastes most of the 8 bits on the narrow input.
 
     Normalize the branches before the Concat (BatchNorm/ReLU6), or run this Concat at 16 bits."""
-    if node.op != "Concat":
+    if not facts_of(node.op).joins:
         return None
     ins = [ctx.t(n) for n in node.inputs]
     ranges = [(max(abs(v) for v in real_range(t)), t.float_name) for t in ins if t.q is not None]
@@ -108,7 +109,7 @@ def _input_quant(ctx):
         t = ctx.t(tname)
         q = t.q
         if q is None:  # float input behind the model's own QuantizeLinear
-            n = next((n for n in ctx.program.nodes if n.op == "Quantize" and n.inputs[0] == tname), None)
+            n = next((n for n in ctx.program.nodes if kind_of(n.op) == "convert" and n.inputs[0] == tname), None)
             if n is None:
                 continue
             q = ctx.t(n.outputs[0]).q
@@ -136,7 +137,7 @@ def _activation_range(ctx, node):
     make its scale coarse ({scale:.3g} per step at {dtype}).
 
     Follow the op with BatchNorm/ReLU in the float model, or run this layer at 16 bits{int16}."""
-    if kind_of(node.op) == "movement" or node.op in ("Quantize", "Requantize"):
+    if kind_of(node.op) in ("movement", "convert"):
         return None
     out = ctx.t(node.outputs[0])
     if out.q is None or not out.q.per_tensor:

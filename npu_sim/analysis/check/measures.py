@@ -6,7 +6,7 @@ import numpy as np
 
 from npu_sim.analysis.check.findings import Context
 from npu_sim.ir import Node, Tensor
-from npu_sim.opset import kind_of, reduction_length, weight_channel_axis
+from npu_sim.opset import facts_of, kind_of, reduction_length, weight_channel_axis
 
 
 def fmt_dtypes(d) -> str:
@@ -29,7 +29,7 @@ def reduction(ctx: Context, node: Node) -> int | None:
     """in_ch/groups * kh * kw of a MAC op: the length of one output's dot product (``opset.reduction_length``)."""
     w = ctx.weight(node)
     if w is None:
-        a_shape = ctx.t(node.inputs[0]).shape if node.op == "MatMul" else ()
+        a_shape = ctx.t(node.inputs[0]).shape if facts_of(node.op).matrix else ()  # a MatMul of two activations
         return reduction_length(node.op, None, a_shape)
     return reduction_length(node.op, w.shape, (), groups=node.attrs.get("group", 1),
                             trans_b=bool(node.attrs.get("transB")))

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from npu_sim.boards.cost_config import CostConfig
 from npu_sim.boards.memory_config import Memory
-from npu_sim.opset import CONVERT_OPS, OPS
+from npu_sim.ir import Geometry
+from npu_sim.opset import facts_of
 
 
 @dataclass
@@ -120,25 +121,26 @@ def _ao_cpe(cfg: CostConfig, cls: str, fused_act: str | None) -> float:
 _KIND_CLASSES = ("activation", "pool", "lut", "movement", "resize", "normalization")
 
 
+def _geometry(node) -> Geometry:
+    """The node's window record (``Geometry``; the defaults where it has none: a float-reference node)."""
+    return node.geometry or Geometry()
+
+
 def _class(program, node, consts) -> str:
     """The op class of a node: the MAC ops by their geometry, else the opset's cost class or kind."""
-    op = node.op
-    if op == "Conv":
+    facts = facts_of(node.op)
+    if facts.convolution:
         w = consts[0]
-        groups = int(node.params.get("groups", 1))
+        groups = _geometry(node).groups
         cin = _nhwc(program.tensors[node.inputs[0]].shape)[2]
         return "depthwise" if groups > 1 and groups == cin and w.shape[1] == 1 else "conv"
-    if op == "ConvTranspose":
-        return "conv"
-    if op in ("Gemm", "MatMul"):
-        return "fc" if consts else "matmul"
-    if op in CONVERT_OPS:
+    if facts.kind == "mac":
+        return "fc" if facts.matrix and consts else ("matmul" if facts.matrix else "conv")
+    if facts.kind == "convert":
         return "requantize"
-    info = OPS.get(op)
-    if info and info.cost_class:
-        return info.cost_class
-    kind = info.kind if info else "elementwise"
-    return kind if kind in _KIND_CLASSES else "elementwise"
+    if facts.cost_class:
+        return facts.cost_class
+    return facts.kind if facts.kind in _KIND_CLASSES else "elementwise"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -191,8 +193,7 @@ def _operands(program, node) -> _Operands:
     out = tensors[node.outputs[0]]
     cls = _class(program, node, consts)
     fused = None
-    if node.params.get("qmin") is not None and node.params.get("qmax") is not None and out.q is not None \
-            and (node.params["qmin"] > out.q.qmin or node.params["qmax"] < out.q.qmax):
+    if node.clamp is not None and out.q is not None and (node.clamp[0] > out.q.qmin or node.clamp[1] < out.q.qmax):
         fused = "relu"
     return _Operands(
         acts=acts, consts=consts, out=out, cls=cls,
@@ -209,27 +210,25 @@ def _window(node, cls: str, x, out):
     """(ih, iw, ic), (oh, ow, oc), (kh, kw, sh, sw, dh, dw), groups of a block-computed op."""
     oh, ow, oc = _nhwc(out.shape)
     ih, iw, ic = _nhwc(x.shape)
+    g = _geometry(node)
     if cls in ("conv", "depthwise"):
-        kh, kw = node.attrs.get("kernel", (1, 1))
-        sh, sw = node.attrs.get("stride", (1, 1))
-        dh, dw = node.attrs.get("dilation", (1, 1))
-        groups = int(node.params.get("groups", 1))
+        kh, kw = g.kernel or (1, 1)
+        sh, sw = g.stride or (1, 1)
+        dh, dw = g.dilation or (1, 1)
+        groups = g.groups
     elif cls == "pool":
-        if node.params.get("global") is not False and node.op in ("GlobalAveragePool", "GlobalMaxPool") \
-                or node.params.get("global"):
+        if facts_of(node.op).global_pool or g.kernel is None:  # the whole plane
             kh, kw, sh, sw, dh, dw = ih, iw, 1, 1, 1, 1
-        elif "kernel" in node.params:
-            kh, kw = node.params["kernel"]
-            sh, sw = node.params.get("stride", (1, 1))
-            dh, dw = node.params.get("dilation", (1, 1))
         else:
-            kh, kw, sh, sw, dh, dw = ih, iw, 1, 1, 1, 1
+            kh, kw = g.kernel
+            sh, sw = g.stride or (1, 1)
+            dh, dw = g.dilation or (1, 1)
         groups = ic
     else:  # Gemm / MatMul: rows of A are output pixels, K = input depth
         kh = kw = sh = sw = dh = dw = 1
         groups = 1
         a_shape = x.shape
-        k_dim = a_shape[-1] if not (node.op == "Gemm" and node.params.get("trans_a")) else a_shape[0]
+        k_dim = a_shape[0] if g.transpose_a else a_shape[-1]
         oh, ow, oc = 1, _elems(out) // out.shape[-1], out.shape[-1]
         ih, iw, ic = 1, ow, k_dim
     return (ih, iw, ic), (oh, ow, oc), (kh, kw, sh, sw, dh, dw), groups
@@ -248,7 +247,8 @@ def _block_cost(cfg: CostConfig, node, o: _Operands) -> _Work:
     """Conv, depthwise, fully connected, MatMul and windowed pooling: computed block by block."""
     cls, x, fm = o.cls, o.x, cfg.memory.sram
     (ih, iw, ic), (oh, ow, oc), (kh, kw, sh, sw, dh, dw), groups = _window(node, cls, x, o.out)
-    transposed = node.op == "ConvTranspose"
+    facts = facts_of(node.op)
+    transposed = facts.transposed
     kelems = kh * kw
     if transposed:  # each output sees ceil(k/s) taps per dimension
         kelems = _cdiv(kh, sh) * _cdiv(kw, sw)
@@ -259,7 +259,7 @@ def _block_cost(cfg: CostConfig, node, o: _Operands) -> _Work:
     oc_g = oc // dense_groups
     (bh, bw, bc), nu, nblocks = block_geometry(cfg, oh, ow, oc_g)
     mac_blk = mac_block_cycles(cfg, kind, nu, kelems, cin_g, o.wide)
-    ao_cls = "maxpool" if node.op in ("MaxPool", "GlobalMaxPool") else (
+    ao_cls = "maxpool" if facts.max_pool else (
         "pool" if cls == "pool" else ("mac_wide" if o.wide else "mac"))
     cpe = _ao_cpe(cfg, ao_cls, o.fused)
     ao_blk = math.ceil(cpe * bh * bw * bc)
@@ -361,7 +361,7 @@ def _placed(cfg: CostConfig, node, o: _Operands, w: _Work) -> LayerCost:
 def layer_cost(cfg: CostConfig, program, node) -> LayerCost:
     """Cost of one node running on the NPU, from the board's cost section and the node's tensors."""
     o = _operands(program, node)
-    if o.cls in ("conv", "depthwise", "fc", "matmul") or (o.cls == "pool" and node.op != "ReduceMean"):
+    if o.cls in ("conv", "depthwise", "fc", "matmul") or (o.cls == "pool" and facts_of(node.op).window):
         work = _block_cost(cfg, node, o)
     elif o.cls == "movement":
         work = _movement_cost(cfg, o)

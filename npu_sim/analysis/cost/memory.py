@@ -24,9 +24,7 @@ import numpy as np
 
 from npu_sim.analysis.cost.layer import tensor_bytes
 from npu_sim.ir import Program, Tables
-from npu_sim.opset import VIEW_OPS, WEIGHT_INPUT, kind_of
-
-PAD_FOLDING_OPS = ("Conv", "AveragePool", "MaxPool")  # a Pad feeding only these is folded into their padding
+from npu_sim.opset import VIEW_OPS, WEIGHT_INPUT, facts_of, kind_of
 
 
 def _table_bytes(arr: np.ndarray) -> int:
@@ -50,7 +48,8 @@ def _out_channels(program: Program, node) -> int:
     out = program.tensors[node.outputs[0]].shape
     if not out:
         return 1
-    return out[1] if node.op in ("Conv", "ConvTranspose") and len(out) >= 2 else out[-1]
+    facts = facts_of(node.op)
+    return out[1] if facts.kind == "mac" and facts.window and len(out) >= 2 else out[-1]
 
 
 def constant_bytes(program: Program, board=None) -> dict:
@@ -82,13 +81,13 @@ def buffer_spans(program: Program) -> dict[str, tuple[int, int]]:
     """Every activation buffer (named by the tensor that owns it; a view's output is its input's buffer) and the
     first and last node index it is live at."""
     nodes = program.nodes
-    consumers: dict[str, set[str]] = {}
+    consumers: dict[str, list[str]] = {}
     for node in nodes:
         for name in node.inputs:
-            consumers.setdefault(name, set()).add(node.op)
+            consumers.setdefault(name, []).append(node.op)
     owner: dict[str, str] = {}
     for node in nodes:
-        folded = node.op == "Pad" and consumers.get(node.outputs[0], {""}) <= set(PAD_FOLDING_OPS)
+        folded = facts_of(node.op).pad and all(facts_of(op).folds_pad for op in consumers.get(node.outputs[0], [""]))
         if (node.op in VIEW_OPS or folded) and node.inputs and len(node.outputs) == 1:
             src = node.inputs[0]
             if src in program.tensors and not program.tensors[src].is_const:
@@ -111,7 +110,7 @@ def buffer_spans(program: Program) -> dict[str, tuple[int, int]]:
             touch(name, i)
         # a float input's Quantize runs on the host: its integer output is there from the start
         src = program.tensors.get(node.inputs[0]) if node.inputs else None
-        if node.op == "Quantize" and src is not None and src.q is None:
+        if kind_of(node.op) == "convert" and src is not None and src.q is None:
             touch(node.outputs[0], 0)
     for name in program.outputs.values():
         touch(name, len(nodes) - 1)

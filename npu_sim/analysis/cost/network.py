@@ -15,6 +15,7 @@ from npu_sim.analysis.cost.layer import LayerCost, cpu_layer_cost, layer_cost, t
 from npu_sim.analysis.cost.memory import memory_report
 from npu_sim.boards.placement import placement as board_placement
 from npu_sim.errors import BoardError
+from npu_sim.opset import kind_of
 
 
 @dataclass
@@ -83,7 +84,7 @@ def _crossings(program, placement: dict) -> dict[str, list[int]]:
 
 def _is_host_input_quantize(program, node) -> bool:
     """The Quantize of a float graph input: the host hands the board integers (as Vela's int8 input)."""
-    return node.op == "Quantize" and program.tensors[node.inputs[0]].q is None
+    return kind_of(node.op) == "convert" and program.tensors[node.inputs[0]].q is None
 
 
 def estimate_program(program, board=None) -> Estimate:
