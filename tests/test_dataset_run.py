@@ -55,7 +55,7 @@ def _cli(*args) -> int:
 
 
 def _run(out, data, workers=1, kind="local", **kw):
-    writer = DatasetWriter(out, resume=kw.pop("resume", False), every=0)
+    writer = DatasetWriter(out, resume=kw.pop("resume", False))
     return npu_sim.run_dataset(MODEL, data, writer, engine=npu_sim.EngineOptions(kind, workers), **kw)
 
 

@@ -19,6 +19,7 @@ from npu_sim.render.check import fit_line
 from npu_sim.render.dataset_out import DatasetWriter, summary_lines
 from npu_sim.render.files import replace_folder, save_npy
 from npu_sim.render.golden import FORMATS, write_golden
+from npu_sim.runtime.stop import Stopped, on_signals
 
 
 RUN_DESCRIPTION = """\
@@ -30,11 +31,12 @@ NAME.npy (dequantized) into --out (default ./npu_sim_out), --dump-all every inte
 A dataset: --data DIR|FILE ... --out OUT runs every sample (images, .npy, .npz, read as `report --data` reads
 them) and writes OUT/shard-00000.npz ... (per output NAME.int and NAME, stacked over the shard's samples),
 OUT/manifest.json (each sample's source, shard and row; the failed ones by name) and, with --float, OUT/metrics.csv
-(per sample cosine, SQNR, top-1 agreement, label accuracy). --resume goes on with a killed run in the same OUT;
-the files do not depend on --engine or --workers. See docs/DATASETS.md.
+(per sample cosine, SQNR, top-1 agreement, label accuracy). Ctrl-C or SIGTERM stops the workers and keeps every
+shard written; --resume goes on with a stopped run in the same OUT; the files do not depend on --engine or
+--workers. See docs/DATASETS.md.
 
 Exit codes: 0 done; 1 with --data, some samples failed (named on stderr and in manifest.json; the others are
-written); 2 bad input; 3 internal error.
+written); 2 bad input; 3 internal error; 130 / 143 with --data, stopped by SIGINT / SIGTERM (--resume goes on).
 """
 MODEL_AFTER_LISTS = True  # `run --data DIR MODEL`: an .onnx file that ends --data is the model
 DATA_ONLY = (("resume", "--resume"), ("float_model", "--float"), ("shard_size", "--shard-size"),
@@ -136,12 +138,18 @@ def data_main(args, shapes) -> int:
     if not args.out:
         raise InputError("--data needs --out OUT: the folder the shards and manifest.json are written to")
     bar = progress("run", "samples", args.quiet)
+    writer = DatasetWriter(args.out, resume=args.resume)
     try:
-        summary = run_dataset(args.model, args.data, DatasetWriter(args.out, resume=args.resume),
-                              float_model=args.float_model, board=args.board, input_shapes=shapes,
-                              shard_size=64 if args.shard_size is None else args.shard_size, engine=engine_options(args), mean=args.mean,
-                              std=args.std, progress=bar,
-                              notify=lambda m: print(f"npu-sim: failed: {m}", file=sys.stderr))
+        with on_signals():
+            summary = run_dataset(args.model, args.data, writer,
+                                  float_model=args.float_model, board=args.board, input_shapes=shapes,
+                                  shard_size=64 if args.shard_size is None else args.shard_size,
+                                  engine=engine_options(args), mean=args.mean, std=args.std, progress=bar,
+                                  notify=lambda m: print(f"npu-sim: failed: {m}", file=sys.stderr))
+    except Stopped as stop:
+        bar.close()
+        print(f"npu-sim: stopped by {stop.name}: {_kept(writer, args.out)}", file=sys.stderr)
+        return stop.exit_code
     finally:
         bar.close()
     for line in summary_lines(summary, args.out):
@@ -151,6 +159,15 @@ def data_main(args, shapes) -> int:
               f"{Path(args.out) / 'manifest.json'}); the other samples are written", file=sys.stderr)
         return 1
     return EXIT_OK
+
+
+def _kept(writer: DatasetWriter, out) -> str:
+    """What a stopped dataset run leaves in ``out`` and how to go on with it."""
+    if writer.saved is None:
+        return f"no shard written in {out} yet; run the same command again"
+    kept, shards = writer.saved
+    return (f"{kept} of {shards} shard(s) kept in {out} (manifest.json); run the same command with --resume to "
+            f"write the other {shards - kept}")
 
 
 # ---- writing: every file atomically; a dump built in a temporary folder beside --out and renamed into place ----

@@ -27,6 +27,7 @@ METRICS = "metrics.csv"
 SHARD_NAME = re.compile(r"shard-\d{5,}\.npz")
 TEMP_NAME = re.compile(r"\..+\.\d+\.tmp")
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip entry holds: no clock in the bytes
+MANIFEST_SHARE = 0.1  # the most of a run's time that rewriting the manifest as shards finish may take
 
 
 def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
@@ -83,16 +84,18 @@ def read_metrics(path: Path, columns: list[str] | None) -> dict[int, dict]:
 class DatasetWriter:
     """Writes a dataset run into the folder ``out`` (created if missing). ``resume``: keep the shards a previous
     run of the same job already wrote there; without it, a folder holding a previous run is refused.
-    ``every``: seconds between two rewrites of the manifest (and metrics) while shards finish; they are always
-    written at the end."""
+    ``saved``: once the manifest is written, (the shards it lists, the shards of the run)."""
 
-    def __init__(self, out, resume: bool = False, every: float = 5.0):
+    def __init__(self, out, resume: bool = False):
         self.out = Path(out)
         self.resume = resume
-        self.every = every
-        self.last = None
+        self.last: float | None = None  # when the last rewrite of the manifest ended (time.monotonic)
+        self.cost = 0.0                 # and how long it took
+        self.shards = 0
+        self.saved: tuple[int, int] | None = None
 
     def start(self, plan: Plan) -> Progress:
+        self.shards = plan.shards
         out = self.out
         if out.exists() and not out.is_dir():
             raise InputError(f"--out {str(out)!r} is a file; give a folder (it is created if missing)")
@@ -129,15 +132,20 @@ class DatasetWriter:
         return {"file": name, "sha256": hashlib.sha256(data).hexdigest()}
 
     def due(self) -> bool:
-        """Whether the manifest is due for a rewrite while shards finish (``every`` seconds since the last)."""
-        return self.last is None or time.monotonic() - self.last >= self.every
+        """Whether to rewrite the manifest as a shard finishes: after every shard, unless that would spend more
+        than ``MANIFEST_SHARE`` of the run's time on it (its size grows with the dataset); then as often as that
+        share allows. A run that stops saves it anyway (``dataset.run.execute``)."""
+        return self.last is None or time.monotonic() - self.last >= self.cost * (1 / MANIFEST_SHARE - 1)
 
     def update(self, manifest: dict, rows: list[dict], columns: list[str] | None) -> None:
         """The metrics CSV, then the manifest (which names the shards written: it goes last)."""
-        self.last = time.monotonic()
+        began = time.monotonic()
         if columns is not None:
             write_bytes(self.out / METRICS, metrics_text(rows, columns).encode("utf-8"))
         write_bytes(self.out / MANIFEST, manifest_text(manifest).encode("utf-8"))
+        self.last = time.monotonic()
+        self.cost = self.last - began
+        self.saved = (len(manifest["shards"]), self.shards)
 
 
 def manifest_text(manifest: dict) -> str:

@@ -17,13 +17,16 @@ presets) with the driver's before it sets up; a cluster running other code is re
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -131,14 +134,29 @@ def connect(ray, address: str | None, workers: int | None) -> bool:
     address = address or os.environ.get("RAY_ADDRESS") or None
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR, "configure_logging": True}
     if address is None:
-        ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, **quiet)
+        with _keeping_sigterm():
+            ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, **quiet)
         return True
     check_reachable(address, source)
     try:
-        ray.init(address=address, **quiet)
+        with _keeping_sigterm():
+            ray.init(address=address, **quiet)
     except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
         raise InputError(f"{source} {address}: cannot join that Ray cluster ({exc})") from None
     return True
+
+
+@contextlib.contextmanager
+def _keeping_sigterm():
+    """``ray.init`` sets its own SIGTERM handler (exit at once); a handler the caller set (the CLI's stop,
+    ``npu_sim.runtime.stop``: actors killed and the cluster shut down on the way out) is put back after it."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if callable(previous):
+            signal.signal(signal.SIGTERM, previous)
 
 
 class Actors:

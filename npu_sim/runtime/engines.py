@@ -9,13 +9,18 @@ are built in the driver's thread, between results). :func:`run_tasks` yields ``(
 finish, in any order (``index``: the payload's position in the iterable); callers that need sample order put
 results back by index. A task that raises yields a :class:`TaskFailed` in place of its result; a worker that dies
 has its tasks retried on a fresh worker; a ``setup`` that raises is raised by :func:`run_tasks` itself, whichever
-engine ran it. The Ray engine is in ``engine_ray.py`` (Ray is an optional extra, imported when a job asks for it).
+engine ran it. A job that stops early (an exception, a ``Stopped`` by a signal, the caller closing the iterator)
+ends its worker processes at once (``_stop_pool``), without waiting for their tasks. The Ray engine is in
+``engine_ray.py`` (Ray is an optional extra, imported when a job asks for it).
 """
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import tempfile
+import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -30,6 +35,8 @@ from npu_sim.runtime.outcome import IN_FLIGHT, RETRIES, Feed, SetupFailed, TaskF
 __all__ = ["ENGINES", "IN_FLIGHT", "RETRIES", "EngineOptions", "TaskFailed", "default_workers", "run_tasks"]
 
 ENGINES = ("local", "ray")
+PARENT_POLL_S = 1.0  # how often a worker process looks whether its driver is still there
+STOP_WAIT_S = 5.0  # how long a stopped worker process is given to end before it is killed
 
 
 @dataclass(frozen=True)
@@ -81,8 +88,18 @@ def _in_process(setup, arg, task, feed: Feed) -> Iterator[tuple[int, Any]]:
 
 
 def _worker_init(setup, arg) -> None:
-    """A worker process's state, built once (``memo.WORKER``)."""
+    """A worker process's state, built once (``memo.WORKER``). A Ctrl-C at the terminal reaches the whole process
+    group: the driver stops its workers itself (no traceback from each), and a worker ends once its driver is gone
+    (a driver killed by SIGKILL cannot stop them)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     WORKER.put("engine", set_up(setup, arg))
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 def _worker_task(task, payload, index: int, started: str):
@@ -102,10 +119,14 @@ def _processes(setup, arg, task, feed: Feed, workers: int) -> Iterator[tuple[int
             alone = tries.get(first, 0) > 0
             size = 1 if alone else min(workers, feed.fill(workers))
             futures: dict = {}
+            before = set(mp.active_children())
             with ProcessPoolExecutor(size, mp_context=ctx, initializer=_worker_init, initargs=(setup, arg)) as pool:
                 try:
                     yield from _pool_results(pool, futures, feed, task, started, None if alone else IN_FLIGHT * size)
-                finally:  # an abandoned job or a set-up error does not wait for the tasks still queued
+                except BaseException:  # stopped (a signal, an abandoned job, a set-up error): no task is waited for
+                    _stop_pool(pool, [p for p in mp.active_children() if p not in before])
+                    raise
+                finally:
                     for fut in futures:
                         fut.cancel()
             lost = sorted(futures.values())  # sent, not answered: the pool broke
@@ -117,6 +138,19 @@ def _processes(setup, arg, task, feed: Feed, workers: int) -> Iterator[tuple[int
             for i in [i for i in lost if tries.get(i, 0) > RETRIES]:
                 feed.answered(i)
                 yield i, TaskFailed("its worker process died on every try")
+
+
+def _stop_pool(pool: ProcessPoolExecutor, workers: list) -> None:
+    """The pool's queued tasks dropped and its worker processes (``workers``) ended: SIGTERM, then SIGKILL for one
+    that is still there after ``STOP_WAIT_S``."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in workers:
+        p.terminate()
+    for p in workers:
+        p.join(STOP_WAIT_S)
+        if p.is_alive():
+            p.kill()
+            p.join()
 
 
 def _pool_results(pool, futures: dict, feed: Feed, task, started: str, limit: int | None):

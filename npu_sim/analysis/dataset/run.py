@@ -27,6 +27,7 @@ from npu_sim.errors import InputError
 from npu_sim.frontend import dataset as ds
 from npu_sim.frontend.reader import open_model
 from npu_sim.runtime.engines import EngineOptions, TaskFailed, run_tasks
+from npu_sim.runtime.stop import held
 
 MANIFEST_FORMAT = "npu-sim dataset run"
 MANIFEST_VERSION = 1
@@ -297,9 +298,11 @@ def execute(plan: Plan, writer, options: EngineOptions | None = None,
     """Run the shards not yet written and hand each to ``writer`` as it finishes (any order).
 
     ``writer.start(plan) -> Progress`` (what a resumed run keeps), ``writer.shard(k, arrays) -> entry`` (writes
-    shard ``k``; returns its ``file`` and ``sha256``), ``writer.due()`` (time to save the manifest while shards
-    finish) and ``writer.update(manifest, metrics_rows, columns)`` (at the end, and when due).
-    ``progress(done, total)`` counts samples; ``notify(message)`` is told of each failed sample or shard."""
+    shard ``k``; returns its ``file`` and ``sha256``), ``writer.due()`` (whether to save the manifest now, as a
+    shard finishes) and ``writer.update(manifest, metrics_rows, columns)`` (when due, at the end, and when the run
+    stops on an exception: a ``Stopped`` by a signal, an error). A shard written is recorded in the manifest
+    before a stop signal is let through (``stop.held``). ``progress(done, total)`` counts samples;
+    ``notify(message)`` is told of each failed sample or shard."""
     state = writer.start(plan)
     todo = [k for k in range(plan.shards) if k not in state.shards]
     total = len(plan.samples)
@@ -310,22 +313,37 @@ def execute(plan: Plan, writer, options: EngineOptions | None = None,
     if progress:
         progress(done, total)
     payloads = ShardPayloads(plan, todo)  # each shard read when the engine pulls it
-    for pos, res in run_tasks(setup, plan.spec, shard_task, payloads, options or EngineOptions()):
-        k = todo[pos]
-        if isinstance(res, TaskFailed):
-            for i in plan.shard_samples(k):
-                state.errors[i] = f"its shard's task failed: {res.error}"
-            _tell(notify, f"{shard_file(k)} (samples {', '.join(plan.samples[i].name for i in plan.shard_samples(k))})"
-                          f": {res.error}")
-        else:
-            _record(plan, state, writer, k, res, notify)
-            if writer.due():
+    saved = True  # the manifest on disk lists every shard written
+    try:
+        for pos, res in run_tasks(setup, plan.spec, shard_task, payloads, options or EngineOptions()):
+            with held():
+                saved = _finished(plan, state, writer, todo[pos], res, notify) and saved
+                if not saved and writer.due():
+                    writer.update(manifest(plan, state), metric_rows(plan, state), plan.columns())
+                    saved = True
+            done += len(plan.shard_samples(todo[pos]))
+            if progress:
+                progress(done, total)
+    except BaseException:
+        if not saved:
+            with held():
                 writer.update(manifest(plan, state), metric_rows(plan, state), plan.columns())
-        done += len(plan.shard_samples(k))
-        if progress:
-            progress(done, total)
+        raise
     writer.update(manifest(plan, state), metric_rows(plan, state), plan.columns())
     return summarize(plan, state, reused)
+
+
+def _finished(plan: Plan, state: Progress, writer, k: int, res, notify) -> bool:
+    """Shard ``k`` done: written and noted (a result), or its samples failed (a ``TaskFailed``); False when a shard
+    file was written that the manifest does not list yet."""
+    if isinstance(res, TaskFailed):
+        for i in plan.shard_samples(k):
+            state.errors[i] = f"its shard's task failed: {res.error}"
+        _tell(notify, f"{shard_file(k)} (samples {', '.join(plan.samples[i].name for i in plan.shard_samples(k))})"
+                      f": {res.error}")
+        return True
+    _record(plan, state, writer, k, res, notify)
+    return False
 
 
 def _tell(notify, message: str) -> None:
