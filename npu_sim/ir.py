@@ -267,6 +267,7 @@ class Program:
     problems: list = field(default_factory=list)  # (onnx node, op, reason) left out by a tolerant lowering
     arith_gaps: list = field(default_factory=list)  # (onnx node, op, reason) the board's arithmetic cannot compute
     refusals: list = field(default_factory=list)    # (onnx node, op, reason) the board's own toolchain refuses
+    compiler_notes: list = field(default_factory=list)  # (onnx node, op, hazard) the NPU compiler takes as it is
 
     def format(self) -> str:
         """One line per op: name, op, dtypes, shapes, scales, requantization parameters."""
