@@ -47,7 +47,7 @@ def _add16(path) -> None:
     graph = helper.make_graph(nodes, "add16", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, N])
                                                for n in ("a", "b")],
                               [helper.make_tensor_value_info("yd", TensorProto.FLOAT, [1, N])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), path)
 
 
 def truncated_add(a: np.ndarray, b: np.ndarray, bits: int, left: int) -> np.ndarray:

@@ -149,25 +149,55 @@ def _single_tflite(rq: Requant):
 
 
 def fitted_multipliers(rq: Requant, board: np.ndarray) -> list[tuple[str, object]]:
-    """"every channel's multiplier off by k": the offsets ``k`` consistent with every element the board wrote
-    strictly inside its bounds (``v = board - zp`` must be ``acc * (M + k) / 2**r`` rounded), at most three."""
+    """"every channel's multiplier off by k": the offsets ``k`` for which the node's own rule gives every element
+    the board wrote strictly inside its bounds (at most three of them; verified on the whole tensor like every
+    variation). Each such element bounds the product ``n = a * (M + k)`` exactly (``a`` the accumulator, shifted
+    left by TFLite's positive shift): single rounding ``(n + 2**(r-1)) >> r = v``; TFLite's double rounding
+    ``hi = (n + 2**30) >> 31`` then ``RoundingDivideByPOT(hi, e) = v``."""
     if rq.own not in ("single", "double"):
         return []
-    mult, r = (rq.mult, rq.shift) if rq.own == "single" else (rq.tfl[0], 31 - rq.tfl[1])
     acc, ch = rq.acc.reshape(-1), rq.channel.reshape(-1)
     use = (board > rq.qmin) & (board < rq.qmax) & (acc != 0)
     if not use.any():
         return []
-    a, c = acc[use].astype(np.float64), ch[use]
-    v = (board[use] - rq.out_zp).astype(np.float64)
-    scale = np.ldexp(1.0, r[c].astype(np.int64)) / a
-    ends = np.stack([(v - 0.5) * scale, (v + 0.5) * scale]) - mult[c]
-    lo, hi = float(ends.min(axis=0).max()), float(ends.max(axis=0).min())
-    if not lo <= hi + 1:
+    c, v = ch[use], (board[use] - rq.out_zp).astype(np.float64)
+    if rq.own == "single":
+        mult, a, r = rq.mult, acc[use].astype(np.float64), rq.shift[c].astype(np.float64)
+        h = np.where(r > 0, np.exp2(r - 1), 0.0)
+        low, high = v * np.exp2(r) - h, v * np.exp2(r) + h - (r > 0)
+    else:
+        mult, s = rq.tfl[0], rq.tfl[1][c]
+        a = acc[use].astype(np.float64) * np.exp2(np.maximum(s, 0))
+        e = np.maximum(-s, 0).astype(np.float64)
+        h = np.where(e > 0, np.exp2(e - 1), 0.0)
+        step = np.exp2(e)
+        hi_low = np.where(e > 0, v * step - h + (v <= 0), v)  # RoundingDivideByPOT(hi, e) == v: ties away
+        hi_high = np.where(e > 0, v * step + h - (v >= 0), v)
+        low, high = hi_low * 2.0 ** 31 - 2.0 ** 30, hi_high * 2.0 ** 31 + 2.0 ** 30 - 1
+    ends = np.stack([low / a, high / a]) - mult[c]
+    lo, hi = float(np.ceil(ends.min(axis=0).max() - 1e-6)), float(np.floor(ends.max(axis=0).min() + 1e-6))
+    if lo > hi:
         return []
-    ks = sorted({k for k in (int(np.ceil(lo)), int(np.floor(hi)), int(round((lo + hi) / 2))) if k != 0})
-    return [(f"every channel's multiplier off by {_k_name(k)} (found from the data)", _finish(rq, _own(rq, mult + k)))
-            for k in ks[:3]]
+    lo, hi = int(lo), int(hi)
+    k = _simplest(lo, hi)
+    if k == 0:
+        return []
+    span = f"; every k from {lo:+d} to {hi:+d} gives the same tensor" if lo != hi else ""
+    return [(f"every channel's multiplier off by {_k_name(k)} (found from the data{span})",
+             _finish(rq, _own(rq, mult + k)))]
+
+
+def _simplest(lo: int, hi: int) -> int:
+    """The integer of ``[lo, hi]`` with the most trailing zero bits (0 if it is inside): a fault such as a
+    multiplier off by 2**15 is then named by its own offset."""
+    if lo <= 0 <= hi:
+        return 0
+    for bit in range(max(abs(lo), abs(hi)).bit_length(), -1, -1):
+        step = 1 << bit
+        k = -((-lo) // step) * step if lo > 0 else (hi // step) * step  # the multiple nearest to zero
+        if lo <= k <= hi:
+            return k
+    return lo
 
 
 def _k_name(k: int) -> str:
