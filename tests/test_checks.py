@@ -132,6 +132,10 @@ def test_dtype_and_zero_point_rules(tmp_path):
     assert "uint8" in found["dtype.activation"][0].message and "int8, int16" in found["dtype.activation"][0].message
     asym = rules_of(check(q(tmp_path, m, "s8a", act="s8", sym=False)), "Conv")
     assert "zero_point.activation" in asym and "dtype.activation" not in asym
+    # both are quantization settings (re-quantizing the model applies the board's), the other findings are not
+    assert all(f.quantization_setting == f.rule.startswith(("dtype.", "zero_point.")) for _, f in u8.findings)
+    assert {r.id for r in RULES if r.quantization_setting} == {"dtype.activation", "dtype.weight",
+                                                                "zero_point.activation", "zero_point.weight"}
     clean = rules_of(check(q(tmp_path, m, "s8")))
     assert not {"dtype.activation", "zero_point.activation", "dtype.weight", "zero_point.weight"} & set(clean)
     # weights: int16 weights are fine on default, an error on generic (int8 weights only)

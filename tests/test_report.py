@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -13,6 +14,7 @@ from onnx import numpy_helper
 import npu_sim
 from npu_sim.analysis import accuracy as acc
 from npu_sim.cli.main import main as cli_main
+from npu_sim.render.report_text import format_advice
 from tests.qdq_models import real_models
 
 pytest.importorskip("onnxruntime")
@@ -144,6 +146,27 @@ def test_collapse_names_the_broken_layer(tmp_path):
     assert r.collapse.input_cosine > 0.999
     assert r.largest_drop.tensor == "conv2_out"
     assert r.outputs[0].metrics.cosine < 0.9
+
+
+def test_quantization_settings_are_no_cause_in_the_advice():
+    """A dtype or zero-point finding names a quantization setting the board does not take (re-quantizing the model
+    applies the board's): at the collapse and in the sensitivity table the advice names the other findings only."""
+    def finding(rule, setting):
+        return {"rule": rule, "severity": "error", "message": rule + " message", "fix": "", "values": {},
+                "quantization_setting": setting}
+    checks = {"board": "b", "deployable": False, "errors": 2, "warnings": 0, "infos": 0, "model_findings": [],
+              "layers": [{"node": "conv", "tensors": ["t"], "findings": [finding("dtype.activation", True),
+                                                                       finding("bias.saturated", False)]}]}
+    sens = {"samples": 1, "baseline": {"cosine": 0.9, "sqnr_db": 10.0}, "layers": [
+        {"rank": 1, "layer": "conv", "tensor": "t", "mode": "int16", "cosine": 0.99, "gain_sqnr_db": 3.0,
+         "delta_cycles": None}]}
+    r = SimpleNamespace(checks=checks, collapse=SimpleNamespace(node="conv", tensor="t"), latency=None,
+                        sensitivity=sens, advisor=None)
+    lines = format_advice(r)
+    at_collapse = next(line for line in lines if "at the collapse" in line)
+    row = next(line for line in lines if line.strip().startswith("1 conv"))
+    for line in (at_collapse, row):
+        assert "bias.saturated" in line and "dtype.activation" not in line, line
 
 
 # -- JSON and HTML ----------------------------------------------------------------------------------------------

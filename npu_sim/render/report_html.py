@@ -234,7 +234,7 @@ def _collapse(r: AccuracyReport) -> list[str]:
                    f"{d.accumulated_cosine:.5f}.")
     if c:
         hits = [f for f in layer_findings(r, c.node) if f["severity"] in ("error", "warning")
-                and not f["rule"].startswith(("dtype.", "zero_point."))]
+                and not f["quantization_setting"]]
         if hits:
             out.append(" Check findings on this layer: " + "; ".join(f"<b>{_e(f['rule'])}</b>: {_e(f['message'])}"
                                                                      for f in hits[:3]))

@@ -151,8 +151,7 @@ def _checks(r: AccuracyReport) -> list[str]:
                      + (" ..." if len(items) > 4 else ""))
     if r.collapse:
         hits = layer_findings(r, r.collapse.node)
-        hits = [f for f in hits if f["severity"] in ("error", "warning") and not f["rule"].startswith(("dtype.",
-                                                                                                   "zero_point."))]
+        hits = [f for f in hits if f["severity"] in ("error", "warning") and not f["quantization_setting"]]
         if hits:
             lines.append(f"  at the collapse ({r.collapse.tensor}, {r.collapse.node}): "
                          + "; ".join(f"{f['rule']}: {f['message']}" for f in hits[:2]))
@@ -181,7 +180,7 @@ def _sensitivity(r: AccuracyReport, top: int) -> list[str]:
              f"{'+cycles':>9s}  findings"]
     for row in rows:
         fl = ",".join(sorted({f["rule"] for f in layer_findings(r, row["layer"])
-                              if f["severity"] == "error" and not f["rule"].startswith(("dtype.", "zero_point."))}))
+                              if f["severity"] == "error" and not f["quantization_setting"]}))
         cyc = "-" if row["delta_cycles"] is None else f"{row['delta_cycles']:+,.0f}"
         lines.append(f"  {row['rank']:>4} {cut_middle(row['layer'], lw):{lw}s} {cut_middle(row['tensor'], tw):{tw}s} "
                      f"{_mode(row):6s} {row['cosine']:.5f} {fmt_value(row['gain_sqnr_db'], '{:+8.2f}')} {cyc:>9s}  "

@@ -10,7 +10,7 @@ import numpy as np
 
 from npu_sim.analysis.metrics import ErrorMetrics, json_number
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 HIST_BINS = 2048  # bins of a layer's float and integer histograms (LSB units, over twice the quantized range)
 
 

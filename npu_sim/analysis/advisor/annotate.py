@@ -24,7 +24,8 @@ def checks_section(check_result, report) -> dict:
     by_node: dict[str, list] = {}
     for node, f in check_result.findings:
         by_node.setdefault(node, []).append({"rule": f.rule, "severity": f.severity, "message": f.message,
-                                             "fix": f.fix, "values": f.values})
+                                             "fix": f.fix, "values": f.values,
+                                             "quantization_setting": f.quantization_setting})
     tensors: dict[str, list[str]] = {}
     for lay in report.layers:
         tensors.setdefault(lay.node, []).append(lay.tensor)

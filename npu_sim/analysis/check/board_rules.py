@@ -26,7 +26,7 @@ def _npu_op(ctx, node):
     return None
 
 
-@rule("dtype.activation", "error", "board")
+@rule("dtype.activation", "error", "board", quantization_setting=True)
 def _dtype_activation(ctx, node):
     """{op} has {dtype} activation tensor(s) ({tensors}); the NPU's {op} takes {allowed}.
 
@@ -48,7 +48,7 @@ def _dtype_activation(ctx, node):
     return None
 
 
-@rule("dtype.weight", "error", "board")
+@rule("dtype.weight", "error", "board", quantization_setting=True)
 def _dtype_weight(ctx, node):
     """{op} has {dtype} weights; the NPU's {op} takes {allowed}.
 
@@ -63,7 +63,7 @@ def _dtype_weight(ctx, node):
     return None
 
 
-@rule("zero_point.activation", "error", "board")
+@rule("zero_point.activation", "error", "board", quantization_setting=True)
 def _zp_activation(ctx, node):
     """{tensor} has zero point {zp}; the NPU takes {dtype} activations only symmetric (zero point 0){also}.
 
@@ -84,7 +84,7 @@ def _zp_activation(ctx, node):
     return None
 
 
-@rule("zero_point.weight", "error", "board")
+@rule("zero_point.weight", "error", "board", quantization_setting=True)
 def _zp_weight(ctx, node):
     """The weights of {op} have non-zero zero points; the NPU takes symmetric weights only.
 

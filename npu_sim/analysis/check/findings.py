@@ -26,6 +26,11 @@ class Finding:
     fix: str
     values: dict = field(default_factory=dict)
 
+    @property
+    def quantization_setting(self) -> bool:
+        """Whether its rule is about a quantization setting (``Rule.quantization_setting``)."""
+        return any(r.quantization_setting for r in RULES if r.id == self.rule)
+
 
 @dataclass
 class NodeReport:
@@ -87,6 +92,9 @@ class Rule:
     group: str              # "board" | "hazard" | "lint"
     func: Callable
     scope: str = "node"     # "node": func(ctx, node) ; "model": func(ctx)
+    # the finding is a quantization setting the board does not take (a dtype, a zero point): fixed by quantizing
+    # the model with the board's settings (what re-quantizing it applies), not a cause of lost accuracy
+    quantization_setting: bool = False
 
     @property
     def text(self) -> tuple[str, str]:
@@ -100,11 +108,11 @@ class Rule:
 RULES: list[Rule] = []
 
 
-def rule(rule_id: str, severity: str, group: str, scope: str = "node"):
+def rule(rule_id: str, severity: str, group: str, scope: str = "node", quantization_setting: bool = False):
     """Register a constraint function. It returns None (passes), a dict of measured values (one finding), or a
     list of such dicts. A dict may carry ``severity`` to override the rule's default."""
     def deco(func):
-        RULES.append(Rule(rule_id, severity, group, func, scope))
+        RULES.append(Rule(rule_id, severity, group, func, scope, quantization_setting))
         return func
     return deco
 
