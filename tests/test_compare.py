@@ -497,3 +497,42 @@ def test_layout_of_ambiguous_tensors_from_the_rest_of_the_dump(tmp_path):
 def _savez(path: Path, arrays: dict) -> Path:
     np.savez(path, **arrays)
     return path
+
+
+# -- dumps as boards write them: unit dimensions, a free batch ----------------------------------------------------
+
+def test_unit_dimensions_match_by_element_order(demo_dump, tmp_path, capsys):
+    """TFLite's MEAN (keep_dims false) writes [1, C] where the ONNX GlobalAveragePool writes [1, C, 1, 1]: the same
+    integers in the same order compare equal; an index is printed in the dump's own shape; other shapes are not
+    matched."""
+    dump = tmp_path / "d"
+    shutil.copytree(demo_dump, dump)
+    f = dump / _index(dump)["gap_out"]["file"]
+    gap = np.load(f)
+    assert gap.shape == (1, 32, 1, 1)
+    np.save(f, gap.reshape(1, 32))
+    assert cli_main(["compare", str(QDQ), str(dump)]) == 0
+    bad = gap.reshape(1, 32).copy()
+    bad[0, 7] = bad[0, 7] + 1 if bad[0, 7] < 127 else bad[0, 7] - 1
+    np.save(f, bad)
+    capsys.readouterr()
+    assert cli_main(["compare", str(QDQ), str(dump)]) == 1
+    assert "first at index [0, 7]: dump" in capsys.readouterr().out
+    np.save(f, gap.reshape(2, 16))
+    t = next(t for t in npu_sim.compare_dump(QDQ, dump).tensors if t.tensor == "gap_out")
+    assert t.status == "shape" and "[2, 16]" in t.shape_message
+
+
+def test_own_dump_of_a_free_batch_integer_input_needs_no_input(tmp_path, capsys):
+    """A tf2onnx model whose (already quantized) input has a free batch dimension: its own run --dump-all holds the
+    input under the input's float name (the run's "tensor" says which program tensor it is); compare finds it."""
+    m = onnx.load(Path(__file__).resolve().parent / "fixtures" / "tflite" / "conv_int8.onnx")
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    model = tmp_path / "conv_free_batch.onnx"
+    onnx.save(m, model)
+    np.save(tmp_path / "x.npy", np.random.default_rng(2).integers(-128, 128, (1, 8, 8, 3)).astype(np.int8))
+    assert cli_main(["run", str(model), "--board", "ethos-u55-128", "--input",
+                     f"serving_default_input:0={tmp_path / 'x.npy'}", "--dump-all", "--out", str(tmp_path / "d")]) == 0
+    capsys.readouterr()
+    assert cli_main(["compare", str(model), str(tmp_path / "d"), "--board", "ethos-u55-128"]) == 0
+    assert "all equal" in capsys.readouterr().out

@@ -169,8 +169,9 @@ def _load(opened, board, input_shapes, entries, inputs) -> Simulator:
             continue
         names = [name] + [q for q, source in opened.quantized.items() if source == name]
         arr = inputs.get(name)
-        if arr is None:
-            e = next((entries[k] for n in names for k in (n, sanitize(n)) if k in entries), None)
+        if arr is None:  # by name, else the entry run --dump-all wrote for that program tensor
+            e = next((entries[k] for n in names for k in (n, sanitize(n)) if k in entries), None) or next(
+                (e for e in entries.values() if e.meta.get("tensor") in names), None)
             arr = None if e is None else e.array
         if arr is None:  # what feeds it is missing, whatever its shape (``_feeds`` would refuse it too)
             raise InputError(_no_feed(name))

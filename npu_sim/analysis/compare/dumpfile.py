@@ -38,7 +38,7 @@ class DumpEntry:
     array: np.ndarray
     source: str                     # where it was read from (for messages)
     layout: str | None = None       # "nhwc" | "nchw" when the manifest says so
-    meta: dict = field(default_factory=dict)  # scale, zero_point as the manifest gives them
+    meta: dict = field(default_factory=dict)  # scale, zero_point (and run --dump-all's program "tensor") as given
 
 
 def read_dump(path) -> dict[str, DumpEntry]:
@@ -127,7 +127,7 @@ def _read_manifest(d: Path, mpath: Path) -> dict[str, DumpEntry]:
             raise InputError(f"dump tensor {name!r}: file {str(d / row['file'])!r} listed in {mpath.name} is "
                              f"missing")
         arr = load_npy(f, name) if f.suffix.lower() == ".npy" else _read_raw(f, name, row, mpath)
-        meta = {k: row[k] for k in ("scale", "zero_point") if row.get(k) not in (None, "")}
+        meta = {k: row[k] for k in ("scale", "zero_point", "tensor") if row.get(k) not in (None, "")}
         out[name] = DumpEntry(name, arr, str(f), layout.lower() if layout else None, meta)
     return out
 

@@ -39,9 +39,13 @@ class Matched:
     dequantized: bool        # the dump held floats
     source: str
     alt: np.ndarray | None = None  # the other layout's reading, for a shape both layouts fit
+    dump_shape: tuple | None = None  # the dump's shape where it is matched by element order (unit dimensions)
 
     def dump_index(self, index: tuple[int, ...]) -> tuple[int, ...]:
         """An index of the NCHW array as an index of the tensor as dumped."""
+        if self.dump_shape is not None:
+            flat = np.ravel_multi_index(tuple(index), self.array.shape)
+            return tuple(int(v) for v in np.unravel_index(int(flat), self.dump_shape))
         if self.layout == "nhwc" and len(index) in CHANNELS_LAST:
             return tuple(index[a] for a in CHANNELS_LAST[len(index)])
         return tuple(index)
@@ -114,7 +118,7 @@ def dump_layout(entries: dict, table: dict, prog: Program) -> str | None:
 def to_program(t: Tensor, e, layout_opt: str | None, dump_wide: str | None) -> Matched | str:
     """The dump entry ``e`` as the integers of ``t`` (NCHW); a string says why the shapes do not fit. A shape both
     layouts fit keeps the other reading in ``Matched.alt``."""
-    arr, alt = e.array, None
+    arr, alt, by_order = e.array, None, None
     layout = "nchw"
     if arr.ndim in CHANNELS_LAST and len(t.shape) == arr.ndim:
         hint = e.layout or layout_opt or dump_wide
@@ -130,11 +134,17 @@ def to_program(t: Tensor, e, layout_opt: str | None, dump_wide: str | None) -> M
         if layout == "nhwc":
             arr = np.transpose(arr, inv)
     elif tuple(arr.shape) != tuple(t.shape):
-        if arr.size == int(np.prod(t.shape)) and arr.ndim <= 1:
-            arr = arr.reshape(t.shape)  # a flat dump of a tensor in the program's order
+        if arr.size == int(np.prod(t.shape)) and (arr.ndim <= 1 or _units_only(arr.shape, t.shape)):
+            by_order = tuple(arr.shape)  # flat, or other unit dimensions (TFLite's MEAN [1, C], ONNX [1, C, 1, 1])
+            arr = arr.reshape(t.shape)
         else:
             return f"dump shape {list(e.array.shape)}, simulation {list(t.shape)}"
-    return Matched(e.name, _ints(t, arr, e), layout, arr.dtype.kind == "f", e.source, alt)
+    return Matched(e.name, _ints(t, arr, e), layout, arr.dtype.kind == "f", e.source, alt, by_order)
+
+
+def _units_only(shape, want) -> bool:
+    """The two shapes differ only by dimensions of 1 (the same elements in the same order)."""
+    return [d for d in shape if d != 1] == [d for d in want if d != 1]
 
 
 def _ints(t: Tensor, arr: np.ndarray, e) -> np.ndarray:
