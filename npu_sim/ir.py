@@ -268,6 +268,7 @@ class Program:
     arith_gaps: list = field(default_factory=list)  # (onnx node, op, reason) the board's arithmetic cannot compute
     refusals: list = field(default_factory=list)    # (onnx node, op, reason) the board's own toolchain refuses
     compiler_notes: list = field(default_factory=list)  # (onnx node, op, hazard) the NPU compiler takes as it is
+    not_run: list = field(default_factory=list)  # (node or output, reason) left out downstream of a refusal
 
     def format(self) -> str:
         """One line per op: name, op, dtypes, shapes, scales, requantization parameters."""

@@ -88,13 +88,16 @@ def test_run_refuses_the_same_nodes(tmp_path, capsys):
     problems = info.value.problems
     assert len(problems) == len(expected)
     assert all("no_integer_overflow" in why for _, _, why in problems)
-    np.save(tmp_path / "x.npy", np.zeros((1, 6, 6, 3), np.float32))
+    # run simulates what the board runs (the first convolution), names every refused node, and exits 1
+    np.save(tmp_path / "x.npy", np.zeros((1, 6, 6, 3), np.int16))
     assert cli_main(["run", str(MODEL), "--board", host, "--input", str(tmp_path / "x.npy"),
-                     "--out", str(tmp_path / "out")]) == 2
+                     "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
-    assert f"{len(expected)} node(s) cannot run as integer ops on board 'litert-host'" in err
     for node, _ in expected.values():  # named by the refused op, not by the QuantizeLinear that ends its group
-        assert f"node {node!r} (Conv)" in err
+        assert f"the board does not run node {node!r} (Conv)" in err
+    assert "model output(s) not computed" in err and not list((tmp_path / "out").glob("*.int.npy"))
+    partial = npu_sim.load(MODEL, board=host, partial=True).program
+    assert [n.op for n in partial.nodes if n.op == "Conv"] == ["Conv"] and not partial.outputs
 
 
 def test_vela_takes_what_litert_refuses_as_hazards(tmp_path, capsys):

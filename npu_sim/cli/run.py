@@ -15,6 +15,7 @@ from npu_sim.cli.common import (EXIT_OK, add_job_arguments, engine_options, fixe
 from npu_sim.cli.progress import progress
 from npu_sim.errors import InputError
 from npu_sim.frontend.dataset import read_image
+from npu_sim.lowering.partial import not_run_lines
 from npu_sim.render.check import fit_line
 from npu_sim.render.dataset_out import DatasetWriter, summary_lines
 from npu_sim.render.files import replace_folder, save_npy
@@ -78,10 +79,19 @@ def lower_main(args, shapes) -> int:
     take_model(args, (), "npu-sim lower MODEL.qdq.onnx")
     model = open_model(args.model)
     shapes = fixed_shapes(model, shapes)
-    sim = load(model, board=args.board, input_shapes=shapes)
+    sim = load(model, board=args.board, input_shapes=shapes, partial=True)
     refuse_empty(sim.program, shapes)
     print(sim.program.format())
-    return EXIT_OK
+    return _partial_exit(sim.program)
+
+
+def _partial_exit(program) -> int:
+    """Exit 0, or 1 after naming what a partial program leaves out (the nodes the board refuses)."""
+    if not program.refusals:
+        return EXIT_OK
+    for line in not_run_lines(program):
+        print(line, file=sys.stderr)
+    return 1
 
 
 def main(args, shapes) -> int:
@@ -99,7 +109,7 @@ def main(args, shapes) -> int:
     arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() in (".npy", ".npz")}
     shapes = fixed_shapes(model, shapes, arrays)
     sim = load(model, board=args.board, input_shapes=shapes,
-               feed_shapes={name: a.shape for name, a in arrays.items()})
+               feed_shapes={name: a.shape for name, a in arrays.items()}, partial=True)
     refuse_empty(sim.program, shapes)
     for name, path in raw_feeds:
         if name not in arrays:
@@ -126,7 +136,7 @@ def main(args, shapes) -> int:
     note = fit_line(check(sim), args.model, args.board)  # after the outputs: a bad input is said first
     if note:
         print(note, file=sys.stderr)
-    return EXIT_OK
+    return _partial_exit(prog)
 
 
 def data_main(args, shapes) -> int:

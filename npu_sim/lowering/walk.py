@@ -29,6 +29,7 @@ from npu_sim.frontend import rewrites, rewrites_tflite
 from npu_sim.frontend.reader import Graph, attrs, read_model
 from npu_sim.ir import DTYPES, Node, Program, QParams, Tensor
 from npu_sim.lowering.context import LowerContext
+from npu_sim.lowering.partial import prune_refused
 from npu_sim.lowering.problem import Problem, Refusal
 from npu_sim.lowering.registry import lowering_of
 from npu_sim.opset import NONLINEAR, OPS
@@ -71,9 +72,10 @@ def _problem_lines(problems, shown: int = 4) -> list[str]:
 
 
 class Lowering:
-    def __init__(self, graph: Graph, board: Board, tolerant: bool = False):
+    def __init__(self, graph: Graph, board: Board, tolerant: bool = False, partial: bool = False):
         self.g = graph
         self.tolerant = tolerant  # collect problems in Program.problems instead of raising (for the check)
+        self.partial = partial  # the board's refusals only: a program without them (npu_sim.lowering.partial)
         self.board = board
         self.arith = board.arithmetic
         self.tensors: dict[str, Tensor] = {}
@@ -155,7 +157,8 @@ class Lowering:
                         continue
                 self.failed.update(onode.output)
         self._outputs()
-        if self.problems and not self.tolerant:
+        partial = self.partial and len(self.refusals) == len(self.problems)  # only the board's refusals
+        if self.problems and not self.tolerant and not partial:
             lines = "\n".join(_problem_lines(self.problems))
             raise UnsupportedModelError(
                 f"{self.g.path}: {len(self.problems)} node(s) cannot run as integer ops on board "
@@ -166,7 +169,7 @@ class Lowering:
         program.problems = list(self.problems)
         program.refusals = list(self.refusals)
         program.compiler_notes = list(self.compiler_notes)
-        return program
+        return prune_refused(program, self.g.outputs) if partial and self.refusals and not self.tolerant else program
 
     def visit(self, onode) -> None:
         op = onode.op_type
@@ -457,9 +460,11 @@ def lower_for_analysis(path, board: Board, input_shapes=None, feed_shapes=None) 
     return alt
 
 
-def lower_graph(graph: Graph, board: Board, tolerant: bool = False) -> Program:
+def lower_graph(graph: Graph, board: Board, tolerant: bool = False, partial: bool = False) -> Program:
     """Lower ``graph`` for ``board``. ``tolerant``: nodes that cannot be lowered are left out and listed in
-    ``Program.problems`` (node, op, reason) instead of raising ``UnsupportedModelError``; such a program cannot run."""
-    return Lowering(graph, board, tolerant).lower()
+    ``Program.problems`` (node, op, reason) instead of raising ``UnsupportedModelError``; such a program cannot run.
+    ``partial``: when every problem is a node the board refuses, the program without those nodes and what depends
+    on them (``npu_sim.lowering.partial``; listed in ``Program.refusals`` and ``Program.not_run``), which runs."""
+    return Lowering(graph, board, tolerant, partial).lower()
 
 

@@ -122,7 +122,7 @@ class Simulator:
             reason = axis_refusal(graph)
             if reason is not None:
                 return None, reason
-            program = lower_graph(graph, board)
+            program = lower_graph(graph, board, partial=bool(self.program.refusals))
         except NpuSimError as exc:
             return None, f"the model does not lower for a batch of {n} ({exc})"
         reason = batch_refusal(self.program, program, n)
@@ -146,16 +146,19 @@ class Simulator:
         return feeds
 
 
-def load(model, board="default", input_shapes: dict | None = None, feed_shapes: dict | None = None) -> Simulator:
+def load(model, board="default", input_shapes: dict | None = None, feed_shapes: dict | None = None,
+         partial: bool = False) -> Simulator:
     """Load a QDQ ONNX model (a path, an ``onnx.ModelProto``, or a model already open: ``open_model``) and lower it
     for ``board`` (a preset name, a TOML path, or a Board).
 
     ``input_shapes`` fixes dynamic input dimensions, e.g. ``{"x": (1, 3, 48, 192)}``; ``feed_shapes`` (the shapes
     of the feeds you will pass) resolve dynamic dimensions only. With a batch dimension of 1 (fixed or given),
     ``run`` and ``trace`` also take a batch of N samples stacked along it (see ``Simulator``).
+    ``partial``: a model with nodes the board refuses loads without them and what depends on them
+    (``program.refusals``, ``program.not_run``: ``npu_sim.lowering.partial``) instead of raising.
     Raises an ``npu_sim.errors.NpuSimError`` subclass with a clear message on bad input.
     """
     b = load_board(board)
     opened = open_model(model)
     graph = opened.graph(input_shapes, feed_shapes)
-    return Simulator(lower_graph(graph, b), source=(opened, b))
+    return Simulator(lower_graph(graph, b, partial=partial), source=(opened, b))
