@@ -3,8 +3,9 @@
 A 2-worker `npu-sim run --data` in its own process group, stopped by SIGTERM (or SIGINT) once it has written a
 shard: no process of the run is left (its workers, multiprocessing's resource tracker), it exits 143 (130) with one
 line saying what was kept and how to go on, its manifest lists every shard file it wrote, and `--resume` writes
-only the other shards and ends with the bytes of a run that was never stopped. The run is slowed in its driver (a
-pause after each shard is written, through a wrapper around the CLI), so that the signal lands mid-run.
+only the other shards and ends with the bytes of a run that was never stopped. The run is slowed (a pause in each
+shard's run in the workers, and after each shard is written in the driver, through a wrapper script around the
+CLI), so that the signal lands mid-shard.
 """
 from __future__ import annotations
 
@@ -31,17 +32,23 @@ SHARDS, SHARD_SIZE = 10, 4
 
 SLOW_RUN = """
 import sys, time
-from npu_sim.cli.main import main
+from npu_sim.analysis.dataset import task
 from npu_sim.render.dataset_out import DatasetWriter
-real = DatasetWriter.shard
+real_run, real_write = task.run_shard, DatasetWriter.shard
 
-def slow(self, k, arrays):
-    entry = real(self, k, arrays)
-    time.sleep(0.7)  # the shard written, not yet in the manifest: a stop here must still record it
+def slow_run(sim, feeds):  # in the workers too: a spawned worker imports this file first (as __mp_main__)
+    time.sleep(1.0)
+    return real_run(sim, feeds)
+
+def slow_write(self, k, arrays):
+    entry = real_write(self, k, arrays)
+    time.sleep(0.3)  # the shard written, not yet in the manifest: a stop here must still record it
     return entry
 
-DatasetWriter.shard = slow
-sys.exit(main(sys.argv[1:]))
+task.run_shard, DatasetWriter.shard = slow_run, slow_write
+if __name__ == "__main__":
+    from npu_sim.cli.main import main
+    sys.exit(main(sys.argv[1:]))
 """
 
 
@@ -67,21 +74,52 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-def _group(pgid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of every live process of the process group ``pgid`` (from /proc)."""
-    found = []
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after "pid (comm)": state, ppid, pgrp, ... (start time at [19]); None for a
+    process that is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] in ("Z", "X") else fields
+
+
+def _processes() -> dict[int, list[str]]:
+    found = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, ...
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append((int(entry.name), cmd))
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            found[int(entry.name)] = fields
     return found
+
+
+def _group(pgid: int) -> list[int]:
+    """The live processes of the process group ``pgid``."""
+    return [pid for pid, fields in _processes().items() if int(fields[2]) == pgid]
+
+
+def _tree(root: int) -> dict[int, str]:
+    """Every live descendant of ``root``: pid -> its start time (so that a pid used again is not taken for it)."""
+    everyone = _processes()
+    found, todo = {}, [root]
+    while todo:
+        parent = todo.pop()
+        for pid, fields in everyone.items():
+            if int(fields[1]) == parent and pid not in found:
+                found[pid] = fields[19]
+                todo.append(pid)
+    return found
+
+
+def _alive(processes: dict[int, str]) -> list[int]:
+    return [pid for pid, start in processes.items() if (fields := _stat(pid)) is not None and fields[19] == start]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "?"
 
 
 def _wait_for(condition, timeout: float, what: str):
@@ -94,31 +132,41 @@ def _wait_for(condition, timeout: float, what: str):
     pytest.fail(f"timed out waiting for {what}")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_stopped_run_leaves_no_process_and_keeps_every_shard(tmp_path, digits, whole, signum):
+def _stopped_run(tmp_path, digits, signum, *engine) -> tuple[int, list[str], Path]:
+    """A slowed 2-worker run of ``digits`` in its own process group, sent ``signum`` once a shard is written;
+    asserts that it had workers and that no process of it is left. Its exit code, stderr lines and OUT."""
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-c", SLOW_RUN, "run", str(MODEL), "--data", str(digits), "--out", str(out),
-           "--shard-size", str(SHARD_SIZE), "--workers", "2"]
+    env.pop("RAY_ADDRESS", None)
+    script = tmp_path / "slow_run.py"
+    script.write_text(SLOW_RUN)
+    cmd = [sys.executable, str(script), "run", str(MODEL), "--data", str(digits), "--out", str(out),
+           "--shard-size", str(SHARD_SIZE), "--workers", "2", *engine]
     with open(tmp_path / "stderr", "w+") as err:
         proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True)  # its own process group: every process it starts is in it
         try:
             _wait_for(lambda: list(out.glob("shard-*.npz")) or proc.poll() is not None, 300, "a first shard")
             assert proc.poll() is None, "the run ended before it could be stopped"
-            running = _group(proc.pid)
-            assert len(running) >= 4, running  # the driver, its two workers and the resource tracker
+            tree = _tree(proc.pid)
+            assert len(tree) >= 3, {pid: _cmdline(pid) for pid in tree}  # two workers, the resource tracker...
             os.kill(proc.pid, signum)  # the driver only, as `kill PID` does
-            code = proc.wait(timeout=60)
+            code = proc.wait(timeout=120)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
         end = time.monotonic() + 30  # the resource tracker ends once every holder of its pipe is gone
-        while _group(proc.pid) and time.monotonic() < end:
+        while (_alive(tree) or _group(proc.pid)) and time.monotonic() < end:
             time.sleep(0.1)
-        assert _group(proc.pid) == [], f"left running after the stop (of {running})"
+        left = _alive(tree) + _group(proc.pid)
+        assert left == [], f"left running after the stop: {[_cmdline(pid) for pid in left]}"
         err.seek(0)
-        lines = err.read().strip().splitlines()
+        return code, err.read().strip().splitlines(), out
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_run_leaves_no_process_and_keeps_every_shard(tmp_path, digits, whole, signum):
+    code, lines, out = _stopped_run(tmp_path, digits, signum)
     assert code == 128 + signum, lines
     written = sorted(p.name for p in out.glob("shard-*.npz"))
     assert 1 <= len(written) < SHARDS
@@ -136,6 +184,15 @@ def test_a_stopped_run_leaves_no_process_and_keeps_every_shard(tmp_path, digits,
         after = (out / name).stat()
         assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), name
     assert _files(out) == whole
+
+
+def test_a_stopped_ray_run_leaves_no_process(tmp_path, digits):
+    """--engine ray on a local cluster the run starts: SIGTERM kills its actors and stops the cluster."""
+    pytest.importorskip("ray")
+    code, lines, out = _stopped_run(tmp_path, digits, signal.SIGTERM, "--engine", "ray")
+    assert code == 143, lines
+    man = json.loads((out / "manifest.json").read_text())
+    assert sorted(s["file"] for s in man["shards"]) == sorted(p.name for p in out.glob("shard-*.npz"))
 
 
 def test_a_stop_signal_waits_for_the_held_block_then_later_ones_are_ignored():
