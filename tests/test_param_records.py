@@ -16,11 +16,12 @@ from onnx import TensorProto, helper, numpy_helper
 import npu_sim
 from kernels.fixedpoint import UnrepresentableScale, quantize_multiplier
 from npu_sim.activations import LUT_ACTIVATIONS
+from npu_sim.analysis.check.measures import geometry
 from npu_sim.analysis.cost.memory import lut_bytes
 from npu_sim.boards import PRESET_DIR, load_board
 from npu_sim.cli.main import main as cli_main
 from npu_sim.errors import UnsupportedModelError
-from npu_sim.ir import Node
+from npu_sim.ir import Geometry, Node
 from npu_sim.lowering.problem import Problem
 from npu_sim.lowering.registry import lowering_of
 from npu_sim.opset import CONVERT_OPS, LUT_OPS, MAC_OPS, MOVEMENT_OPS, OPS, facts_of
@@ -103,6 +104,14 @@ def test_conv_records_hold_what_it_runs_with(conv_model, tmp_path):
         assert node.clamp == (rq.qmin, rq.qmax)
         g = node.geometry
         assert (g.kernel, g.stride, g.dilation, g.groups) == ((3, 3), (1, 1), (1, 1), 1)
+
+
+def test_check_measures_the_window_record():
+    """The check's window measures read the node's Geometry record, never a params or attrs key."""
+    node = Node("c", "Conv", [], [], None, params={"kernel": (1, 1), "stride": (1, 1)}, attrs={"kernel": (1, 1)},
+                geometry=Geometry((7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1))
+    assert geometry(node) == {"kernel": (7, 7), "stride": (2, 2), "dilation": (1, 1), "pads": (3, 3, 3, 3)}
+    assert set(geometry(Node("m", "Mul", [], [], None, params={"kernel": "QLinearMul"})).values()) == {None}
 
 
 def test_op_facts_agree_with_the_op_lists():

@@ -171,7 +171,7 @@ def weight_stats(prog, node) -> WeightStats | None:
     if not w.q.per_tensor and w.q.axis is not None:
         axis = w.q.axis % w.data.ndim
     else:
-        trans_b = bool(node.attrs.get("transB") or node.params.get("trans_b"))
+        trans_b = bool(node.attrs.get("transB"))
         axis = weight_channel_axis(node.op, w.data.ndim, trans_b)
     deq = w.q.dequantize(w.data)
     moved = np.moveaxis(deq, axis, 0).reshape(deq.shape[axis], -1)

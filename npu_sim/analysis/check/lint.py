@@ -70,7 +70,7 @@ def _large_kernel(ctx, node):
     if not facts.window or facts.max_pool or facts.global_pool:  # a window summed: convolutions, average pools
         return None
     k = geometry(node)["kernel"]
-    if k is None or isinstance(k, str) or max(k) <= ctx.lint.kernel_max:
+    if k is None or max(k) <= ctx.lint.kernel_max:
         return None
     depthwise = facts.convolution and node.attrs.get("group", 1) > 1
     advice = ("A depthwise kernel of a pretrained network (EfficientNet, MobileNetV3) is rarely worth retraining: "

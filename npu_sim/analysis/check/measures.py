@@ -21,8 +21,10 @@ def channel_list(idx, limit: int = 8) -> str:
 
 
 def geometry(node: Node) -> dict:
-    g = {**node.params, **node.attrs}
-    return {k: g.get(k) for k in ("kernel", "stride", "dilation", "pads")}
+    """The window of a convolution or pool (its ``Geometry`` record): kernel, stride, dilation, pads (None: none)."""
+    g = node.geometry
+    return {"kernel": g.kernel, "stride": g.stride, "dilation": g.dilation, "pads": g.pads} if g is not None else \
+        dict.fromkeys(("kernel", "stride", "dilation", "pads"))
 
 
 def reduction(ctx: Context, node: Node) -> int | None:
