@@ -100,14 +100,16 @@ def _finish(rq: Requant, f):
 
 def variations(rq: Requant) -> list[tuple[str, object]]:
     """(name, f(acc, channel) -> the node's output) for every fixed variation worth trying on this node (arrays)."""
-    out = [(TFLITE_DOUBLE, _double_rule(rq)), (LITERT_OPTIMIZED, _double_rule(rq, half_up, half_up))]
+    tfl = bool(np.all(rq.tfl[0] > 0))  # TFLite's pairs (a factor below 2**-32 flushes to 0: those rules then lie)
+    out = [(TFLITE_DOUBLE, _double_rule(rq)), (LITERT_OPTIMIZED, _double_rule(rq, half_up, half_up))] if tfl else []
     out += [(name, _shift_rule(rq, f)) for name, f in ROUNDINGS]
-    out.append(("single rounding (TFLITE_SINGLE_ROUNDING, CMSIS-NN single)", _single_tflite(rq)))
-    out.append(("double rounding, second-stage ties to even", _double_rule(rq, half_up, half_even)))
-    out.append(("double rounding, second stage truncated toward -inf", _double_rule(rq, half_up, floor_shift)))
-    out.append(("double rounding, second stage truncated toward 0", _double_rule(rq, half_up, toward_zero)))
-    out.append(("double rounding (TFLite) with high-multiply ties to even", _double_rule(rq, half_even)))
-    out.append(("double rounding (TFLite) with high-multiply ties away from zero", _double_rule(rq, half_away)))
+    if tfl:
+        out += [("single rounding (TFLITE_SINGLE_ROUNDING, CMSIS-NN single)", _single_tflite(rq)),
+                ("double rounding, second-stage ties to even", _double_rule(rq, half_up, half_even)),
+                ("double rounding, second stage truncated toward -inf", _double_rule(rq, half_up, floor_shift)),
+                ("double rounding, second stage truncated toward 0", _double_rule(rq, half_up, toward_zero)),
+                ("double rounding (TFLite) with high-multiply ties to even", _double_rule(rq, half_even)),
+                ("double rounding (TFLite) with high-multiply ties away from zero", _double_rule(rq, half_away))]
     out.append(("float32 requantization (onnxruntime)", lambda acc, ch: float32_rule(acc, rq.f32[ch])))
     own = _own(rq)
     out = [(name, _finish(rq, f)) for name, f in out]
