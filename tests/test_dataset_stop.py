@@ -230,3 +230,31 @@ def test_a_run_stopped_in_process_saves_its_manifest(tmp_path, digits, monkeypat
     assert sorted(s["file"] for s in man["shards"]) == sorted(written) == sorted(p.name for p in out.glob("*.npz"))
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
         f"npu-sim: stopped by SIGINT: 3 of {SHARDS} shard(s) kept in {out}")
+
+
+def test_a_resumed_run_stopped_before_its_first_shard_names_what_it_kept(tmp_path, digits, monkeypatch, capsys):
+    out = tmp_path / "out"
+    args = ["run", str(MODEL), "--data", str(digits), "--out", str(out), "--shard-size", str(SHARD_SIZE),
+            "--workers", "1"]
+    real_shard, real_start = DatasetWriter.shard, DatasetWriter.start
+
+    def stops_after_two(self, k, arrays):
+        entry = real_shard(self, k, arrays)
+        if k == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return entry
+
+    def stops_at_start(self, plan):
+        state = real_start(self, plan)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return state
+
+    monkeypatch.setattr(DatasetWriter, "shard", stops_after_two)
+    assert main(args) == 143
+    monkeypatch.setattr(DatasetWriter, "shard", real_shard)
+    monkeypatch.setattr(DatasetWriter, "start", stops_at_start)
+    capsys.readouterr()
+    assert main(args + ["--resume"]) == 143
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"npu-sim: stopped by SIGTERM: 2 of {SHARDS} shard(s) kept in {out} (manifest.json); run the same command "
+        f"with --resume to write the other {SHARDS - 2}")

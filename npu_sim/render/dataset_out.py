@@ -84,7 +84,7 @@ def read_metrics(path: Path, columns: list[str] | None) -> dict[int, dict]:
 class DatasetWriter:
     """Writes a dataset run into the folder ``out`` (created if missing). ``resume``: keep the shards a previous
     run of the same job already wrote there; without it, a folder holding a previous run is refused.
-    ``saved``: once the manifest is written, (the shards it lists, the shards of the run)."""
+    ``saved``: once a manifest is written (or kept by ``--resume``), (the shards it lists, the shards of the run)."""
 
     def __init__(self, out, resume: bool = False):
         self.out = Path(out)
@@ -123,7 +123,9 @@ class DatasetWriter:
         if not isinstance(previous, dict):
             raise InputError(f"--resume: {str(out / MANIFEST)!r} is not a dataset run's manifest; give a new --out")
         hashes = {n: hashlib.sha256((out / n).read_bytes()).hexdigest() for n in names if SHARD_NAME.fullmatch(n)}
-        return resume_state(plan, previous, hashes, read_metrics(out / METRICS, plan.columns()))
+        state = resume_state(plan, previous, hashes, read_metrics(out / METRICS, plan.columns()))
+        self.saved = (len(state.shards), plan.shards)
+        return state
 
     def shard(self, k: int, arrays: dict[str, np.ndarray]) -> dict:
         data = npz_bytes(arrays)
