@@ -4,6 +4,8 @@ exit 1 (never 0 with numbers that are not the board's). The refused node: an int
 2**-30 (beta * scale * 2**26 = 2**-4: LiteRT's reference kernel aborts, Vela 5.2's exp table cannot be built)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -101,3 +103,23 @@ def test_a_model_without_refusals_exits_0(tmp_path, capsys):
     assert main(["run", str(path), "--board", U55, "--out", str(tmp_path / "out")]) == 0
     assert main(["lower", str(path), "--board", U55]) == 0
     capsys.readouterr()
+
+
+def test_compare_compares_around_the_refused_node(model_path, tmp_path, capsys):
+    """A dump with the refused Softmax's output too (as a board that ran something there would write it):
+    compare compares the tensors before and around it, names the refused node and the tensor it does not
+    compare, and exits 1 though everything compared is equal."""
+    dump = tmp_path / "dump"
+    assert main(["run", str(model_path), "--board", U55, "--out", str(dump), "--dump-all"]) == 1
+    index = json.loads((dump / "index.json").read_text())
+    np.save(dump / "tensors" / "y.npy", np.full((1, 10), -103, np.int8))
+    index["y"] = {"file": "tensors/y.npy", "tensor": "y_QuantizeLinear_Output", "dtype": "int8", "shape": [1, 10],
+                  "scale": 1 / 256, "zero_point": -128, "producer": "softmax"}
+    (dump / "index.json").write_text(json.dumps(index))
+    c = npu_sim.compare_dump(model_path, dump, board=U55)
+    assert c.equal and c.exit_code == 1 and len(c.tensors) == 2
+    assert any("the board does not run node 'softmax'" in line for line in c.refused)
+    assert any(line.startswith("y: not compared") for line in c.refused)
+    assert main(["compare", str(model_path), str(dump), "--board", U55]) == 1
+    out = capsys.readouterr().out
+    assert "the board does not run node 'softmax'" in out and "y: not compared" in out

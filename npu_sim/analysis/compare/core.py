@@ -68,6 +68,7 @@ class Comparison:
     notes: list[str]
     first_divergent: str | None = None      # the node
     fed: str = ""                           # what the simulation was fed
+    refused: list[str] = field(default_factory=list)  # nodes the board does not run: not compared (exit 1)
 
     @property
     def first_mismatch(self) -> TensorDiff | None:
@@ -83,7 +84,7 @@ class Comparison:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_EQUAL if self.equal else EXIT_MISMATCH
+        return EXIT_EQUAL if self.equal and not self.refused else EXIT_MISMATCH
 
     def to_dict(self) -> dict:
         return {"equal": self.equal, "compared": len(self.tensors),
@@ -91,6 +92,7 @@ class Comparison:
                 "differing": sum(t.status != "equal" for t in self.tensors),
                 "not_in_dump": self.not_in_dump, "not_in_model": self.not_in_model,
                 "first_divergent_node": self.first_divergent, "fed": self.fed, "notes": self.notes,
+                "refused": self.refused,
                 "tensors": [_tensor_dict(t) for t in self.tensors]}
 
 
@@ -155,8 +157,23 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
         raise InputError(f"none of the {len(entries)} tensors of {str(dump)!r} is a tensor of the model (by ONNX "
                          f"name, QuantizeLinear output name, or either sanitized); is the dump from this model?")
     c.not_in_model, c.notes, c.fed = not_in_model, notes + c.notes, fed
+    c.refused = _refused_lines(prog, matched)
+    c.notes = c.refused + c.notes
     _explain_nodes(prog, c, matched, values)
     return c
+
+
+def _refused_lines(prog: Program, matched: dict) -> list[str]:
+    """A partial program's refused nodes (``npu_sim.lowering.partial``) and the dumped tensors nothing computes
+    because of them: named, never compared."""
+    if not prog.refusals:
+        return []
+    lines = [f"the board does not run node {name!r} ({op}): {why}; it and what depends on it are not compared"
+             for name, op, why in prog.refusals]
+    computed = {o for n in prog.nodes for o in n.outputs}
+    lines += [f"{m.key}: not compared (nothing the board runs computes it)" for tname, m in matched.items()
+              if tname not in computed and not prog.tensors[tname].is_const and tname not in prog.inputs.values()]
+    return lines
 
 
 def _load(opened, board, input_shapes, entries, inputs) -> Simulator:
@@ -183,7 +200,7 @@ def _load(opened, board, input_shapes, entries, inputs) -> Simulator:
             if not fits(shape) and fits(nchw):
                 shape = nchw
         fed[name] = shape
-    return load(opened, board=board, input_shapes=opened.shapes(input_shapes, fed))
+    return load(opened, board=board, input_shapes=opened.shapes(input_shapes, fed), partial=True)
 
 
 def _no_feed(name: str) -> str:
