@@ -11,7 +11,8 @@ for every tensor -- at the shapes ``npu_sim.frontend.shapes.resolve_shapes`` fix
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +20,12 @@ import onnx
 from onnx import numpy_helper
 
 from npu_sim.errors import FloatReferenceError, InputError, ModelLoadError
-from npu_sim.frontend import validate, validate_semantics
+from npu_sim.frontend import validate, validate_schema, validate_semantics
 from npu_sim.frontend.loading import all_tensors, densify_sparse_initializers, load_file
 from npu_sim.frontend.shapes import ModelInput, resolve_shapes
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+LOG = logging.getLogger("npu_sim.frontend")
 
 
 @dataclass
@@ -37,15 +39,19 @@ class Graph:
     inputs: list[str]                # graph inputs that are not initializers
     outputs: list[str]
     opset: int
+    warnings: list[str] = field(default_factory=list)  # what the validator found odd but allowed
 
 
 class OpenModel:
     """A QDQ model read and validated once (see the module docstring). ``proto`` must not be changed: ``graph``
     reads a copy of it each time."""
 
-    def __init__(self, proto: onnx.ModelProto, path: Path, opset: int, file: str | None):
+    def __init__(self, proto: onnx.ModelProto, path: Path, opset: int, file: str | None, warnings=()):
         self.proto, self.path, self.opset = proto, path, opset
         self.file = file  # the model file as given, None for an in-memory model
+        #: what the front door accepted but found odd (docs/TESTING.md), each said once on stderr as well
+        self.warnings: list[str] = []
+        self.warn(warnings)
         inits = {t.name for t in proto.graph.initializer}
         self.inputs: dict[str, ModelInput] = {i.name: _model_input(i) for i in proto.graph.input
                                               if i.name not in inits}
@@ -57,6 +63,13 @@ class OpenModel:
 
     def __repr__(self) -> str:
         return f"open_model({str(self.path)!r})"
+
+    def warn(self, warnings) -> None:
+        """Keep and log (once each) what the validator found odd but allowed."""
+        for text in warnings:
+            if text not in self.warnings:
+                self.warnings.append(text)
+                LOG.warning("npu-sim: warning: %s", text)
 
     @property
     def name(self) -> str:
@@ -86,7 +99,10 @@ class OpenModel:
                 _set_shape(inp, shape)
         if batch is not None:
             _batch_shapes(graph, int(batch), self.path)
-        return _inferred(model, self.path, self.opset)
+        static = all(i.dims is not None and None not in i.dims for i in self.inputs.values())
+        read = _inferred(model, self.path, self.opset, declared=batch is None, static=static)
+        self.warn(read.warnings)
+        return read
 
     def float_model(self, path) -> onnx.ModelProto:
         """The float model beside this one (``--float``: the one quantize_static started from), read through
@@ -134,7 +150,8 @@ def open_model(source) -> OpenModel:
         validate.check_tensor_data(tensor, path)
     densify_sparse_initializers(model, path)
     validate_semantics.check_qdq_types(model, path)
-    return OpenModel(model, path, opset, file)
+    warnings = validate_schema.check_attributes(model, path, opset)
+    return OpenModel(model, path, opset, file, warnings)
 
 
 def read_model(source, input_shapes: dict[str, tuple[int, ...]] | None = None,
@@ -157,16 +174,39 @@ def _model_input(inp) -> ModelInput:
     return ModelInput(inp.name, dims, labels, dtype)
 
 
-def _inferred(model: onnx.ModelProto, path, opset: int) -> Graph:
-    """``model`` (its inputs' shapes fixed) with every shape inferred, validated to the end."""
+def _default_opset(model: onnx.ModelProto) -> int:
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def _declared(graph, static: bool) -> dict:
+    """Each value_info and graph output as declared: name -> (element type, dims or None); a dim None where
+    symbolic; dims None where not declared, or where an input is dynamic (``static`` False: the declared fixed
+    sizes were for the shape the model was exported at)."""
+    out = {}
+    for vi in list(graph.value_info) + list(graph.output):
+        if not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        dims = ([d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+                if tt.HasField("shape") else None)
+        out[vi.name] = (tt.elem_type, dims if static else None)
+    return out
+
+
+def _inferred(model: onnx.ModelProto, path, opset: int, declared: bool = True, static: bool = True) -> Graph:
+    """``model`` (its inputs' shapes fixed) with every shape inferred, validated to the end; ``declared``: its
+    value_info and outputs checked against what it computes (``static``: their fixed sizes too)."""
     graph = model.graph
     init_names = {i.name for i in graph.initializer}
     inputs = [i for i in graph.input if i.name not in init_names]
-    # Stale intermediate shapes (often with symbolic dims) would survive inference: drop them and re-infer.
+    claims = _declared(graph, static) if declared else {}
+    # Stale intermediate shapes (often with symbolic dims) would survive inference: drop them and re-infer (the
+    # declarations are compared with the result below). An output that is a graph input keeps its shape.
     del graph.value_info[:]
     for out in graph.output:
-        if out.type.HasField("tensor_type"):
+        if out.type.HasField("tensor_type") and out.name not in {i.name for i in graph.input} | init_names:
             out.type.tensor_type.ClearField("shape")
+            out.type.tensor_type.elem_type = 0
     _standardize_qdq_domain(model)
     try:
         inferred = validate.infer_strict(model, path)
@@ -181,7 +221,9 @@ def _inferred(model: onnx.ModelProto, path, opset: int) -> Graph:
         raise
     validate.check_onnx(inferred, path)  # after inference: the checker wants every output's shape
     read = _graph_of(inferred, path, inputs, opset)
+    read.warnings = validate_schema.check_types(read, _default_opset(inferred), model.producer_name)
     validate_semantics.check_graph(read)
+    validate_schema.check_declared(claims, read)  # after the checks that name a culprit, not a consequence
     return read
 
 

@@ -7,9 +7,13 @@ the same models with the same message:
 1. ``check_versions``: the IR version and the default-domain opset within what npu-sim implements;
 2. ``check_structure``: unique graph input, initializer and output names, one writer per tensor, every input
    produced before it is read (topological order), at least one output, every output produced;
-3. ``check_onnx``: onnx's own checker (node specs, attribute types, domains);
-4. ``infer_strict``: onnx's strict shape and type inference, its first error naming the node;
-5. ``npu_sim.frontend.validate_semantics``: Q/DQ type rules, attribute ranges, constant indices, tensor sizes.
+3. ``npu_sim.frontend.validate_schema.check_attributes``: every attribute against the ONNX operator schema
+   (type, required, finite, the spec's choices and ranges);
+4. ``check_onnx``: onnx's own checker (node specs, attribute types, domains);
+5. ``infer_strict``: onnx's strict shape and type inference, its first error naming the node;
+6. ``npu_sim.frontend.validate_schema.check_types``: every tensor's element type against the schema's type
+   constraints; ``npu_sim.frontend.validate_semantics``: Q/DQ type rules, attribute ranges, bias shapes and
+   ranges, Reshape counts, constant indices, tensor sizes; then every value_info and graph output as declared.
 
 Each refusal is a ``ModelLoadError`` or ``QuantizationError`` (exit 2) naming the file and node, tensor or
 attribute, and what to do.
@@ -124,9 +128,9 @@ def check_onnx(model: onnx.ModelProto, path) -> None:
 def infer_strict(model: onnx.ModelProto, path) -> onnx.ModelProto:
     """onnx's shape inference in strict mode: the first inconsistency, naming its node, is refused.
 
-    Type constraints are not enforced here (``check_type=False``): converters write Q/DQ types their opset does
-    not list yet (tf2onnx: int16 Q/DQ at opset 15, int64 biases behind a DequantizeLinear), which npu-sim reads;
-    the Q/DQ type rules npu-sim relies on are checked by ``validate_semantics.check_qdq_types``."""
+    Type constraints are not enforced here (``check_type=False``): ``validate_schema.check_types`` checks them
+    after, naming node, input, type and what the schema allows (and reading tf2onnx's TFLite 16x8 dialect, int16
+    Q/DQ at opset 15 and int64 biases behind a DequantizeLinear, with a warning)."""
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=True, data_prop=True)
     except Exception as exc:  # onnx raises InferenceError, ValidationError, RuntimeError here
@@ -152,10 +156,14 @@ def check_tensor_data(tensor: onnx.TensorProto, path) -> None:
         if d < 0:
             raise ModelLoadError(f"{path}: tensor {tensor.name!r} has a negative dimension in {list(tensor.dims)}")
         count *= d
-    if tensor.data_type not in onnx.TensorProto.DataType.values() or tensor.data_type in (
-            onnx.TensorProto.UNDEFINED, onnx.TensorProto.STRING):
-        raise ModelLoadError(f"{path}: tensor {tensor.name!r} has data type {tensor.data_type}, not a numeric "
-                             f"ONNX type; re-export the model")
+    if tensor.data_type not in onnx.TensorProto.DataType.values() or tensor.data_type == onnx.TensorProto.UNDEFINED:
+        raise ModelLoadError(f"{path}: tensor {tensor.name!r} has data type {tensor.data_type}, not an ONNX "
+                             f"type; re-export the model")
+    if tensor.data_type == onnx.TensorProto.STRING:  # e.g. class labels no node reads; the op schemas judge the rest
+        if len(tensor.string_data) != count and tensor.data_location != onnx.TensorProto.EXTERNAL:
+            raise ModelLoadError(f"{path}: string tensor {tensor.name!r} (dims {list(tensor.dims)}) holds "
+                                 f"{len(tensor.string_data)} strings, not {count}; re-export the model")
+        return
     if tensor.data_location == onnx.TensorProto.EXTERNAL or not tensor.HasField("raw_data"):
         return  # typed fields: onnx refuses a count that does not match its dims
     np_type = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)

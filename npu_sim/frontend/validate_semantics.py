@@ -166,7 +166,7 @@ def check_spatial(g, node, a: dict, label: str) -> None:
         if min(values) < least:
             raise ModelLoadError(f"{label}: attribute {key} = {values}: every value must be at least {least}")
     if conv:
-        _check_conv_weight(node, a, x, w, kernel, label)
+        _check_conv_weight(g, node, a, x, w, kernel, label)
     pads = list(a.get("pads", [0] * 2 * n))
     if node.op_type in ("MaxPool", "AveragePool", "LpPool"):
         for i, k in enumerate(kernel):
@@ -186,7 +186,7 @@ def check_spatial(g, node, a: dict, label: str) -> None:
                                  f"output would be empty; fix the kernel, pads or input shape")
 
 
-def _check_conv_weight(node, a: dict, x, w, kernel, label: str) -> None:
+def _check_conv_weight(g, node, a: dict, x, w, kernel, label: str) -> None:
     group = int(a.get("group", 1))
     if group < 1:
         raise ModelLoadError(f"{label}: attribute group = {group}; it must be at least 1")
@@ -208,6 +208,12 @@ def _check_conv_weight(node, a: dict, x, w, kernel, label: str) -> None:
                              f"{'input channels per group' if node.op_type == 'Conv' else 'input channels'} "
                              f"{per_group}, but the input {node.input[0]!r} (shape {list(x)}) with group {group} "
                              f"needs {want}")
+    b = g.shapes.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    m = w[0] if node.op_type == "Conv" else w[1] * group
+    if b is not None and tuple(b) != (m,):
+        # the spec: "B: Optional 1D bias ... has size of M" (onnxruntime refuses any other shape when it runs)
+        raise ModelLoadError(f"{label}: bias {node.input[2]!r} has shape {list(b)}; it must be 1-D with one value "
+                             f"per output channel: [{m}]")
     if "kernel_shape" in a and list(a["kernel_shape"]) != list(w[2:]):
         raise ModelLoadError(f"{label}: attribute kernel_shape {list(a['kernel_shape'])} differs from the weight's "
                              f"kernel {list(w[2:])}")
@@ -234,6 +240,14 @@ def check_op(g, node, a: dict, label: str) -> None:
         _check_gemm(g, node, a, label)
     elif op.startswith("Reduce") or op in ("Squeeze", "Unsqueeze"):
         _check_axes(g, node, a, label)
+    elif op in ("Conv", "ConvTranspose", "Gemm") and len(node.input) > 2 and node.input[2]:
+        _check_bias_range(g, node, a, label)
+    elif op == "Reshape" and node.input[0] in g.shapes and node.output[0] in g.shapes:
+        src, dst = g.shapes[node.input[0]], g.shapes[node.output[0]]
+        if math.prod(src) != math.prod(dst):  # onnxruntime refuses it when it runs
+            raise ModelLoadError(f"{label}: reshapes {node.input[0]!r} of shape {list(src)} ({math.prod(src)} "
+                                 f"elements) to {list(dst)} ({math.prod(dst)} elements); a Reshape keeps the "
+                                 f"element count: fix its shape input")
     elif op == "Transpose" and "perm" in a and node.input[0] in g.shapes:
         perm = list(a["perm"])
         if sorted(perm) != list(range(len(g.shapes[node.input[0]]))):
@@ -268,6 +282,35 @@ def _check_resize(g, node, label: str) -> None:
             rule = "positive" if role == "scales" else "at least 1"
             raise ModelLoadError(f"{label}: {role} {name!r} = {values.tolist()}: every value must be finite and "
                                  f"{rule} (the output would be empty)")
+
+
+BIAS_LIMIT = 2.0 ** 61  # the kernels add a bias in accumulator units below 2**61 (npu_sim/ops/common.py)
+
+
+def _check_bias_range(g, node, a: dict, label: str) -> None:
+    """A MAC op's dequantized bias in accumulator units (input scale x weight scale per channel, x alpha) inside
+    what an accumulator adds: a weight scale no calibration writes (1e-30) makes it 1e30, which no integer holds."""
+    dq = {n.output[0]: n for n in g.nodes if n.op_type == "DequantizeLinear" and n.output and len(n.input) > 1}
+    parts = [dq.get(name) for name in node.input[:3]]
+    if any(p is None or p.input[1] not in g.consts for p in parts) or parts[2].input[0] not in g.consts:
+        return
+    sx, sw, sb = (np.asarray(g.consts[p.input[1]], np.float64).reshape(-1) for p in parts)
+    bias = parts[2]
+    zp = np.asarray(g.consts[bias.input[2]], np.float64).reshape(-1) if len(bias.input) > 2 and \
+        bias.input[2] in g.consts else np.zeros(1)
+    data = np.asarray(g.consts[bias.input[0]], np.float64).reshape(-1)
+    if sx.size != 1 or not data.size or any(v.size not in (1, data.size) for v in (sw, sb, zp)):
+        return  # the Q/DQ checks of the lowering name a scale or zero point of the wrong length
+    real = (data - zp) * sb
+    with np.errstate(all="ignore"):
+        scaled = real / (sx[0] * sw * float(a.get("alpha", 1.0)))
+    bad = np.flatnonzero(~(np.abs(scaled) < BIAS_LIMIT))  # NaN fails too
+    if bad.size:
+        c = int(bad[0])
+        raise QuantizationError(f"{label}: bias {node.input[2]!r} of output channel {c} is {float(scaled[c]):.3g} "
+                                f"in accumulator units (input scale {sx[0]:.3g} x weight scale "
+                                f"{float(sw[c % sw.size]):.3g}), beyond the 2**61 an accumulator adds; the weight "
+                                f"scale is one no calibration writes: re-run calibration")
 
 
 def _check_gemm(g, node, a: dict, label: str) -> None:

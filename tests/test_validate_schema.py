@@ -1,0 +1,140 @@
+"""The schema-driven front door (npu_sim/frontend/validate_schema.py) on round 3 of the hostile corpus
+(tests/hostile_schema.py): every invalid case is refused by every command with exit 2 and a message naming the
+culprit, every valid one runs; and each verdict is the one onnx's full check and onnxruntime give.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from npu_sim.cli.main import main
+from npu_sim.errors import ModelLoadError, NpuSimError
+from npu_sim.frontend.reader import open_model
+from tests.hostile_corpus import build_case, demo_base, mixed_base
+from tests.hostile_schema import CASES, acts_base
+import onnxruntime as ort
+
+BY_NAME = {c.name: c for c in CASES}
+# invalid by the spec's text or npu-sim's rule although onnx's checker and onnxruntime take them (cited here):
+SPEC_ONLY = {
+    # HardSigmoid y = max(0, min(1, alpha * x + beta)): a non-finite alpha/beta gives NaN/inf for every input, which
+    # no integer output can hold (npu-sim's rule: finite float attributes)
+    "hardsigmoid_alpha_nan", "hardsigmoid_beta_inf",
+    # onnx's full check refuses it, onnxruntime only warns ("Error merging shape info") and runs
+    "output_shape_contradicts",
+    # onnxruntime computes it in float; its bias is 1e30 in accumulator units, which no integer program holds
+    "weight_scale_1e-30",
+}
+TIGHT = [c.name for c in CASES]
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory):
+    return {"demo": demo_base(), "mixed": mixed_base(tmp_path_factory.mktemp("mixed")),
+            "acts": acts_base(tmp_path_factory.mktemp("acts"))}
+
+
+def _cli(capsys, command, path, out):
+    code = main([command, str(path)] + (["--out", str(out)] if command == "run" else []))
+    captured = capsys.readouterr()
+    return code, captured.err + captured.out
+
+
+@pytest.mark.parametrize("name", TIGHT)
+def test_case_verdict(name, bases, tmp_path, capsys):
+    case = BY_NAME[name]
+    path = build_case(case, tmp_path / "m", bases)
+    seen = set()
+    for command in ("run", "check", "estimate", "lower"):
+        code, text = _cli(capsys, command, path, tmp_path / "out")
+        assert code != 3 and "Traceback" not in text, (command, text)
+        if case.valid:
+            assert code in ((0, 1) if command == "check" else (0,)), (command, text)
+            continue
+        assert code == 2, (command, text)
+        message = text.split("npu-sim: error:", 1)[1].strip()
+        for fragment in case.fragments:
+            assert fragment in message, (command, fragment, message)
+        seen.add(message)
+    assert len(seen) <= 1, seen  # one message, whichever command
+
+
+def _ort_verdict(path) -> str | None:
+    """None when onnx's full check and onnxruntime both accept and run the model, else the first refusal."""
+    model = onnx.load(str(path))
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as exc:  # noqa: BLE001 - any refusal is the answer
+        return f"checker: {exc}"
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape],
+                                  np.float32 if i.type == "tensor(float)" else np.uint8)
+                 for i in session.get_inputs()}
+        session.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001
+        return f"onnxruntime: {exc}"
+    return None
+
+
+@pytest.mark.parametrize("name", TIGHT)
+def test_verdict_agrees_with_onnx_and_onnxruntime(name, bases, tmp_path):
+    case = BY_NAME[name]
+    refusal = _ort_verdict(build_case(case, tmp_path / "m", bases))
+    if case.valid:
+        assert refusal is None, refusal
+    elif name not in SPEC_ONLY:
+        assert refusal is not None, "onnx and onnxruntime accept a model npu-sim calls invalid"
+
+
+def test_every_round3_rule_has_a_case():
+    assert sum(not c.valid for c in CASES) >= 18 and sum(c.valid for c in CASES) >= 5
+
+
+def test_nan_clip_bound_is_a_warning_that_says_the_consequence(bases, tmp_path):
+    path = build_case(BY_NAME["clip_min_nan"], tmp_path / "m", bases)
+    opened = open_model(path)
+    opened.graph()
+    assert any("Clip min is nan" in w and "no min bound" in w for w in opened.warnings), opened.warnings
+
+
+def test_tf2onnx_16x8_dialect_is_read_with_a_warning_and_refused_from_anyone_else():
+    model = onnx.load(str(Path(__file__).parent / "fixtures" / "tflite" / "conv_a16w8.onnx"))
+    opened = open_model(model)
+    opened.graph()
+    assert any("tf2onnx" in w and "opset 21" in w for w in opened.warnings), opened.warnings
+    other = copy.deepcopy(model)
+    other.producer_name = "someone"
+    with pytest.raises(NpuSimError, match="DequantizeLinear-13 allows int32, int8, uint8"):
+        open_model(other).graph()
+
+
+@pytest.mark.parametrize("attr,value,fragment", [
+    ("strides", [1, 1, 1], "kernel_shape"),             # one per spatial axis
+    ("pads", [1, 1], "needs 4"),                         # two per spatial axis
+    ("dilations", [0, 1], "at least 1"),
+    ("group", [1], "takes an int"),                      # the schema's type
+    ("auto_pad", "VALID", "auto_pad"),                   # with pads
+])
+def test_conv_attribute_rules(attr, value, fragment, tmp_path):
+    model = demo_base()
+    node = next(n for n in model.graph.node if n.name == "conv2")
+    for a in list(node.attribute):
+        if a.name == attr:
+            node.attribute.remove(a)
+    node.attribute.append(onnx.helper.make_attribute(attr, value))
+    with pytest.raises(ModelLoadError) as info:
+        open_model(model).graph()
+    assert "conv2" in str(info.value) and fragment in str(info.value), str(info.value)
+
+
+def test_required_attribute_and_flag(tmp_path):
+    model = demo_base()
+    fc = next(n for n in model.graph.node if n.name == "fc")
+    fc.attribute.append(onnx.helper.make_attribute("transA", 2))
+    with pytest.raises(ModelLoadError, match="transA = 2; it is a flag"):
+        open_model(model)
