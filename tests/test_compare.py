@@ -536,3 +536,17 @@ def test_own_dump_of_a_free_batch_integer_input_needs_no_input(tmp_path, capsys)
     capsys.readouterr()
     assert cli_main(["compare", str(model), str(tmp_path / "d"), "--board", "ethos-u55-128"]) == 0
     assert "all equal" in capsys.readouterr().out
+
+
+def test_tensor_overwritten_in_place_by_its_consumer_is_not_compared(demo_dump, tmp_path):
+    """LiteRT's optimized ADD writes its output over its input even with preserve_all_tensors: a dumped tensor
+    that differs from the simulation and holds exactly its consumer's dumped output is dropped, with a note."""
+    dump = tmp_path / "d"
+    shutil.copytree(demo_dump, dump)
+    index = _index(dump)
+    conv, relu = (np.load(dump / index[k]["file"]) for k in ("conv3_out", "relu3_out"))
+    assert not np.array_equal(conv, relu)
+    np.save(dump / index["conv3_out"]["file"], relu)
+    c = npu_sim.compare_dump(QDQ, dump)
+    assert c.equal and "conv3_out" in c.not_in_dump
+    assert any(n.startswith("conv3_out: holds the values of 'relu3_out'") for n in c.notes)

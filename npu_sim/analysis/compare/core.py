@@ -152,6 +152,7 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
             notes.append(f"{m.key}: its shape reads as NCHW and as NHWC; read as {other.upper()}, the only order "
                          f"that matches the simulation")
             m.array, m.alt, m.layout = m.alt, m.array, other
+    notes += _overwritten(prog, matched, values)
     c = _walk(prog, matched, shapes, values, set(feeds))
     if not c.tensors:
         raise InputError(f"none of the {len(entries)} tensors of {str(dump)!r} is a tensor of the model (by ONNX "
@@ -244,6 +245,25 @@ def _feeds(prog: Program, matched: dict, inputs: dict, layout, wide) -> tuple[di
         said.append(f"{name} from {got.source} ({'dequantized float' if got.dequantized else 'integers'}, "
                     f"{got.layout.upper()})")
     return feeds, "; ".join(said), skip
+
+
+def _overwritten(prog: Program, matched: dict, values: dict) -> list[str]:
+    """Drop the dumped tensors a consumer overwrote in place (LiteRT's optimized ADD writes its output over its
+    input even with ``experimental_preserve_all_tensors``): a tensor that differs from the simulation and holds,
+    bit for bit, what the dump holds for the output of a node that reads it. Returns the notes saying so."""
+    notes = []
+    for node in prog.nodes:
+        for out in node.outputs:
+            if out not in matched:
+                continue
+            for i in node.inputs:
+                m = matched.get(i)
+                if (m is not None and i in values and m.array.shape == matched[out].array.shape
+                        and np.array_equal(m.array, matched[out].array) and not np.array_equal(m.array, values[i])):
+                    del matched[i]
+                    notes.append(f"{m.key}: holds the values of {matched[out].key!r}, which reads it (written over "
+                                 f"it in place, as LiteRT's optimized ADD does); not compared")
+    return notes
 
 
 def _walk(prog: Program, matched: dict, shapes: dict, values: dict, fed: set) -> Comparison:
