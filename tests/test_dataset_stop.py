@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -195,7 +196,14 @@ def test_a_stopped_ray_run_leaves_no_process(tmp_path, digits):
     assert sorted(s["file"] for s in man["shards"]) == sorted(p.name for p in out.glob("shard-*.npz"))
 
 
+# the tests below signal this process: a stop handler is set in the main thread only
+in_main_thread = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                                    reason="signal handlers are set in the main thread only")
+
+
+@in_main_thread
 def test_a_stop_signal_waits_for_the_held_block_then_later_ones_are_ignored():
+    before = signal.getsignal(signal.SIGINT)
     with stop.on_signals():
         with pytest.raises(stop.Stopped) as stopped:
             with stop.held():
@@ -205,9 +213,10 @@ def test_a_stop_signal_waits_for_the_held_block_then_later_ones_are_ignored():
         assert reached and stopped.value.exit_code == 143 and stopped.value.name == "SIGTERM"
         os.kill(os.getpid(), signal.SIGINT)  # ignored while the stop is handled
         time.sleep(0.05)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
 
 
+@in_main_thread
 def test_a_run_stopped_in_process_saves_its_manifest(tmp_path, digits, monkeypatch, capsys):
     """With the manifest rewritten rarely (a slow disk), the shards written since the last rewrite are listed
     once the run stops; the CLI exits 130 on SIGINT naming what it kept."""
@@ -232,6 +241,7 @@ def test_a_run_stopped_in_process_saves_its_manifest(tmp_path, digits, monkeypat
         f"npu-sim: stopped by SIGINT: 3 of {SHARDS} shard(s) kept in {out}")
 
 
+@in_main_thread
 def test_a_resumed_run_stopped_before_its_first_shard_names_what_it_kept(tmp_path, digits, monkeypatch, capsys):
     out = tmp_path / "out"
     args = ["run", str(MODEL), "--data", str(digits), "--out", str(out), "--shard-size", str(SHARD_SIZE),
