@@ -325,7 +325,7 @@ def _explain_nodes(prog: Program, c: Comparison, matched: dict, values: dict) ->
         differs = (dump != sim).reshape(-1)
         own = np.flatnonzero(differs & (dump != rerun.astype(np.int64)).reshape(-1))
         td.inherited = int(np.count_nonzero(differs)) - int(own.size)
-        ex = explain(prog, node, [local[i] for i in acts], m.array, rerun, own) if own.size else None
+        ex = explain(prog, node, [local[i] for i in acts], m.array, rerun, own, m.memory_order()) if own.size else None
         labels = ex.labels if ex is not None else own[:0]
         if ex is not None:
             td.equally, td.reproduces, td.closest, td.not_tried = ex.equally, ex.reproduces, ex.closest, ex.not_tried

@@ -25,6 +25,8 @@ the board on most elements of the tensor is reported as the closest.
 * the output wrapped at its integer width instead of saturated (then the node's clamp);
 * every channel's multiplier off by ``k``, ``k`` found from the data (the one offset, if any, consistent with every
   element the board wrote between its bounds);
+* LiteRT's optimized int8 Requantize: its SIMD loop (16 elements at a time, in the dump's memory order) rounds
+  second-stage ties toward +inf, its scalar loop over the last ``size % 16`` elements as the reference kernels;
 * lookup tables (8-bit inputs): the entry of the neighbouring input code (an index off by one);
 * Add/Sub of two activations: the variations of ``binary``.
 
@@ -42,6 +44,7 @@ from npu_sim.analysis.compare.rounding import (ROUNDINGS, floor_shift, float32_r
                                                saturate, toward_zero, two_stage, wrap)
 from npu_sim.ir import Node, Program
 
+SIMD_LANES = 16  # int8 elements per 128-bit vector (LiteRT's optimized loops)
 MAX_PYTHON = 300_000  # elements of an Add/Sub (whose variations run in Python) beyond which none is tried
 TFLITE_DOUBLE = "double rounding (TFLite)"
 LITERT_OPTIMIZED = "double rounding, second-stage ties toward +inf (LiteRT optimized kernels)"
@@ -207,7 +210,7 @@ def _k_name(k: int) -> str:
     return f"{k:+d}" + (f" (2^{a.bit_length() - 1})" if a & (a - 1) == 0 else "")
 
 
-def _candidates(prog: Program, node: Node, inputs: list, board: np.ndarray) -> list | None:
+def _candidates(prog: Program, node: Node, inputs: list, board: np.ndarray, order) -> list | None:
     """(name, the node's output under each variation, flat) on the whole tensor; None: nothing tried."""
     lut = _lut_variations(node, inputs)
     if lut:
@@ -222,16 +225,31 @@ def _candidates(prog: Program, node: Node, inputs: list, board: np.ndarray) -> l
     if rq is None:
         return []
     acc, ch = rq.acc.reshape(-1), rq.channel.reshape(-1)
-    return [(name, f(acc, ch)) for name, f in variations(rq) + fitted_multipliers(rq, board)]
+    out = [(name, f(acc, ch)) for name, f in variations(rq) + fitted_multipliers(rq, board)]
+    if node.op == "Requantize" and rq.own == "double" and order is not None:
+        out.append(_simd_requantize(rq, order.reshape(-1), acc, ch))
+    return out
+
+
+def _simd_requantize(rq: Requant, order: np.ndarray, acc: np.ndarray, ch: np.ndarray) -> tuple[str, np.ndarray]:
+    """LiteRT's optimized int8 Requantize (QUANTIZE int8 -> int8): blocks of 16 elements, in the order the tensor
+    lies in memory (``order``: each element's position), rounded by the SIMD loop (second-stage ties toward +inf),
+    the last ``size % 16`` by the scalar loop (TFLite's reference double rounding)."""
+    simd = _finish(rq, _double_rule(rq, half_up, half_up))(acc, ch)
+    scalar = _finish(rq, _double_rule(rq))(acc, ch)
+    tail = order >= order.size - order.size % SIMD_LANES
+    return (f"LiteRT optimized Requantize ({SIMD_LANES}-lane blocks with second-stage ties toward +inf, the last "
+            f"{order.size % SIMD_LANES} in memory order by the reference rounding)", np.where(tail, scalar, simd))
 
 
 def explain(prog: Program, node: Node, inputs: list, dump: np.ndarray, rerun: np.ndarray,
-            flat_idx: np.ndarray) -> Explanation:
+            flat_idx: np.ndarray, order: np.ndarray | None = None) -> Explanation:
     """The causes of the elements ``flat_idx`` of ``dump`` (the board's output, NCHW) that ``rerun`` (the node
-    re-run on ``inputs``) computes differently, proven on the whole tensor (the module docstring)."""
+    re-run on ``inputs``) computes differently, proven on the whole tensor (the module docstring). ``order``: each
+    element's position in the dump's own memory order (NCHW-shaped), for the variations that depend on it."""
     board, base = dump.reshape(-1).astype(np.int64), rerun.reshape(-1).astype(np.int64)
     labels = np.full(flat_idx.size, "unexplained", dtype=object)
-    cands = _candidates(prog, node, inputs, board)
+    cands = _candidates(prog, node, inputs, board, order)
     if cands is None:
         return Explanation(labels[:0], {}, {}, None, int(flat_idx.size))
     keep = board == base

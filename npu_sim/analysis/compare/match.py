@@ -41,6 +41,14 @@ class Matched:
     alt: np.ndarray | None = None  # the other layout's reading, for a shape both layouts fit
     dump_shape: tuple | None = None  # the dump's shape where it is matched by element order (unit dimensions)
 
+    def memory_order(self) -> np.ndarray:
+        """Each element's position in the dumped tensor's memory (row-major in its own layout), NCHW-shaped."""
+        pos = np.arange(self.array.size)
+        if self.layout == "nhwc" and self.array.ndim in CHANNELS_LAST and self.dump_shape is None:
+            perm = CHANNELS_LAST[self.array.ndim]
+            return np.transpose(pos.reshape([self.array.shape[a] for a in perm]), np.argsort(perm))
+        return pos.reshape(self.array.shape)
+
     def dump_index(self, index: tuple[int, ...]) -> tuple[int, ...]:
         """An index of the NCHW array as an index of the tensor as dumped."""
         if self.dump_shape is not None:
