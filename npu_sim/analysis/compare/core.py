@@ -3,8 +3,8 @@
 The simulation is fed the input the board was fed (``inputs``, or the dump's own input tensor) and run once;
 every dumped tensor is compared with it in execution order. A node whose output differs is then re-run alone on
 the dump's own inputs (``runtime.replay``; inputs missing from the dump take the simulation's values): an element
-the re-run reproduces is *inherited* (an input already differs there); one it does not is the node's own and is
-tried against the variations of its arithmetic (``explain``). The *first divergent node* is the first, in
+the re-run reproduces is *inherited* (an input already differs there); one it does not is the node's own, and the
+variations of its arithmetic are proven on the whole tensor (``explain``). The *first divergent node* is the first, in
 execution order, whose output differs while every input the dump holds equals the simulation's.
 """
 from __future__ import annotations
