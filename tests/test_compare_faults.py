@@ -16,6 +16,7 @@ compare must name the injected cause -- reproducing the whole tensor -- in >= 95
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,3 +108,36 @@ def test_injected_causes_named_and_noise_left_unexplained(mobilenet):
                 unexplained += t.unexplained
     assert cases >= 8 and sum(named) >= 0.95 * cases, named
     assert noisy and unexplained >= 0.9 * noisy, (unexplained, noisy)
+
+
+def test_multiplier_off_by_k_on_a_single_rounding_board(tmp_path):
+    """The default board rounds once (half up, its own 31-bit pairs): every multiplier of a layer off by -2**20 is
+    found from the data, named by its offset and reproduces the whole tensor; the same values on a few elements
+    only are no cause."""
+    from npu_sim.analysis.compare.rounding import half_up
+    qdq = Path(__file__).resolve().parent.parent / "models" / "demo" / "digits_cnn.qdq.onnx"
+    sample = qdq.parent / "digits_sample.npy"
+    assert cli_main(["run", str(qdq), "--input", f"input={sample}", "--dump-all", "--out", str(tmp_path / "d")]) == 0
+    index = json.loads((tmp_path / "d" / "index.json").read_text())
+    tensors = {k: np.load(tmp_path / "d" / v["file"]) for k, v in index.items()}
+    sim = npu_sim.load(qdq, input_shapes={"input": (1, 1, 8, 8)})
+    node = next(n for n in sim.program.nodes if n.name == "conv2")
+    x_name, y_name = (sim.program.tensors[t].float_name for t in (node.inputs[0], node.outputs[0]))
+    rq = requant_of(sim.program, node, [tensors[x_name]])
+    assert rq.own == "single"
+    acc, ch = rq.acc.reshape(-1), rq.channel.reshape(-1)
+    y = np.clip(half_up(acc * (rq.mult[ch] - (1 << 20)), rq.shift[ch]) + rq.out_zp, rq.qmin, rq.qmax)
+    y = y.astype(tensors[y_name].dtype).reshape(tensors[y_name].shape)
+    changed = int(np.count_nonzero(y != tensors[y_name]))
+    assert changed > 0
+    np.savez(tmp_path / "case.npz", **{**tensors, y_name: y})
+    t = npu_sim.compare_dump(sim, tmp_path / "case.npz").first_divergent_tensor
+    (cause, n), = t.causes.items()
+    assert cause.startswith("every channel's multiplier off by -1048576 (2^20) (found from the data") and n == changed
+    assert t.reproduces[cause] == [y.size, y.size]
+    partial = tensors[y_name].copy()
+    first = np.flatnonzero(y != tensors[y_name])[0]
+    partial.reshape(-1)[first] = y.reshape(-1)[first]
+    np.savez(tmp_path / "case.npz", **{**tensors, y_name: partial})
+    t = npu_sim.compare_dump(sim, tmp_path / "case.npz").first_divergent_tensor
+    assert changed > 1 and t.causes == {"unexplained": 1}
