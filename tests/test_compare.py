@@ -246,7 +246,7 @@ def test_input_as_board_fed_it_nhwc_float(demo_dump, tmp_path, capsys):
     assert cli_main(["compare", str(QDQ), str(dump)]) == 2
     assert "pass --input input=" in capsys.readouterr().err
     assert cli_main(["compare", str(QDQ), str(dump), "--input", f"input={tmp_path / 'x_nhwc.npy'}"]) == 0
-    assert "input from --input (float, NHWC)" in capsys.readouterr().out
+    assert "input from --input (float, NHWC, transposed to the model's 1x1x8x8)" in capsys.readouterr().out
 
 
 def test_ambiguous_layout_needs_the_option(tmp_path, capsys):

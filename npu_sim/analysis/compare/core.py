@@ -230,7 +230,7 @@ def _feeds(prog: Program, matched: dict, inputs: dict, layout, wide) -> tuple[di
                     raise InputError(f"--input {name}: shape {list(arr.shape)} is neither the input's "
                                      f"{list(t.shape)} (NCHW) nor its NHWC permutation (or pass --layout)")
                 feeds[tname] = arr if lay == "nchw" else np.transpose(arr, np.argsort(CHANNELS_LAST[arr.ndim]))
-                said.append(f"{name} from --input (float, {lay.upper()})")
+                said.append(f"{name} from --input (float, {_as_fed(lay, t.shape)})")
                 continue
             got = to_program(prog.tensors[qname], DumpEntry(name, arr, f"--input {name}"), layout, wide)
             if isinstance(got, str):
@@ -243,7 +243,7 @@ def _feeds(prog: Program, matched: dict, inputs: dict, layout, wide) -> tuple[di
         if stub is not None:
             skip.add(stub.name)
         said.append(f"{name} from {got.source} ({'dequantized float' if got.dequantized else 'integers'}, "
-                    f"{got.layout.upper()})")
+                    f"{_as_fed(got.layout, prog.tensors[qname].shape)})")
     return feeds, "; ".join(said), skip
 
 
@@ -264,6 +264,12 @@ def _overwritten(prog: Program, matched: dict, values: dict) -> list[str]:
                     notes.append(f"{m.key}: holds the values of {matched[out].key!r}, which reads it (written over "
                                  f"it in place, as LiteRT's optimized ADD does); not compared")
     return notes
+
+
+def _as_fed(layout: str, shape) -> str:
+    """How an input was read: in the model's own shape, or channels-last and transposed to it."""
+    dims = "x".join(str(d) for d in shape)
+    return f"NHWC, transposed to the model's {dims}" if layout == "nhwc" else f"as the model's {dims}"
 
 
 def _walk(prog: Program, matched: dict, shapes: dict, values: dict, fed: set) -> Comparison:
