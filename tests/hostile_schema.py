@@ -129,9 +129,24 @@ def _dq_removed(m, f):
                 n.input[i] = "relu1_out_QuantizeLinear_Output"
 
 
-def _input_is_output(m, f):
-    m.graph.output.append(onnx.ValueInfoProto())
-    m.graph.output[-1].CopyFrom(m.graph.input[0])
+def _resize_sizes(sizes, keep_scales=False):
+    """The Resize given ``sizes`` (None: no sizes), its scales kept or emptied."""
+    def edit(m, f):
+        resize = e.node(m, "resize")
+        del resize.input[3:]
+        if not keep_scales:
+            resize.input[2] = ""
+        if sizes is not None:
+            m.graph.initializer.append(numpy_helper.from_array(np.array(sizes, np.int64), "sizes_edit"))
+            resize.input.append("sizes_edit")
+    return edit
+
+
+def _shadow(name, dims):
+    """A graph input with an initializer as its default value, declared with other (symbolic, or no) dims."""
+    def edit(m, f):
+        m.graph.input.append(helper.make_tensor_value_info(name, e.init(m, name).data_type, dims))
+    return edit
 
 
 def _string_labels(m, f):
@@ -167,6 +182,9 @@ CASES = [
     Case("q_removed", D, _q_removed, ("relu1_out_DequantizeLinear", "float")),
     Case("dq_removed", D, _dq_removed, ("int8",)),
     Case("resize_mode_bogus", X, e.attr("resize", "mode", "bogus"), ("resize", "mode", "bogus")),
+    Case("resize_scales_and_sizes", X, _resize_sizes([1, 4, 16, 16], keep_scales=True), ("resize", "and sizes")),
+    Case("resize_neither", X, _resize_sizes(None), ("resize", "neither")),
+    Case("resize_sizes_only", X, _resize_sizes([1, 4, 16, 16]), (), valid=True),
     # older corpora
     Case("qdq16_opset17", D, e.fix_q_dq_zp(TensorProto.INT16), ("conv1_out", "int16", "21")),
     Case("uint8_input_into_q", D, _uint8_input, ("input_QuantizeLinear", "uint8")),
@@ -174,5 +192,10 @@ CASES = [
     Case("weight_shadowed_by_input", D, lambda m, f: e.shadow_input(m, "conv2.weight_quantized"), (), valid=True),
     Case("bias_shadowed_by_input", D, lambda m, f: e.shadow_input(m, "conv2.bias_quantized"), (), valid=True),
     Case("reshape_shape_shadowed_by_input", X, lambda m, f: e.shadow_input(m, "shape"), (), valid=True),
+    Case("weight_shadowed_by_dynamic_input", D, _shadow("conv2.weight_quantized", ["a", "b", "c", "d"]), (),
+         valid=True),
+    Case("scale_shadowed_by_input_without_shape", D, _shadow("conv1_out_scale", None), ("shape",)),  # the checker
     Case("clip_min_nan", A, _clip_bound("min", np.array(np.nan, np.float32)), (), valid=True),
+    Case("clip_max_nan", A, _clip_bound("max", np.array(np.nan, np.float32)), (), valid=True),
+    Case("clip_min_above_max", A, _clip_bound("min", np.array(0.75, np.float32)), (), valid=True),
 ]

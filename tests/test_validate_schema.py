@@ -11,6 +11,8 @@ import numpy as np
 import onnx
 import pytest
 
+import npu_sim
+
 from npu_sim.cli.main import main
 from npu_sim.errors import ModelLoadError, NpuSimError
 from npu_sim.frontend.reader import open_model
@@ -100,6 +102,19 @@ def test_nan_clip_bound_is_a_warning_that_says_the_consequence(bases, tmp_path):
     opened = open_model(path)
     opened.graph()
     assert any("Clip min is nan" in w and "no min bound" in w for w in opened.warnings), opened.warnings
+
+
+@pytest.mark.parametrize("name,warning", [("clip_min_nan", "no min bound"), ("clip_max_nan", "no max bound"),
+                                          ("clip_min_above_max", "every output is max")])
+def test_odd_clip_bounds_run_as_onnxruntime_computes_them(name, warning, bases, tmp_path):
+    """The consequence each warning states is onnxruntime's result, and npu-sim's on the onnx board."""
+    path = build_case(BY_NAME[name], tmp_path / "m", bases)
+    opened = open_model(path)
+    x = np.random.default_rng(3).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    for board in ("default", "onnx"):
+        np.testing.assert_array_equal(npu_sim.load(opened, board=board).run({"x": x})["y"], want, err_msg=board)
+    assert any(warning in w for w in opened.warnings), opened.warnings
 
 
 def test_tf2onnx_16x8_dialect_is_read_with_a_warning_and_refused_from_anyone_else():

@@ -92,8 +92,12 @@ class OpenModel:
         model = onnx.ModelProto()
         model.CopyFrom(self.proto)
         graph = model.graph
+        defaults = {t.name: t for t in graph.initializer}
         for inp in graph.input:
-            if inp.name in shapes:
+            if inp.name in defaults:  # an input with a default value: npu-sim always reads the initializer
+                if inp.type.tensor_type.HasField("shape"):  # (without one, onnx's checker refuses it below)
+                    _set_shape(inp, tuple(defaults[inp.name].dims))
+            elif inp.name in shapes:
                 shape = shapes[inp.name] if batch is None else _batched(self.inputs[inp.name], shapes[inp.name],
                                                                         int(batch), self.path)
                 _set_shape(inp, shape)
@@ -324,6 +328,7 @@ def _batch_shapes(graph, batch: int, path) -> None:
 def _set_shape(inp, shape: tuple[int, ...]) -> None:
     tt = inp.type.tensor_type
     tt.ClearField("shape")
+    tt.shape.SetInParent()  # a scalar too has a (dimensionless) shape
     for d in shape:
         tt.shape.dim.add().dim_value = int(d)
 

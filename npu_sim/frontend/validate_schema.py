@@ -217,12 +217,17 @@ def _check_type(node, schema, formal, role, name, etype, bound, label, producer)
 
 
 def _clip_bounds(g, node, label: str) -> list[str]:
-    warnings = []
+    warnings, bounds = [], {}
     for k, bound in ((1, "min"), (2, "max")):
         name = node.input[k] if len(node.input) > k else ""
         value = g.consts.get(name) if name else None
-        if value is not None and value.size == 1 and value.dtype.kind == "f" and not np.isfinite(value).all():
-            warnings.append(clip_warning(label, bound, float(np.asarray(value).reshape(-1)[0])))
+        if value is not None and value.size == 1 and value.dtype.kind == "f":
+            bounds[bound] = float(np.asarray(value).reshape(-1)[0])
+            if not math.isfinite(bounds[bound]):
+                warnings.append(clip_warning(label, bound, bounds[bound]))
+    if len(bounds) == 2 and bounds["min"] > bounds["max"]:  # NaN compares false: not here
+        warnings.append(f"{label}: Clip min {bounds['min']!r} is above max {bounds['max']!r}; ONNX allows it: "
+                        f"every output is max (Min(max, Max(input, min)))")
     return warnings
 
 

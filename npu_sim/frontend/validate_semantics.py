@@ -271,6 +271,12 @@ def _check_indices(g, node, a: dict, label: str) -> None:
 def _check_resize(g, node, label: str) -> None:
     x = g.shapes.get(node.input[0])
     names = list(node.input) + ["", "", ""]
+    given = [role for role, name in (("scales", names[2]), ("sizes", names[3]))
+             if name and not (name in g.consts and g.consts[name].size == 0)]
+    if g.opset >= 11 and len(given) != 1:  # the spec: "One of 'scales' and 'sizes' MUST be specified and it is an
+        # error if both are specified"
+        raise ModelLoadError(f"{label}: gives {' and '.join(given) or 'neither scales nor sizes'}; a Resize takes "
+                             f"exactly one of them (the other input empty)")
     for role, name, least in (("scales", names[2], 0.0), ("sizes", names[3], 1)):
         if not name or name not in g.consts or g.consts[name].size == 0:
             continue

@@ -33,8 +33,10 @@ def activation_bounds(lowering, onode) -> tuple[float, float]:
             if value is None:
                 raise Problem(f"Clip {which} {names[i]!r} must be a constant")
             v = float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
+            if math.isnan(v):  # NaN compares false: onnxruntime applies no such bound (docs/TESTING.md)
+                continue
             lo, hi = (v, hi) if which == "min" else (lo, v)
-    return (float(lo), float(hi))
+    return (float(min(lo, hi)), float(hi))  # min above max: every output is max, Min(max, Max(x, min))
 
 
 def clamp_bounds(q: QParams, act) -> tuple[int, int]:

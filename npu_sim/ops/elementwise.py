@@ -399,7 +399,10 @@ def _clamp_bounds(lowering, onode, act):
 
 
 def lower_clamp_onnx(lowering, onode, args, out: Tensor, act) -> Node:
-    """The ``onnx`` arithmetic: ONNX's definition of the QDQ group, clipped to the merged bounds."""
+    """The ``onnx`` arithmetic: ONNX's definition of the QDQ group, clipped to the merged bounds (a NaN bound, which
+    clips nothing in onnxruntime but spreads in onnx.reference's Clip, given as the float32 limit)."""
+    args = [np.float32(-3.4e38 if k == 1 else 3.4e38) if k and isinstance(a, np.ndarray) and np.isnan(a).any()
+            else a for k, a in enumerate(args)]
     return lower_float_reference(lowering, onode, args, [out], _clamp_bounds(lowering, onode, act))
 
 
