@@ -19,7 +19,8 @@ the board on most elements of the tensor is reported as the closest.
   high multiply, ties toward +inf, then a rounding right shift, ties away from zero), and the same two stages with
   ties toward +inf, to even or away from zero at each stage (second-stage ties toward +inf: LiteRT's optimized
   kernels), or a truncating second stage;
-* float32 requantization (onnxruntime: ``rint(float32(acc) * float32(sx*sw/sy))``);
+* float32 requantization (onnxruntime: ``rint(float32(acc) * float32(sx*sw/sy))``); the real factor in float64,
+  rounded half to even (ONNX's definition: dequantize, the float op, quantize; onnxruntime unfused);
 * the accumulator saturated instead of wrapped at its width (or wrapped instead of saturated), then the node's rule;
 * one multiplier for every channel (channel 0's) instead of one per channel, with the node's own rule;
 * the output wrapped at its integer width instead of saturated (then the node's clamp);
@@ -114,6 +115,9 @@ def variations(rq: Requant) -> list[tuple[str, object]]:
                 ("double rounding (TFLite) with high-multiply ties to even", _double_rule(rq, half_even)),
                 ("double rounding (TFLite) with high-multiply ties away from zero", _double_rule(rq, half_away))]
     out.append(("float32 requantization (onnxruntime)", lambda acc, ch: float32_rule(acc, rq.f32[ch])))
+    if rq.real is not None:
+        out.append(("the real factor in float64, rounding half to even (ONNX's definition, unfused)",
+                    lambda acc, ch: np.rint(acc.astype(np.float64) * rq.real[ch])))
     own = _own(rq)
     out = [(name, _finish(rq, f)) for name, f in out]
     if rq.acc_bits < 64:

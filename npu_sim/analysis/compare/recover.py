@@ -39,6 +39,7 @@ class Requant:
     out_bits: int = 8        # the output's integer width and range (the clamp may be narrower: a fused activation)
     out_min: int = -128
     out_max: int = 127
+    real: np.ndarray | None = None  # the real factor per channel (float64), from the tensors' scales
 
 
 # -- recovering the requantization of a node --------------------------------------------------------------------
@@ -126,7 +127,8 @@ def requant_of(prog: Program, node: Node, inputs: list) -> Requant | None:
     acc_rec = node.accumulator
     q = prog.tensors[node.outputs[0]].q
     return Requant(acc, channel, mult, shift, tfl, f32, rec.out_zp, rec.qmin, rec.qmax,
-                   acc_rec.bits if acc_rec else 64, bool(acc_rec and acc_rec.saturate), own, q.bits, q.qmin, q.qmax)
+                   acc_rec.bits if acc_rec else 64, bool(acc_rec and acc_rec.saturate), own, q.bits, q.qmin, q.qmax,
+                   real)
 
 
 def _affine(af: Affine, x: np.ndarray, q) -> Requant:
