@@ -100,6 +100,8 @@ def test_onnx_board_dump_names_first_divergent_node_and_rounding(tmp_path, capsy
     assert cli_main(["compare", str(model), str(dump), "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["first_divergent_node"] == "conv1" and doc["tensors"][0]["causes"] == first.causes
+    assert doc["tensors"][0]["reproduces"] == {"rounding half to even": [144, 144]}
+    assert doc["tensors"][0]["closest"] is None
 
 
 def test_tflite_board_dump_explained_by_double_rounding(tmp_path):
@@ -378,6 +380,16 @@ def test_variations_accumulator_and_per_channel():
     assert got["saturation at the 8-bit accumulator"][0] == 127 and got["rounding half up"][0] == 300
     assert list(got["one multiplier for every channel (channel 0's)"]) == [300, -5]
     assert got["rounding half up"][1] == -2 and got["rounding half away from zero"][1] == -3  # -2.5
+
+
+def test_output_wrap_of_unsigned_and_signed_outputs():
+    """The output wrapped at its width instead of saturated, then the node's clamp: uint8 300 -> 44, -5 -> 251."""
+    acc = np.array([300, -5, 100], np.int64)
+    for lo, hi, want in ((0, 255, [44, 251, 100]), (-128, 127, [44, -5, 100])):
+        rq = Requant(acc, np.zeros(3, np.int64), np.array([1]), np.array([0]), (np.array([1 << 30]), np.array([1])),
+                     np.array([1.0], np.float32), 0, lo, hi, 64, False, "single", 8, lo, hi)
+        got = dict(variations(rq))["output wrapped at 8 bits instead of saturated"](acc, np.zeros(3, np.int64))
+        assert list(got) == want
 
 
 def test_rules_exact_beyond_int64():
