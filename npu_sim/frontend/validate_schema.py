@@ -141,6 +141,12 @@ def _check_spatial(node, values: dict, label: str) -> None:
         # the spec: "pads ... cannot be used simultaneously with auto_pad attribute"; onnxruntime refuses it
         raise _error(node, f"{label}: attribute auto_pad = {auto_pad!r} together with pads {values['pads']}; the "
                            f"ONNX spec forbids using both: drop pads, or set auto_pad to NOTSET")
+    pad_out, strides = list(values.get("output_padding", [])), list(values.get("strides", []))
+    limits = [max(st, d) for st, d in zip(strides or [1] * len(pad_out), values.get("dilations", [1] * len(pad_out)))]
+    if any(p < 0 or p >= lim for p, lim in zip(pad_out, limits)) or (pad_out and len(limits) != len(pad_out)):
+        # the spec: "Each padding value in output_padding must be less than the corresponding stride/dilation"
+        raise _error(node, f"{label}: attribute output_padding = {pad_out}: each value must be at least 0 and "
+                           f"less than its axis's stride or dilation ({limits})")
     axes = len(values["kernel_shape"]) if "kernel_shape" in values else None
     for name, least in AT_LEAST.items():
         if name not in values:

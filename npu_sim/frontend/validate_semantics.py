@@ -242,6 +242,9 @@ def check_op(g, node, a: dict, label: str) -> None:
         _check_axes(g, node, a, label)
     elif op in ("Conv", "ConvTranspose", "Gemm") and len(node.input) > 2 and node.input[2]:
         _check_bias_range(g, node, a, label)
+    elif op == "Slice" and len(node.input) > 4 and node.input[4] in g.consts and not g.consts[node.input[4]].all():
+        raise ModelLoadError(f"{label}: steps {node.input[4]!r} = {g.consts[node.input[4]].tolist()}: a step of 0 "
+                             f"never advances (the spec: steps cannot be 0)")
     elif op == "Reshape" and node.input[0] in g.shapes and node.output[0] in g.shapes:
         src, dst = g.shapes[node.input[0]], g.shapes[node.output[0]]
         if math.prod(src) != math.prod(dst):  # onnxruntime refuses it when it runs
