@@ -2,6 +2,7 @@
 differences; run --dump-all --format c|bin (golden vectors)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -399,6 +400,9 @@ def test_rules_exact_beyond_int64():
                  np.array([-9])), np.array([2.0 ** -9], np.float32), 0, -(1 << 40), 1 << 40, 64, False, "single")
     got = dict(variations(rq))["rounding half up"](acc, np.array([0, 0]))
     assert [int(v) for v in got] == [half_up(int(a) * ((1 << 31) - 1), 40) for a in acc]
+    wide = dataclasses.replace(rq, mult=np.array([3]), shift=np.array([63]))  # 2**63 itself overflows int64
+    got = dict(variations(wide))["rounding half to even"](acc << 15, np.array([0, 0]))
+    assert [int(v) for v in got] == [half_even(int(a << 15) * 3, 63) for a in acc]
 
 
 # -- golden vectors -------------------------------------------------------------------------------------------

@@ -72,7 +72,9 @@ def _shift_rule(rq: Requant, f, mult=None):
     def run(acc, ch):
         m, r = mult[ch], rq.shift[ch]
         a = _exact(acc, int(np.abs(mult).max(initial=1)))
-        return f(a * (m if a.dtype != object else m.astype(object)), r)
+        if a.dtype == object or int(r.max(initial=0)) > 61:  # (2**r itself must fit too)
+            a, m, r = a.astype(object), m.astype(object), r.astype(object)
+        return f(a * m, r)
     return run
 
 
