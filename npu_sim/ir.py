@@ -269,6 +269,7 @@ class Program:
     refusals: list = field(default_factory=list)    # (onnx node, op, reason) the board's own toolchain refuses
     compiler_notes: list = field(default_factory=list)  # (onnx node, op, hazard) the NPU compiler takes as it is
     not_run: list = field(default_factory=list)  # (node or output, reason) left out downstream of a refusal
+    unsimulated: set = field(default_factory=set)  # refusals the board runs all the same (problem.Unsimulated)
 
     def format(self) -> str:
         """One line per op: name, op, dtypes, shapes, scales, requantization parameters."""

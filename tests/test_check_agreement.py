@@ -67,6 +67,11 @@ def built(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     out["chain_tiny_scales"] = (quantize(conv_clip_chain(), d, "chain", activation_type="s8",
                                          extra_options={"QDQKeepRemovableActivations": True},
                                          postprocess=set_scale({"r0_scale": 1e-9, "r1_scale": 1e-9})), {})
+    out["chain_huge_bounds"] = (quantize(conv_clip_chain(), d, "chain_huge", activation_type="s8",
+                                         extra_options={"QDQKeepRemovableActivations": True},
+                                         postprocess=set_scale({"x_scale": 1e-17, "c0_scale": 1e-19,
+                                                                "r0_scale": 1e-19, "r1_scale": 1e-16,
+                                                                "y_scale": 1e-18})), {})
     out["softmax"] = (quantize(softmax_model(), d, "sm", activation_type="s8"), {})
     out["softmax_tiny_input"] = (quantize(softmax_model(), d, "sm_tiny", activation_type="s8",
                                           postprocess=set_scale({"m_scale": 2.0 ** -30, "y_scale": 1 / 256,
@@ -141,6 +146,28 @@ def test_consecutive_refused_layers_are_all_reported(built, capsys):
     sim.run(sim.random_inputs(seed=1))
     assert main(["check", str(path), "--board", U55]) == 0
     capsys.readouterr()
+
+
+def test_bound_beyond_int64_is_compiled_but_not_simulated(built, tmp_path, capsys):
+    """ReLU6's bound 6 / 1e-19 = 6e19 passes 2**63: Vela 5.2 compiles the layer but writes a wrong activation
+    bound (measured on MobileNet V1 16x8). check: a quant.degenerate warning saying so, deployable, not simulated
+    (exit 1); run leaves that layer and what depends on it out, names it, and exits 1. The next layer (6 / 1e-16,
+    within int64) is checked as Vela clamps it. (The scales shrink along the chain, as in that network, so that
+    every requantization factor stays representable.)"""
+    path, _ = built["chain_huge_bounds"]
+    result = npu_sim.check(path, board=U55)
+    warned = {n.node: f for n in result.nodes for f in n.findings if f.rule == "quant.degenerate"}
+    assert set(warned) == {"clip0", "clip1"}, set(warned)
+    assert "2**63" in warned["clip0"].message and "does not simulate" in warned["clip0"].message
+    assert "Vela clamps the bound" in warned["clip1"].message
+    assert result.deployable and not result.simulated
+    assert not any(f.rule == "board.refusal" for n in result.nodes for f in n.findings)
+    assert main(["check", str(path), "--board", U55]) == 1
+    sim = npu_sim.load(path, board=U55, partial=True)
+    assert sim.program.unsimulated == {"clip0"} and not sim.program.outputs
+    assert main(["run", str(path), "--board", U55, "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "npu-sim does not simulate what the board runs for node 'clip0'" in err
 
 
 def test_softmax_prepare_bound_is_a_board_refusal(built, capsys):

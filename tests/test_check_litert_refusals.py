@@ -7,7 +7,8 @@ scale, and a ReLU6 bound 6/scale that leaves int32. LiteRT's prepare stops at th
 model's own tensors. On a board whose every node LiteRT prepares (``tests.litert_host``) ``check`` must report every
 one of them as a board.refusal error, and ``run`` refuse them. On ethos-u55-128 Vela compiles them (LiteRT's prepare
 never sees an NPU node): each is a quant.degenerate hazard warning, the model deploys and runs, with the ReLU6 bound
-clamped to int16 as Vela writes it into the command stream (issue 29)."""
+clamped to int16 as Vela writes it into the command stream where bound / scale stays below 2**63; past it Vela
+writes a wrong bound, and npu-sim does not simulate those layers (issue 29)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -102,28 +103,35 @@ def test_run_refuses_the_same_nodes(tmp_path, capsys):
 
 def test_vela_takes_what_litert_refuses_as_hazards(tmp_path, capsys):
     """ethos-u55-128: the three convolutions LiteRT refuses are NPU nodes Vela compiles; check warns on each
-    (node, scale, what Vela does, the consequence), deploys, and run simulates them with Vela's clamped bound."""
+    (node, scale, what Vela does, the consequence) and deploys. The first (6 / scale = 9e12) is simulated with
+    Vela's clamped bound; at 3.7e20 and 1.1e28 (past 2**63) Vela writes ACTIVATION_MAX 0 (measured with `vela
+    --verbose-register-command-stream` on the .tflite): not simulated, so check exits 1 and run names them."""
     expected = onnx_nodes_of([t for _, _, t in litert_refusals()])
     result = npu_sim.check(MODEL, board=U55)
     hazards = {n.node: f for n in result.nodes for f in n.findings if f.rule == "quant.degenerate"}
     assert set(hazards) == {node for node, _ in expected.values()}
     assert not any(f.rule == "board.refusal" for n in result.nodes for f in n.findings)
     assert result.deployable and all(n.placement == "NPU" for n in result.nodes)
+    clamped_nodes = [node for node, f in hazards.items() if "Vela clamps the bound to the int16 range" in f.message]
+    wrapped = [node for node, f in hazards.items() if "2**63" in f.message and "does not simulate" in f.message]
+    assert len(clamped_nodes) == 1 and len(wrapped) == 2
     for node, finding in hazards.items():
-        assert finding.severity == "warning"
-        assert node in finding.message and "output scale" in finding.message
-        assert "Vela clamps the bound to the int16 range" in finding.message and "saturate" in finding.message
-    assert cli_main(["check", str(MODEL), "--board", U55]) == 0
+        assert finding.severity == "warning" and node in finding.message and "output scale" in finding.message
+    assert "saturate" in hazards[clamped_nodes[0]].message
+    assert not result.simulated and cli_main(["check", str(MODEL), "--board", U55]) == 1
     assert f"quant.degenerate x{len(expected)}:" in capsys.readouterr().out
-    sim = npu_sim.load(MODEL, board=U55)
+    sim = npu_sim.load(MODEL, board=U55, partial=True)
+    assert sim.program.unsimulated == set(wrapped)
     clamped = [n for n in sim.program.nodes if n.name in hazards]
     # ReLU6's 0 stays (it fits: the zero point), its 6 / scale is clamped to the int16 maximum
-    assert len(clamped) == len(expected)
+    assert [n.name for n in clamped] == clamped_nodes
     assert all((n.params["qmin"], n.params["qmax"]) == (n.params["out_zp"], 32767) for n in clamped)
     x = np.random.default_rng(0).integers(-3000, 3000, (1, 6, 6, 3)).astype(np.int16)  # the model takes int16
     np.save(tmp_path / "x.npy", x)
     assert cli_main(["run", str(MODEL), "--board", U55, "--input", str(tmp_path / "x.npy"),
-                     "--out", str(tmp_path / "out")]) == 0, capsys.readouterr().err
+                     "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert all(f"npu-sim does not simulate what the board runs for node {node!r}" in err for node in wrapped)
 
 
 @pytest.mark.parametrize("op, attrs, runs", [

@@ -4,8 +4,8 @@ A family function ``lower_x(lowering, onode, args, out, act) -> Node`` receives 
 ``lowering``, never the walk itself. It may read the board's arithmetic, the graph's constants, shapes, opset,
 consumers and producers, and it may name a node, add a tensor and emit an extra node (ops that produce several
 nodes or tensors). ``npu_compiled`` says whether the board's NPU compiler takes the node (``hazard`` then
-records what that compiler does where the host runtime would refuse). It cannot see or change the walk's bookkeeping (pending groups, the dequantization maps, the
-problems collected so far).
+records what that compiler does where the host runtime would refuse). It cannot see or change the walk's
+bookkeeping (pending groups, the dequantization maps, the problems collected so far).
 """
 from __future__ import annotations
 

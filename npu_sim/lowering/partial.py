@@ -1,4 +1,5 @@
 """A partial program: everything of a model but the nodes the board will not run and what depends on them.
+(Also the nodes the board runs but npu-sim cannot simulate: ``Program.unsimulated``.)
 
 ``lower_graph(..., partial=True)`` keeps a model whose only problems are the board's refusals (a node its own
 toolchain refuses, ``Refusal``): the refused nodes are not in the program (their output tensors have no
@@ -37,7 +38,8 @@ def prune_refused(program: Program, model_outputs) -> Program:
 def not_run_lines(program: Program) -> list[str]:
     """What a partial program leaves out, for a command's error stream: the refused nodes with the board's
     reason, then the nodes and outputs downstream of them."""
-    lines = [f"npu-sim: the board does not run node {name!r} ({op}): {why}" for name, op, why in program.refusals]
+    lines = [f"npu-sim: {what_left_out(program, name)} node {name!r} ({op}): {why}"
+             for name, op, why in program.refusals]
     outputs = [name for name, why in program.not_run if why.startswith("model output")]
     nodes = [name for name, why in program.not_run if not why.startswith("model output")]
     if nodes:
@@ -48,3 +50,9 @@ def not_run_lines(program: Program) -> list[str]:
     lines.append("npu-sim: everything else is simulated as the board computes it; the model does not run whole "
                  "on this board (exit 1)")
     return lines
+
+
+def what_left_out(program: Program, name: str) -> str:
+    """How a left-out node is named: the board does not run it, or npu-sim cannot simulate what it runs."""
+    return ("npu-sim does not simulate what the board runs for" if name in program.unsimulated
+            else "the board does not run")

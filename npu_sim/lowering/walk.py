@@ -30,7 +30,7 @@ from npu_sim.frontend.reader import Graph, attrs, read_model
 from npu_sim.ir import DTYPES, Node, Program, QParams, Tensor
 from npu_sim.lowering.context import LowerContext
 from npu_sim.lowering.partial import prune_refused
-from npu_sim.lowering.problem import Problem, Refusal
+from npu_sim.lowering.problem import Problem, Refusal, Unsimulated
 from npu_sim.lowering.registry import lowering_of
 from npu_sim.opset import NONLINEAR, OPS
 from npu_sim.ops.common import activation_bounds
@@ -83,6 +83,7 @@ class Lowering:
         self.problems: list[tuple[str, str, str]] = []
         self.refusals: list[tuple[str, str, str]] = []  # the subset of problems that are the board's refusals
         self.compiler_notes: list[tuple[str, str, str]] = []  # hazards where the NPU compiler takes a node
+        self.unsimulated: set[str] = set()  # refusals the board runs all the same (``Unsimulated``)
         self.deq: dict[str, str] = {}
         self.ints: dict[str, str] = {}
         self.pending: dict[str, Pending] = {}
@@ -151,6 +152,8 @@ class Lowering:
                 self.problems.append((where.name or where.output[0], where.op_type, why))
                 if isinstance(p, Refusal):
                     self.refusals.append(self.problems[-1])
+                    if isinstance(p, Unsimulated):
+                        self.unsimulated.add(self.problems[-1][0])
                     if onode.op_type == "QuantizeLinear" and onode.output[0] in self.tensors:
                         # the op's output tensor stands: its consumers are still judged on their own quantization
                         self.ints[onode.output[0]] = onode.output[0]
@@ -169,6 +172,7 @@ class Lowering:
         program.problems = list(self.problems)
         program.refusals = list(self.refusals)
         program.compiler_notes = list(self.compiler_notes)
+        program.unsimulated = set(self.unsimulated)
         return prune_refused(program, self.g.outputs) if partial and self.refusals and not self.tolerant else program
 
     def visit(self, onode) -> None:
@@ -457,6 +461,7 @@ def lower_for_analysis(path, board: Board, input_shapes=None, feed_shapes=None) 
     alt.arith_gaps = gaps
     alt.refusals = list(program.refusals)  # still refused by the board, whatever the fixed-point lowering did
     alt.compiler_notes = list(program.compiler_notes)
+    alt.unsimulated = set(program.unsimulated)
     return alt
 
 

@@ -67,6 +67,10 @@ def check_program(program: Program, overflows: dict | None = None) -> CheckResul
             rep = NodeReport(name, op, "NPU", "-", simulated=False)
             reports.append(rep)
         rep.simulated = False
+        if name in program.unsimulated:  # the board compiles and runs it, npu-sim cannot say what it computes
+            rep.findings.append(Finding("quant.degenerate", "warning", f"node {name!r}: {why}.",
+                                        "Re-calibrate this layer (its range is almost empty).", {"op": op}))
+            continue
         rep.findings.append(Finding("board.refusal", "error", f"the board's toolchain refuses this node: {why}.",
                                     "Fix the quantization of this layer (see the message), or run it on another "
                                     "board.", {"op": op}))

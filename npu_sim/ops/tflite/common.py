@@ -11,7 +11,7 @@ from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 from kernels.tflite_rescale import tfl_rescale
 
 from npu_sim.ir import QParams, Tensor
-from npu_sim.lowering.problem import Problem, Refusal
+from npu_sim.lowering.problem import Problem, Refusal, Unsimulated
 
 
 def multipliers(real) -> tuple[np.ndarray, np.ndarray]:
@@ -47,6 +47,12 @@ def activation_range(q: QParams, act, node_name: str = "", ctx=None) -> tuple[in
             # TFLite compares the rounded float with float(INT32_MIN/MAX) = -+2**31
             fact = (f"the activation bound {bound:g} / output scale {float(q.scale):.6g} = {t:.6g} does not fit "
                     f"int32")
+            if ctx is not None and ctx.npu_compiled and abs(t) >= 2.0 ** 63:
+                raise Unsimulated(
+                    f"{fact}, nor int64: Vela 5.2 compiles it, but the activation bound it writes into the command "
+                    f"stream is not the clamp (measured in Vela's command streams: ACTIVATION_MAX 0 instead of 32767 "
+                    f"where bound / scale passes 2**63); npu-sim does not simulate what the NPU computes there (the "
+                    f"output range is almost empty: re-calibrate)")
             if ctx is not None and ctx.npu_compiled:
                 ctx.hazard(f"{fact}: Vela clamps the bound to the {q.dtype} range (LiteRT's prepare would refuse "
                            f"it on the CPU); the output range is almost empty (scale {float(q.scale):.6g}), so "
