@@ -67,7 +67,10 @@ def test_case_verdict(name, bases, tmp_path, capsys):
 
 def _ort_verdict(path) -> str | None:
     """None when onnx's full check and onnxruntime both accept and run the model, else the first refusal."""
-    model = onnx.load(str(path))
+    return _ort_verdict_of(onnx.load(str(path)))
+
+
+def _ort_verdict_of(model) -> str | None:
     try:
         onnx.checker.check_model(model, full_check=True)
     except Exception as exc:  # noqa: BLE001 - any refusal is the answer
@@ -186,3 +189,54 @@ def test_spec_rules_on_one_op_models(make, fragment):
         with pytest.raises(Exception):
             session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
             session.run(None, {"x": np.zeros(session.get_inputs()[0].shape, np.float32)})
+
+
+def _mutants(value_type):
+    """Attribute values of every wrong kind for an attribute of ``value_type`` (an onnx AttributeProto type)."""
+    from onnx import AttributeProto as A
+    common = [1, [1, 1], 0.5, "bogus", [0.5]]
+    extra = {A.INT: [-1, 0, 2, 2 ** 40], A.INTS: [[-1, -1, -1, -1], [0, 0], [2 ** 40] * 4],
+             A.FLOAT: [float("nan"), float("inf"), -1e30], A.FLOATS: [[float("nan")]],
+             A.STRING: ["", "NOTSET"]}
+    return common + extra.get(value_type, [])
+
+
+def test_attribute_mutants_are_refused_or_read_never_crash(bases):
+    """A seeded slice of what a schema-driven fuzzer does to attributes: every attribute the schema gives each op
+    of the three bases (one node per op), set to each wrong kind of value; the front door refuses with an
+    NpuSimError or reads the model, never anything else; what it reads, onnx's full check and onnxruntime accept,
+    and run and check (default and onnx boards) refuse only with an NpuSimError."""
+    from npu_sim.frontend.validate_schema import schema_of
+    count = 0
+    for base in bases.values():
+        seen = set()
+        for index, node in enumerate(base.graph.node):
+            if node.op_type in seen:
+                continue
+            seen.add(node.op_type)
+            for name, spec in schema_of(node.op_type, 17).attributes.items():
+                for value in _mutants(spec.type.value):
+                    model = copy.deepcopy(base)
+                    target = model.graph.node[index]
+                    for a in list(target.attribute):
+                        if a.name == name:
+                            target.attribute.remove(a)
+                    target.attribute.append(onnx.helper.make_attribute(name, value))
+                    count += 1
+                    try:
+                        opened = open_model(model)
+                        opened.graph()
+                    except NpuSimError:
+                        continue
+                    assert _ort_verdict_of(model) is None, (node.op_type, name, value, _ort_verdict_of(model))
+                    for board in ("default", "onnx"):
+                        outcome_of(lambda: npu_sim.load(opened, board=board))
+                        outcome_of(lambda: npu_sim.check(opened, board=board))
+    assert count >= 150
+
+
+def outcome_of(call) -> None:
+    try:
+        call()
+    except NpuSimError:
+        pass

@@ -126,6 +126,10 @@ def _check_values(node, values: dict, label: str) -> list[str]:
                 raise _error(node, f"{label}: attribute {name} = {text!r} is not one of {', '.join(choices)}")
         if name in FLAGS and isinstance(value, int) and value not in (0, 1):
             raise _error(node, f"{label}: attribute {name} = {value}; it is a flag: 0 or 1")
+    if node.op_type == "Resize" and values.get("exclude_outside") and values.get("mode", b"nearest") != b"cubic":
+        # onnxruntime: "exclude_outside can be set to 1 only when mode is CUBIC" (the weights it renormalizes)
+        raise _error(node, f"{label}: attribute exclude_outside = 1 with mode "
+                           f"{values.get('mode', b'nearest').decode('utf-8', 'replace')!r}; it applies to cubic only")
     return warnings
 
 
@@ -214,6 +218,8 @@ def _check_type(node, schema, formal, role, name, etype, bound, label, producer)
                                                                                          TensorProto.UINT16) else "")
             raise _error(node, f"{label}: {where} is {got}, but {node.op_type}-{schema.since_version} allows "
                                f"{', '.join(sorted(allowed))} there{more}")
+    if not formal.is_homogeneous:  # a heterogeneous variadic (Loop's carried values): one type each
+        return warning
     if formal.type_str in bound and bound[formal.type_str][0] != etype:
         other_type, other = bound[formal.type_str]
         raise _error(node, f"{label}: {where} is {got} but {other} is {type_name(other_type)}; "
