@@ -43,8 +43,14 @@ def outcome(call):
     return None
 
 
+_FRONT: dict = {}
+
+
 def front_door(path):
-    return outcome(lambda: open_model(path).graph())
+    """The front door's verdict on ``path`` (read once per file)."""
+    if path not in _FRONT:
+        _FRONT[path] = outcome(lambda: open_model(path).graph())
+    return _FRONT[path]
 
 
 def test_corpus_has_both_kinds(built):
