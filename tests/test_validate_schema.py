@@ -150,6 +150,14 @@ def test_conv_attribute_rules(attr, value, fragment, tmp_path):
     assert "conv2" in str(info.value) and fragment in str(info.value), str(info.value)
 
 
+def test_a_nan_constant_is_data_not_a_bad_attribute():
+    node = onnx.helper.make_node("Constant", [], ["c"], value_float=float("nan"))
+    add = onnx.helper.make_node("Add", ["x", "c"], ["y"])
+    model = _one_op(add, (1, 2), {})
+    model.graph.node.insert(0, node)
+    open_model(model).graph()
+
+
 def test_required_attribute_and_flag(tmp_path):
     model = demo_base()
     fc = next(n for n in model.graph.node if n.name == "fc")
@@ -181,7 +189,7 @@ def _one_op(node, x_shape, inits):
 def test_spec_rules_on_one_op_models(make, fragment):
     """Each refused by npu-sim's front door naming the attribute or input, and by onnxruntime; except two that only
     npu-sim's rules refuse: LeakyRelu's alpha (finite floats) and a flag of 3 (the spec calls count_include_pad a
-    "whether"; onnxruntime reads any nonzero as 1, npu-sim's kernels would get the 3)."""
+    "whether"; onnxruntime reads it as 1, but keepdims or ceil_mode = 2 as 0: no one reading is right)."""
     model = make(onnx.helper)
     with pytest.raises(ModelLoadError, match=fragment):
         open_model(model).graph()

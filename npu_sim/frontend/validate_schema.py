@@ -40,6 +40,7 @@ CHOICES = {
     ("Pad", "mode"): ("constant", "reflect", "edge", "wrap"),
     ("Gelu", "approximate"): ("none", "tanh"),
 }
+# boolean attributes: 0 or 1 (onnxruntime reads keepdims = 2 as 0 but count_include_pad = 2 as 1)
 FLAGS = ("transA", "transB", "keepdims", "allowzero", "ceil_mode", "count_include_pad", "exclude_outside",
          "antialias", "noop_with_empty_axes", "storage_order", "saturate", "select_last_index")
 AT_LEAST = {"strides": 1, "dilations": 1, "kernel_shape": 1, "pads": 0}  # per spatial axis (pads: 2 per axis)
@@ -115,7 +116,7 @@ def _check_values(node, values: dict, label: str) -> list[str]:
             bad = [v for v in (value if isinstance(value, list) else [value]) if not math.isfinite(v)]
             if bad and node.op_type == "Clip":  # opset < 11: Clip's bounds are attributes
                 warnings.append(clip_warning(label, name, bad[0]))
-            elif bad:
+            elif bad and node.op_type != "Constant":  # a Constant's value is data (NaN is a value like any)
                 raise _error(node, f"{label}: attribute {name} = {bad[0]!r}; it must be a finite number (a "
                                    f"non-finite {name} makes every output NaN or infinite, which no integer output "
                                    f"can hold)")
