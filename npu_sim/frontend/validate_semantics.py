@@ -45,6 +45,8 @@ def check_graph(g, sizes: bool = True) -> None:
         label = f"{g.path}: node {node.name!r} ({node.op_type})" if node.name else \
             f"{g.path}: node #{i} ({node.op_type})"
         a = {at.name: onnx.helper.get_attribute_value(at) for at in node.attribute}
+        if node.op_type in QDQ and node.domain in ("", "ai.onnx", "com.microsoft"):
+            check_qdq_shapes(g, node, a, label)
         if node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx", "com.microsoft"):
             check_scales(g, node, label)  # activation scales (a bias scale s_x*s_w may be subnormal)
         elif node.domain not in ("", "ai.onnx"):
@@ -131,6 +133,34 @@ def _check_scale_type(label: str, scale: str, const_types: dict) -> None:
         raise QuantizationError(f"{label}: scale {scale!r} is {type_name(const_types[scale])}; npu-sim quantizes "
                                 f"float32 data, and a scale has the type of the data it (de)quantizes: store it "
                                 f"as float32")
+
+
+def check_qdq_shapes(g, node, a: dict, label: str) -> None:
+    """The spec's Q/DQ parameter shapes: a scale is a scalar (per tensor; a 1-element 1-D too) or 1-D with one
+    value per entry of the data's ``axis`` (per axis); the zero point has the scale's shape (blocked: not here)."""
+    names = list(node.input) + ["", ""]
+    scale = g.consts.get(names[1])
+    if scale is None or a.get("block_size", 0):
+        return
+    zp = g.consts.get(names[2]) if names[2] else None
+    if zp is not None and zp.shape != scale.shape and not (zp.size == 1 == scale.size):
+        raise QuantizationError(f"{label}: zero point {names[2]!r} has shape {list(zp.shape)} but scale "
+                                f"{names[1]!r} has shape {list(scale.shape)}; they must have the same shape")
+    if scale.size == 1 and scale.ndim <= 1:
+        return
+    if scale.ndim != 1:
+        raise QuantizationError(f"{label}: scale {names[1]!r} has shape {list(scale.shape)}; a scale is a scalar "
+                                f"(per tensor) or 1-D (per axis)")
+    x = g.shapes.get(names[0])
+    if x is None:
+        return
+    axis = int(a.get("axis", 1))
+    if not -len(x) <= axis < len(x):
+        raise QuantizationError(f"{label}: attribute axis = {axis} is out of range for {names[0]!r} of rank "
+                                f"{len(x)} (allowed {-len(x)} to {len(x) - 1})")
+    if scale.size != x[axis]:
+        raise QuantizationError(f"{label}: per-axis scale has {scale.size} values but axis {axis} of "
+                                f"{names[0]!r} (shape {list(x)}) has {x[axis]}; give one scale per entry")
 
 
 def check_scales(g, node, label: str) -> None:
