@@ -3,10 +3,12 @@
 Run on the read graph (static shapes, constants as arrays), before any lowering:
 
 * the Q/DQ type rules: scale and zero point constants, scale float32 (the type of the float data), zero point of
-  the quantized type, a QuantizeLinear -> DequantizeLinear pair of one tensor agreeing in type;
+  the quantized type, a QuantizeLinear -> DequantizeLinear pair of one tensor agreeing in type; the parameter
+  shapes (a scale scalar or one per entry of the axis, the zero point of the scale's shape);
 * attribute ranges: strides, dilations and kernels >= 1, pads >= 0 (and inside a pooling window), group dividing
-  the channels, the kernel fitting its padded input, axes in range, constant Gather indices in range, Resize
-  scales > 0 and sizes >= 1, Gemm operands that agree;
+  the channels, the kernel fitting its padded input, a Conv bias 1-D of the output channels, a MAC bias inside
+  2**61 accumulator units, axes in range, constant Gather indices in range, Resize with one of scales > 0 and
+  sizes >= 1, a Reshape keeping the element count, Slice steps not 0, Gemm operands that agree;
 * sizes: every tensor's element count, and the whole program's bytes, before anything is allocated.
 
 Every refusal names the file, node and attribute or tensor (``ModelLoadError``; ``QuantizationError`` for Q/DQ).
