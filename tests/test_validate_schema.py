@@ -248,3 +248,11 @@ def outcome_of(call) -> None:
         call()
     except NpuSimError:
         pass
+
+
+def test_an_empty_tensor_is_refused_naming_its_node():
+    """Valid ONNX (onnxruntime computes empty tensors), but no integer program holds one: one clear refusal."""
+    model = _one_op(onnx.helper.make_node("Slice", ["x", "s", "e"], ["y"], name="cut"), (1, 4),
+                    {"s": np.array([2], np.int64), "e": np.array([2], np.int64)})
+    with pytest.raises(ModelLoadError, match="'y' of node 'cut' would have shape \\[0x4\\], no elements"):
+        open_model(model).graph()

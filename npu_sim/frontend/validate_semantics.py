@@ -395,8 +395,15 @@ def memory_bytes() -> int:
 
 def check_sizes(g) -> None:
     total = 0
+    producer = {o: n for n in g.nodes for o in n.output}
     for name, shape in g.shapes.items():
         count = math.prod(shape)
+        if count == 0 and name in producer and name not in g.consts:
+            node = producer[name]
+            raise ModelLoadError(f"{g.path}: tensor {name!r} of node {node.name or node.op_type!r} would have shape "
+                                 f"[{'x'.join(map(str, shape))}], no elements (an input too small for the model, or a "
+                                 f"zero-sized dimension from a Reshape, Slice or Resize); npu-sim computes no empty "
+                                 f"tensors")
         if count > MAX_ELEMENTS:
             raise ModelLoadError(f"{g.path}: tensor {name!r} would have {count} elements (shape "
                                  f"{'x'.join(map(str, shape))}); npu-sim handles at most {MAX_ELEMENTS} elements "
