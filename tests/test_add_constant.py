@@ -38,8 +38,9 @@ def _model(path, op, x_first, dtype, sx, zx, sy, zy, c):
     channels = c.size if c.size > 1 else 3
     graph = helper.make_graph(nodes, "addc", [helper.make_tensor_value_info("x", etype, [1, channels, 2, 5])],
                               [helper.make_tensor_value_info("y", etype, [1, channels, 2, 5])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 9
+    opset = 21 if dtype == "int16" else 17  # ONNX allows 16-bit Q/DQ in the default domain from opset 21
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10 if dtype == "int16" else 9
     onnx.save(model, str(path))
     return channels, (cq.astype(np.float32) * sc).astype(np.float32).reshape(-1)
 

@@ -72,6 +72,11 @@ class OpenModel:
                 LOG.warning("npu-sim: warning: %s", text)
 
     @property
+    def static(self) -> bool:
+        """Every input's shape fixed in the file."""
+        return all(i.dims is not None and None not in i.dims for i in self.inputs.values())
+
+    @property
     def name(self) -> str:
         """The model as messages name it: its path, or ``<in-memory model>``."""
         return str(self.path)
@@ -103,8 +108,7 @@ class OpenModel:
                 _set_shape(inp, shape)
         if batch is not None:
             _batch_shapes(graph, int(batch), self.path)
-        static = all(i.dims is not None and None not in i.dims for i in self.inputs.values())
-        read = _inferred(model, self.path, self.opset, declared=batch is None, static=static)
+        read = _inferred(model, self.path, self.opset, declared=batch is None, static=self.static)
         self.warn(read.warnings)
         return read
 
@@ -155,7 +159,10 @@ def open_model(source) -> OpenModel:
     densify_sparse_initializers(model, path)
     validate_semantics.check_qdq_types(model, path)
     warnings = validate_schema.check_attributes(model, path, opset)
-    return OpenModel(model, path, opset, file, warnings)
+    opened = OpenModel(model, path, opset, file, warnings)
+    if opened.static:  # validated to the end now, so that every command meets the same first refusal
+        opened.graph()
+    return opened
 
 
 def read_model(source, input_shapes: dict[str, tuple[int, ...]] | None = None,
