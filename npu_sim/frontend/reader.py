@@ -143,7 +143,8 @@ class OpenModel:
 
 def open_model(source) -> OpenModel:
     """``source`` (a path, an in-memory ``onnx.ModelProto``, or an ``OpenModel``, returned as is) read and
-    validated: the front door (``npu_sim.frontend.validate``), so every command refuses alike."""
+    validated: the front door (``npu_sim.frontend.validate``), so every command refuses alike; a model whose
+    input shapes are all fixed is validated to the end here (what ``graph`` checks too)."""
     if isinstance(source, OpenModel):
         return source
     if isinstance(source, onnx.ModelProto):
