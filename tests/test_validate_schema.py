@@ -256,3 +256,19 @@ def test_an_empty_tensor_is_refused_naming_its_node():
                     {"s": np.array([2], np.int64), "e": np.array([2], np.int64)})
     with pytest.raises(ModelLoadError, match="'y' of node 'cut' would have shape \\[0x4\\], no elements"):
         open_model(model).graph()
+
+
+def test_a_graph_input_that_is_also_an_output_is_read():
+    """Valid ONNX (onnx's full check and onnxruntime take it): the front door used to refuse it ("Field 'shape' of
+    'type' is required"). An integer input is returned as given; a float one npu-sim refuses in the lowering (its
+    program holds integers), with a message naming the output."""
+    model = onnx.load(str(Path(__file__).parent / "fixtures" / "tflite" / "conv_int8.onnx"))
+    out = onnx.ValueInfoProto()
+    out.CopyFrom(model.graph.input[0])
+    model.graph.output.append(out)
+    onnx.checker.check_model(model, full_check=True)
+    sim = npu_sim.load(model)
+    name = model.graph.input[0].name
+    shape = [d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(0).integers(-128, 128, shape).astype(np.int8)
+    np.testing.assert_array_equal(sim.run({name: x}, raw=True)[name], x)
