@@ -138,8 +138,8 @@ def _check_scale_type(label: str, scale: str, const_types: dict) -> None:
 
 
 def check_qdq_shapes(g, node, a: dict, label: str) -> None:
-    """The spec's Q/DQ parameter shapes: a scale is a scalar (per tensor; a 1-element 1-D too) or 1-D with one
-    value per entry of the data's ``axis`` (per axis); the zero point has the scale's shape (blocked: not here)."""
+    """The Q/DQ parameters: a scale finite and positive, a scalar (per tensor; a 1-element 1-D too) or 1-D with one
+    value per entry of the data's ``axis`` (per axis); the zero point of the scale's shape (blocked: not here)."""
     names = list(node.input) + ["", ""]
     scale = g.consts.get(names[1])
     if scale is None or a.get("block_size", 0):
@@ -148,6 +148,12 @@ def check_qdq_shapes(g, node, a: dict, label: str) -> None:
     if zp is not None and zp.shape != scale.shape and not (zp.size == 1 == scale.size):
         raise QuantizationError(f"{label}: zero point {names[2]!r} has shape {list(zp.shape)} but scale "
                                 f"{names[1]!r} has shape {list(scale.shape)}; they must have the same shape")
+    values = np.asarray(scale, np.float64).reshape(-1)
+    if not np.all(np.isfinite(values)):
+        raise QuantizationError(f"{label}: scale {names[1]!r} contains NaN or infinity; re-run calibration")
+    if np.any(values <= 0):  # y = x / scale: onnxruntime's fused kernels refuse it too
+        raise QuantizationError(f"{label}: scale {names[1]!r} must be positive, found {float(values.min())!r}; "
+                                f"re-run calibration (a constant tensor may need a non-zero range)")
     if scale.size == 1 and scale.ndim <= 1:
         return
     if scale.ndim != 1:
