@@ -169,6 +169,7 @@ def _check_spatial(node, values: dict, label: str) -> None:
 def check_types(g, opset: int, producer: str = "") -> list[str]:
     """The type rules above on ``g`` (a read ``Graph``: every tensor's inferred element type); the warnings."""
     warnings: list[str] = []
+    dialect: list[str] = []  # the tf2onnx 16x8 dialect's tensors: one warning for all of them
     for i, node in enumerate(g.nodes):
         schema = schema_of(node.op_type, opset) if _default_domain(node) else None
         if schema is None:
@@ -181,11 +182,15 @@ def check_types(g, opset: int, producer: str = "") -> list[str]:
                 etype = g.elem_types.get(name) if name else None
                 if formal is None or not etype:
                     continue
-                warning = _check_type(node, schema, formal, role, name, etype, bound, label, producer)
-                if warning and warning not in warnings:
-                    warnings.append(warning)
+                odd = _check_type(node, schema, formal, role, name, etype, bound, label, producer)
+                if odd:
+                    dialect.append(odd)
         if node.op_type == "Clip":
             warnings += _clip_bounds(g, node, label)
+    if dialect:
+        warnings.append(f"{g.path}: {len(dialect)} Q/DQ tensor(s) of types opset {opset} does not allow (e.g. "
+                        f"{dialect[0].removeprefix(f'{g.path}: ')}; ONNX allows 16-bit Q/DQ from opset 21, int64 never): read as tf2onnx "
+                        f"writes TFLite 16x8 models, but onnxruntime refuses this model")
     return warnings
 
 
@@ -204,15 +209,14 @@ def _allowed(schema, type_str: str) -> set[str]:
 
 
 def _check_type(node, schema, formal, role, name, etype, bound, label, producer) -> str | None:
+    """Refuse a type the schema does not allow; return where the tf2onnx 16x8 dialect was read (None else)."""
     allowed = _allowed(schema, formal.type_str)
     got = type_name(etype)
     where = f"{role} {formal.name} {name!r}"
     warning = None
     if allowed and got not in allowed:
         if node.op_type in QDQ and etype in TF2ONNX_QDQ and producer == "tf2onnx":
-            warning = (f"{label}: {where} is {got}, which {node.op_type}-{schema.since_version} does not allow "
-                       f"(ONNX allows 16-bit Q/DQ from opset 21, int64 never); read as tf2onnx writes TFLite "
-                       f"16x8 models, but onnxruntime refuses this model")
+            warning = f"{label}: {where} is {got}"
         else:
             more = (" (ONNX allows 16-bit QuantizeLinear/DequantizeLinear from opset 21: raise the opset, or "
                     "use the com.microsoft domain)" if node.op_type in QDQ and etype in (TensorProto.INT16,
