@@ -271,6 +271,10 @@ class Program:
     not_run: list = field(default_factory=list)  # (node or output, reason) left out downstream of a refusal
     unsimulated: set = field(default_factory=set)  # refusals the board runs all the same (problem.Unsimulated)
 
+    def input_stub(self, tname: str) -> "Node | None":
+        """The node that quantizes the float program input ``tname`` (the model's input QuantizeLinear), if any."""
+        return next((n for n in self.nodes if n.op == "Quantize" and n.inputs[0] == tname), None)
+
     def format(self) -> str:
         """One line per op: name, op, dtypes, shapes, scales, requantization parameters."""
         lines = [f"# program of {self.model_path or '<model>'} on board '{self.board}' "

@@ -415,7 +415,7 @@ def test_private_param_finder_finds_reads():
 # ---- the analyses read op facts (npu_sim.opset) and the nodes' records, not op names ------------------------------
 # The modules converted so far; the others join the list as they are converted.
 OP_FACT_READERS = ("npu_sim.analysis.cost", "npu_sim.analysis.advisor", "npu_sim.analysis.accuracy",
-                   "npu_sim.analysis.check.lint", "npu_sim.analysis.check.measures")
+                   "npu_sim.analysis.check", "npu_sim.runtime.simulator")
 
 
 def _strings(expr) -> bool:

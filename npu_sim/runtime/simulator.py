@@ -136,8 +136,7 @@ class Simulator:
             t = self.program.tensors[tname]
             q = t.q
             if q is None:  # float input behind the model's QuantizeLinear: use that quantization's range
-                stub = next(self.program.tensors[n.outputs[0]].q for n in self.program.nodes
-                            if n.op == "Quantize" and n.inputs[0] == tname)
+                stub = self.program.tensors[self.program.input_stub(tname).outputs[0]].q
                 lo = float((stub.qmin - stub.zero_point) * stub.scale)
                 hi = float((stub.qmax - stub.zero_point) * stub.scale)
                 feeds[name] = rng.uniform(lo, hi, size=t.shape).astype(np.float32)

@@ -11,7 +11,7 @@ import numpy as np
 from npu_sim.analysis.check.findings import rule
 from npu_sim.analysis.check.measures import (bias_tensor, channel_list, fmt_dtypes, geometry, max_output_lsb,
                                              precision, reduction, weight_abs_row_sums)
-from npu_sim.opset import kind_of
+from npu_sim.opset import facts_of, kind_of
 
 
 @rule("npu.op", "warning", "board")
@@ -155,7 +155,7 @@ def _stride_valid(ctx, node):
 
 def _depthwise_stride(ctx, node):
     w = ctx.weight(node)
-    if node.op != "Conv" or w is None or w.shape[1] != 1 or node.attrs.get("group", 1) <= 1:
+    if not facts_of(node.op).convolution or w is None or w.shape[1] != 1 or node.attrs.get("group", 1) <= 1:
         return None
     return _max_of("stride")(ctx, node)
 
@@ -211,7 +211,7 @@ def _resize_scale(ctx, node):
 
     Resize by a supported factor (in several steps if needed), or resize on the CPU."""
     lim = ctx.limits[node.name]
-    if lim is None or lim.resize_scales is None or node.op != "Resize":
+    if lim is None or lim.resize_scales is None or kind_of(node.op) != "resize":
         return None
     x, y = ctx.t(node.inputs[0]), ctx.t(node.outputs[0])
     hin, win, hout, wout = x.shape[-2], x.shape[-1], y.shape[-2], y.shape[-1]

@@ -219,8 +219,7 @@ def _feeds(prog: Program, matched: dict, inputs: dict, layout, wide) -> tuple[di
                          f"{sorted(prog.inputs)}")
     for name, tname in prog.inputs.items():
         t = prog.tensors[tname]
-        stub = next((n for n in prog.nodes if n.op == "Quantize" and n.inputs[0] == tname), None) if t.q is None \
-            else None
+        stub = prog.input_stub(tname) if t.q is None else None
         qname = stub.outputs[0] if stub is not None else tname
         if name in inputs:
             arr = np.asarray(inputs[name])

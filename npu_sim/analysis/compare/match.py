@@ -69,7 +69,7 @@ def name_table(prog: Program, aliases: dict | None = None) -> dict[str, str]:
         table.setdefault(t.float_name, t.name)
         table.setdefault(t.name, t.name)
     for name, tname in prog.inputs.items():  # a float input stands for its Quantize stub's output
-        stub = next((n for n in prog.nodes if n.op == "Quantize" and n.inputs[0] == tname), None)
+        stub = prog.input_stub(tname)
         if stub is not None:
             table.setdefault(name, stub.outputs[0])
     for out, src in (aliases or {}).items():
@@ -107,7 +107,7 @@ def dump_layout(entries: dict, table: dict, prog: Program) -> str | None:
     exporter may have left those channels-last in the model itself), or None (none, or a tie)."""
     votes = {"nchw": 0, "nhwc": 0}
     io = set(prog.inputs.values()) | set(prog.outputs.values())
-    io |= {n.outputs[0] for n in prog.nodes if n.op == "Quantize" and n.inputs[0] in io}
+    io |= {stub.outputs[0] for stub in map(prog.input_stub, set(prog.inputs.values())) if stub is not None}
     for key, e in entries.items():
         tname = lookup(table, key)
         if tname is None or tname in io or e.array.ndim not in CHANNELS_LAST:
