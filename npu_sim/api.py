@@ -7,6 +7,7 @@
     accuracy_report(model, data, ...)    -> AccuracyReport   (npu_sim.analysis.accuracy; annotate() adds the advisor)
     compare_dump(model, dump, board)     -> Comparison       (npu_sim.analysis.compare)
     run_dataset(model, data, writer)     -> DatasetSummary   (npu_sim.analysis.dataset.run; files: a DatasetWriter)
+    inspect(model)                       -> Inspection       (npu_sim.analysis.inspect: inputs, outputs, quantization)
 
 ``model`` is a QDQ ONNX path, a model already open (``open_model``: read once, passed on) or a ``Simulator``
 (check and estimate also take its ``Program``); ``board`` a preset name, a TOML path or a ``Board``.
@@ -23,6 +24,7 @@ from npu_sim.analysis.compare import Comparison, compare_dump
 from npu_sim.analysis.cost import Estimate, estimate_program
 from npu_sim.analysis.dataset.run import Summary as DatasetSummary
 from npu_sim.analysis.dataset.run import execute, plan_dataset
+from npu_sim.analysis.inspect import Inspection, inspect_model
 from npu_sim.boards import Board, load_board, presets
 from npu_sim.errors import BoardError
 from npu_sim.frontend.reader import OpenModel, open_model
@@ -34,7 +36,7 @@ from npu_sim.runtime.simulator import Simulator, load
 __all__ = ["load", "check", "estimate", "accuracy_report", "annotate", "compare_dump", "program_for", "Simulator",
            "Board", "load_board", "presets", "CheckResult", "Estimate", "AccuracyReport", "AdviceOptions",
            "Comparison", "default_workers", "load_data", "run_dataset", "DatasetSummary", "EngineOptions", "open_model",
-           "OpenModel"]
+           "OpenModel", "inspect", "Inspection"]
 
 
 def program_for(model, board=None, input_shapes: dict | None = None, feed_shapes: dict | None = None) -> Program:
@@ -100,3 +102,10 @@ def run_dataset(model, data, writer, float_model=None, board="default", input_sh
     (``.failed`` names the samples that failed; the others are written)."""
     plan = plan_dataset(model, data, board, input_shapes, float_model, shard_size, mean, std)
     return execute(plan, writer, engine, progress, notify)
+
+
+def inspect(model) -> Inspection:
+    """What a QDQ model (a path or a model already open) is: producer and opset, its inputs and outputs (dtype,
+    shape with dynamic dimensions named, layout guess, the quantization at the model's edge), a summary of the
+    quantization and an op histogram. Nothing is lowered or run; ``.to_dict()`` is ``npu-sim inspect --json``."""
+    return inspect_model(open_model(model))

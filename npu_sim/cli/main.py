@@ -24,6 +24,8 @@ COMMANDS = {
     "report": ("npu_sim.cli.report", "main", "add_arguments", "accuracy report: where the integer model loses accuracy"),
     "compare": ("npu_sim.cli.compare", "main", "add_arguments",
                 "compare a tensor dump (board or run --dump-all), bit for bit"),
+    "inspect": ("npu_sim.cli.inspect", "main", "add_arguments",
+                "what the model is: inputs, outputs, shapes, quantization, ops"),
 }
 
 
@@ -46,7 +48,10 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         module = importlib.import_module(module_name)
         sp = sub.add_parser(name, help=text, description=getattr(module, "DESCRIPTION", None) or text,
                             formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-        if getattr(module, "POSITIONALS_FIRST", False):  # e.g. compare DUMP_DIR MODEL
+        if getattr(module, "MODEL_ONLY", False):  # inspect: the model, nothing to lower it with
+            sp.add_argument("model", help="QDQ ONNX model")
+            getattr(module, add)(sp)
+        elif getattr(module, "POSITIONALS_FIRST", False):  # e.g. compare DUMP_DIR MODEL
             getattr(module, add)(sp)
             add_model_arguments(sp, boards)
         else:
@@ -91,7 +96,7 @@ def _dispatch(args) -> int:
         for name in presets():
             print(f"{name:12s} {load_board(name).description}")
         return EXIT_OK
-    shapes = dict(parse_shape(s) for s in args.input_shape)
+    shapes = dict(parse_shape(s) for s in getattr(args, "input_shape", []))
     module_name, func, _, _ = COMMANDS[args.command]
     command = getattr(importlib.import_module(module_name), func)
     runs = args.command in ("run", "report", "compare") or getattr(args, "run", False) or getattr(args, "input", None)
