@@ -1,5 +1,7 @@
 """`npu-sim inspect MODEL` (issue 31): inputs, outputs, their quantization, the quantization summary and the ops,
-as text and as JSON, checked against the values in the model files themselves."""
+as text and as JSON, checked against the values in the model files themselves; and the messages of the same issue:
+an NHWC array fed to an NCHW model (and the reverse) named as such, a subcommand's own usage on an option it does
+not take."""
 import json
 
 import numpy as np
@@ -143,3 +145,41 @@ def test_help_names_the_json_and_no_board(capsys):
         main(["inspect", "--help"])
     text = capsys.readouterr().out
     assert exc.value.code == 0 and "--json" in text and "--board" not in text and "docs/INSPECT.md" in text
+
+
+@pytest.mark.parametrize("model, shape, hint", [
+    ("u8", (1, 8, 8, 3), "layout NHWC (channels last); the model takes NCHW: save np.transpose(a, (0, 3, 1, 2)) "
+                         "(1x3x8x8)"),
+    ("s8_dyn", (2, 8, 8, 3), "the model takes NCHW: save np.transpose(a, (0, 3, 1, 2)) (2x3x8x8)"),
+    ("nhwc", (1, 3, 8, 8), "layout NCHW (channels first); the model takes NHWC: save np.transpose(a, (0, 2, 3, 1)) "
+                           "(1x8x8x3)"),
+])
+def test_run_names_a_transposed_array(models, tmp_path, capsys, model, shape, hint):
+    feed = tmp_path / "a.npy"
+    np.save(feed, np.zeros(shape, np.float32))
+    code, out, err = run_cli(capsys, "run", models[model], "--input", f"x={feed}", "--out", tmp_path / "out")
+    assert code == 2 and hint in err and len(err.splitlines()) == 1, err
+
+
+def test_run_takes_the_right_layout_without_a_hint(models, tmp_path, capsys):
+    feed = tmp_path / "a.npy"
+    np.save(feed, np.zeros((1, 3, 8, 9), np.float32))  # wrong, but not transposed: the shape message, no hint
+    code, _, err = run_cli(capsys, "run", models["u8"], "--input", f"x={feed}", "--out", tmp_path / "out")
+    assert code == 2 and "np.transpose" not in err and "expected shape 1x3x8x8, got 1x3x8x9" in err
+    assert "accepted too by `npu-sim run --input`" in err  # the CLI's flag, not only the Python API
+    np.save(feed, np.zeros((1, 3, 8, 8), np.float32))
+    code, _, err = run_cli(capsys, "run", models["u8"], "--input", f"x={feed}", "--out", tmp_path / "out")
+    assert code == 0 and "np.transpose" not in err
+
+
+@pytest.mark.parametrize("argv, usage, hint", [
+    (["run", "--dump", "m.onnx"], "usage: npu-sim run ", "--dump (did you mean --dump-all?)"),
+    (["check", "m.onnx", "--jsn"], "usage: npu-sim check ", "--jsn (did you mean --json?)"),
+    (["inspect", "m.onnx", "--board", "default"], "usage: npu-sim inspect ", "--board default"),
+    (["boards", "--all"], "usage: npu-sim boards", "--all"),
+])
+def test_a_bad_option_prints_the_commands_usage(capsys, argv, usage, hint):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith(usage) and f"unrecognized arguments: {hint}" in err, err

@@ -5,6 +5,7 @@ neither numba nor onnx."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -48,6 +49,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         module = importlib.import_module(module_name)
         sp = sub.add_parser(name, help=text, description=getattr(module, "DESCRIPTION", None) or text,
                             formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+        p.set_defaults(command_parser=sp)  # its usage, not the top-level one, on an argument it does not know
         if getattr(module, "MODEL_ONLY", False):  # inspect: the model, nothing to lower it with
             sp.add_argument("model", help="QDQ ONNX model")
             getattr(module, add)(sp)
@@ -59,13 +61,30 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
             add_model_arguments(sp, boards, bool(add) and getattr(module, "MODEL_AFTER_LISTS", False))
             if add:
                 getattr(module, add)(sp)
-    sub.add_parser("boards", help="list the board presets", allow_abbrev=False)
+    listing = sub.add_parser("boards", help="list the board presets", allow_abbrev=False)
+    if chosen == "boards":
+        p.set_defaults(command_parser=listing)
     return p
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed; an argument the chosen command does not take is refused with that command's usage (exit 2),
+    naming the options it may have meant (``--dump`` -> ``--dump-all``)."""
+    args, extra = parser.parse_known_args(argv)
+    command = vars(args).pop("command_parser", None) or parser
+    if extra:
+        options = [o for action in command._actions for o in action.option_strings]
+        hints = sorted({m for e in extra if e.startswith("-")
+                        for m in [o for o in options if o.startswith(e.split("=")[0])]
+                        + difflib.get_close_matches(e.split("=")[0], options, n=2, cutoff=0.75)})
+        command.error(f"unrecognized arguments: {' '.join(extra)}" + (f" (did you mean {' or '.join(hints)}?)"
+                                                                      if hints else ""))
+    return args
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
+    args = _parse(build_parser(argv), argv)
     try:
         code = _dispatch(args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit

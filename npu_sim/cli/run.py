@@ -107,6 +107,8 @@ def main(args, shapes) -> int:
     model = open_model(args.model)
     raw_feeds = no_repeats([parse_feed(spec, list(model.inputs)) for spec in args.input])
     arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() in (".npy", ".npz")}
+    for name, arr in arrays.items():
+        _refuse_transposed(model.inputs.get(name), arr.shape)
     shapes = fixed_shapes(model, shapes, arrays)
     sim = load(model, board=args.board, input_shapes=shapes,
                feed_shapes={name: a.shape for name, a in arrays.items()}, partial=True)
@@ -253,6 +255,30 @@ def _write_output(name: str, t, q: np.ndarray, folder: Path, shown: Path, stem: 
         for row, scores in enumerate(deq):
             top = np.argsort(-scores, kind="stable")[:5]
             print(f"  [{row}] top-5: " + ", ".join(f"{int(c)} ({scores[c]:.3f})" for c in top))
+
+
+# (the model's layout, what the array looks like, the transpose that makes the one from the other)
+_TRANSPOSES = (("NCHW", "NHWC (channels last)", (0, 3, 1, 2)), ("NHWC", "NCHW (channels first)", (0, 2, 3, 1)))
+
+
+def _fits(shape: tuple, dims: tuple) -> bool:
+    """``shape`` is ``dims`` (None: any size; a first dimension of 1 takes N samples stacked)."""
+    return len(shape) == len(dims) and all(d is None or d == v or (i == 0 and d == 1)
+                                           for i, (d, v) in enumerate(zip(dims, shape)))
+
+
+def _refuse_transposed(inp, shape: tuple) -> None:
+    """A 4-D array that does not fit the model input but would with its channels moved: say so, and the
+    transpose that feeds it."""
+    if inp is None or inp.dims is None or len(inp.dims) != 4 or len(shape) != 4 or _fits(shape, inp.dims):
+        return
+    for model_layout, looks, perm in _TRANSPOSES:
+        back = tuple(shape[i] for i in perm)  # the array as the model would take it
+        if _fits(back, inp.dims):
+            fed = "x".join(map(str, shape))
+            raise InputError(f"--input {inp.name}: the array is {fed}, the model's input {inp.shown} with the "
+                             f"layout {looks}; the model takes {model_layout}: save np.transpose(a, {perm}) "
+                             f"({'x'.join(map(str, back))}) and feed that")
 
 
 def _read_image(path: Path, name: str, sim, mean: str, std: str) -> np.ndarray:

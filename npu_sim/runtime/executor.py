@@ -57,7 +57,7 @@ def check_feeds(program: Program, feeds: dict) -> dict[str, np.ndarray]:
         arr = np.asarray(value)
         if tuple(arr.shape) != tuple(t.shape):
             batch = (f" (a batch of N samples, {'x'.join(map(str, ('N',) + tuple(t.shape[1:])))}, is accepted too "
-                     f"by Simulator.run and trace)" if t.shape and t.shape[0] == 1 else "")
+                     f"by `npu-sim run --input`, Simulator.run and trace)" if t.shape and t.shape[0] == 1 else "")
             raise InputError(f"input {name!r}: expected shape {'x'.join(map(str, t.shape))}, got "
                              f"{'x'.join(map(str, arr.shape)) or 'a scalar'}{batch}")
         if t.q is None:
