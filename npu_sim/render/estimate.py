@@ -44,8 +44,10 @@ def format_table(est: Estimate, top: int = 5) -> str:
     hot = sorted(est.layers, key=lambda r: -r.cycles)[:max(top, 0)]
     if hot:
         lines.append("hotspots:")
-        lines += [f"  {r.share:5.1f}%  {r.cycles:>12,.0f} cycles  {r.node} ({r.op}, {r.bound})"
+        lines += [f"  {r.share:5.1f}%  {r.cycles:>12,.0f} cycles  {cut_middle(r.node, NAME_CAP)} ({r.op}, {r.bound})"
                   for r in hot if r.cycles]
+    if any(len(r.node) > NAME_CAP for r in est.layers):
+        lines.append(f"(names longer than {NAME_CAP} characters are cut in the middle at …; --json has them in full)")
     if est.memory:
         lines += memory_lines(est.memory)
     missing = est.summary.get("uncosted_nodes") or []
