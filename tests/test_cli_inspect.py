@@ -54,7 +54,7 @@ def models(tmp_path_factory):
 def assert_quant_is_the_files(q: dict, path, node) -> None:
     inits = inits_of(path)
     scale, zp = inits[node.input[1]], inits[node.input[2]]
-    assert q["node"] == node.name and q["dtype"] == zp.dtype.name
+    assert (q["node"], q["op"], q["dtype"]) == (node.name, node.op_type, zp.dtype.name)
     assert q["scale"] == [float(scale)] and q["zero_point"] == [int(zp)]
     info = np.iinfo(zp.dtype)
     assert q["range"] == pytest.approx([(info.min - int(zp)) * float(scale), (info.max - int(zp)) * float(scale)])
@@ -115,6 +115,25 @@ def test_sixteen_bit_model(models, capsys):
     assert_quant_is_the_files(data["inputs"][0]["quant"], path, edge_node(path, "QuantizeLinear", "x"))
     code, out, _ = run_cli(capsys, "inspect", path)
     assert code == 0 and f"16-bit tensors: {len(q['sixteen_bit_tensors'])} (x" in out
+
+
+def test_integer_input_and_output_show_their_own_qdq(models, tmp_path, capsys):
+    """A model fed integers (its input's QuantizeLinear cut off) and one with no quantization at an edge."""
+    model = onnx.load(str(models["u8"]))
+    q = next(n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == "x")
+    for n in model.graph.node:
+        n.input[:] = ["x" if i == q.output[0] else i for i in n.input]
+    model.graph.node.remove(q)
+    model.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.UINT8
+    path = tmp_path / "int_input.onnx"
+    onnx.save(model, str(path))
+    (x,) = inspect(path).to_dict()["inputs"]
+    assert x["dtype"] == "uint8" and x["layout"] == "NCHW" and x["quant"]["op"] == "DequantizeLinear"
+    assert_quant_is_the_files(x["quant"], path, next(n for n in model.graph.node if n.input[0] == "x"))
+    float_path = models["u8"].with_name("u8.float.onnx")
+    code, out, _ = run_cli(capsys, "inspect", float_path)
+    assert code == 0 and "not quantized: no QuantizeLinear or DequantizeLinear reads it" in out
+    assert "not quantized: no DequantizeLinear or QuantizeLinear writes it" in out and "Q/DQ pairs: 0" in out
 
 
 def test_real_model():

@@ -15,13 +15,15 @@ from onnx import TensorProto, helper, numpy_helper
 from npu_sim.frontend.reader import OpenModel
 
 SIXTEEN = ("int16", "uint16")
+QDQ = ("QuantizeLinear", "DequantizeLinear")
 
 
 @dataclass
 class Quant:
-    """One QuantizeLinear/DequantizeLinear's parameters: its node, integer dtype, scale(s), zero point(s), the
-    float range the integer range maps to, and the axis when per-channel."""
+    """One QuantizeLinear/DequantizeLinear's parameters: its node and op, integer dtype, scale(s), zero point(s),
+    the float range the integer range maps to, and the axis when per-channel."""
     node: str
+    op: str
     dtype: str
     scale: list[float]
     zero_point: list[int]
@@ -64,15 +66,15 @@ def inspect_model(opened: OpenModel) -> Inspection:
             readers.setdefault(name, []).append(node)
     writer = {out: node for node in graph.node for out in node.output}
     inputs = []
-    for inp in opened.inputs.values():
-        q = next((n for n in readers.get(inp.name, []) if n.op_type == "QuantizeLinear"), None)
+    for inp in opened.inputs.values():  # a float input's QuantizeLinear, an integer one's DequantizeLinear
+        q = next((n for n in readers.get(inp.name, []) if n.op_type in QDQ), None)
         shape = None if inp.dims is None else [d if d is not None else label for d, label in zip(inp.dims, inp.labels)]
         inputs.append(Tensor(inp.name, inp.dtype, shape, _layout(inp.dims, q, readers),
                              _quant(q, consts) if q is not None else None))
     outputs = []
     for out in graph.output:
-        dq = writer.get(out.name)
-        dq = dq if dq is not None and dq.op_type == "DequantizeLinear" else None
+        dq = writer.get(out.name)  # a float output's DequantizeLinear, an integer one's QuantizeLinear
+        dq = dq if dq is not None and dq.op_type in QDQ else None
         outputs.append(Tensor(out.name, _elem_name(out.type.tensor_type.elem_type), _declared_shape(out), None,
                               _quant(dq, consts) if dq is not None else None))
     producer = " ".join(p for p in (opened.proto.producer_name, opened.proto.producer_version) if p)
@@ -129,17 +131,19 @@ def _quant(node, consts) -> Quant | None:
     info = np.iinfo(dtype) if dtype.startswith(("int", "uint")) else None
     axis = next((int(a.i) for a in node.attribute if a.name == "axis"), 1) if scales.size > 1 else None
     rng = [] if info is None else [float(((info.min - zps) * scales).min()), float(((info.max - zps) * scales).max())]
-    return Quant(node.name or node.output[0], dtype, [float(s) for s in scales], [int(z) for z in zps], rng, axis)
+    return Quant(node.name or node.output[0], node.op_type, dtype, [float(s) for s in scales], [int(z) for z in zps], rng, axis)
 
 
 def _layout(dims, q, readers) -> str | None:
-    """NCHW when the input's dequantized value goes straight into a Conv (ONNX's Conv is NCHW), NHWC when it goes
+    """NCHW when the input's (de)quantized value goes straight into a Conv (ONNX's Conv is NCHW), NHWC when it goes
     through a Transpose with perm (0, 3, 1, 2); else a guess from a 4-D shape: a channel count (<= 4) in one place,
     a larger spatial size in the other."""
     if dims is None or len(dims) != 4:
         return None
     nexts = []
-    if q is not None:
+    if q is not None and q.op_type == "DequantizeLinear":  # an integer input
+        nexts = readers.get(q.output[0], [])
+    elif q is not None:
         for dq in (n for n in readers.get(q.output[0], []) if n.op_type == "DequantizeLinear"):
             nexts += readers.get(dq.output[0], [])
     for node in nexts:

@@ -15,20 +15,20 @@ def _shape(shape) -> str:
     return "unknown" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def _quant(q: Quant | None, what: str) -> str:
+def _quant(q: Quant | None, none: str) -> str:
     if q is None:
-        return f"    not quantized ({what})"
+        return f"    {none}"
     if len(q.scale) == 1:
         params = f"scale {q.scale[0]:.6g}, zero point {q.zero_point[0]}"
     else:
         params = f"per-channel (axis {q.axis}, {len(q.scale)} channels), scale {min(q.scale):.6g}..{max(q.scale):.6g}"
     rng = f", float range [{q.range[0]:.6g}, {q.range[1]:.6g}]" if q.range else ""
-    return f"    {q.dtype}: {params}{rng} ({what} {q.node})"
+    return f"    {q.dtype}: {params}{rng} ({q.op} {q.node})"
 
 
-def _tensor(t: Tensor, what: str) -> list[str]:
+def _tensor(t: Tensor, none: str) -> list[str]:
     layout = f" {t.layout}" if t.layout else ""
-    return [f"  {t.name}: {t.dtype} {_shape(t.shape)}{layout}", _quant(t.quant, what)]
+    return [f"  {t.name}: {t.dtype} {_shape(t.shape)}{layout}", _quant(t.quant, none)]
 
 
 def _counts(entries: dict, keys: tuple[str, ...]) -> str:
@@ -41,10 +41,10 @@ def _counts(entries: dict, keys: tuple[str, ...]) -> str:
 def format_inspection(ins: Inspection) -> str:
     lines = [f"model: {ins.path}", f"producer: {ins.producer}; opset {ins.opset}", "", f"inputs ({len(ins.inputs)}):"]
     for t in ins.inputs:
-        lines += _tensor(t, "QuantizeLinear")
+        lines += _tensor(t, "not quantized: no QuantizeLinear or DequantizeLinear reads it")
     lines += ["", f"outputs ({len(ins.outputs)}):"]
     for t in ins.outputs:
-        lines += _tensor(t, "DequantizeLinear")
+        lines += _tensor(t, "not quantized: no DequantizeLinear or QuantizeLinear writes it")
     q = ins.quantization
     sixteen = q["sixteen_bit_tensors"]
     lines += ["", "quantization:",
