@@ -136,6 +136,23 @@ def test_integer_input_and_output_show_their_own_qdq(models, tmp_path, capsys):
     assert "not quantized: no DequantizeLinear or QuantizeLinear writes it" in out and "Q/DQ pairs: 0" in out
 
 
+def test_a_float_weight_with_its_own_quantizelinear_counts_as_a_weight(models, tmp_path):
+    model = onnx.load(str(models["u8"]))
+    dq = next(n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.output[0].startswith("W1"))
+    inits = {t.name: t for t in model.graph.initializer}
+    scale, zp = numpy_helper.to_array(inits[dq.input[1]]), numpy_helper.to_array(inits[dq.input[2]])
+    w = (numpy_helper.to_array(inits[dq.input[0]]).astype(np.float32) - zp) * scale
+    model.graph.initializer.append(numpy_helper.from_array(w, "W1_float"))
+    model.graph.node.insert(0, helper.make_node("QuantizeLinear", ["W1_float", dq.input[1], dq.input[2]], ["W1_q"],
+                                                name="W1_quantize"))
+    dq.input[0] = "W1_q"
+    path = tmp_path / "float_weight.onnx"
+    onnx.save(model, str(path))
+    before, after = (inspect(p).to_dict()["quantization"] for p in (models["u8"], path))
+    assert after["weights"] == before["weights"] and after["activations"] == before["activations"]
+    assert after["qdq_pairs"] == before["qdq_pairs"] + 1
+
+
 def test_real_model():
     _, (path,) = real_models("ppocr_cls_a8w8")
     data = inspect(path).to_dict()

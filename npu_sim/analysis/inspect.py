@@ -166,35 +166,32 @@ def _symmetric(dtype: str, zps) -> bool:
 
 
 def _summary(graph, consts, readers) -> dict:
+    """Activations: the QuantizeLinear nodes of computed tensors; weights and biases (int32): the constants a
+    DequantizeLinear reads (or a QuantizeLinear quantizes: a float weight kept in the file)."""
     acts: dict[str, dict] = {}
-    sixteen = []
-    pairs = 0
-    for node in graph.node:
-        if node.op_type != "QuantizeLinear" or len(node.input) < 2:
-            continue
-        q = _quant(node, consts)
-        if q is None:
-            continue
-        entry = acts.setdefault(q.dtype, {"tensors": 0, "symmetric": 0, "asymmetric": 0})
-        entry["tensors"] += 1
-        entry["symmetric" if _symmetric(q.dtype, q.zero_point) else "asymmetric"] += 1
-        if q.dtype in SIXTEEN:
-            sixteen.append(node.input[0])
-        pairs += any(n.op_type == "DequantizeLinear" for n in readers.get(node.output[0], []))
     weights: dict[str, dict] = {}
     biases: dict[str, int] = {}
+    sixteen, pairs = [], 0
     for node in graph.node:
-        if node.op_type != "DequantizeLinear" or node.input[0] not in consts:
+        if node.op_type not in QDQ or len(node.input) < 2:
             continue
-        q = _quant(node, consts)
+        constant = node.input[0] in consts
+        q = _quant(node, consts) if constant or node.op_type == "QuantizeLinear" else None
         if q is None:
             continue
-        if q.dtype == "int32":
+        if node.op_type == "QuantizeLinear":
+            pairs += any(n.op_type == "DequantizeLinear" for n in readers.get(node.output[0], []))
+        if not constant:
+            entry = acts.setdefault(q.dtype, {"tensors": 0, "symmetric": 0, "asymmetric": 0})
+            entry["tensors"] += 1
+            entry["symmetric" if _symmetric(q.dtype, q.zero_point) else "asymmetric"] += 1
+            sixteen += [node.input[0]] if q.dtype in SIXTEEN else []
+        elif q.dtype == "int32":
             biases[q.dtype] = biases.get(q.dtype, 0) + 1
-            continue
-        entry = weights.setdefault(q.dtype, {"tensors": 0, "per_channel": 0, "per_tensor": 0, "symmetric": 0})
-        entry["tensors"] += 1
-        entry["per_channel" if q.axis is not None else "per_tensor"] += 1
-        entry["symmetric"] += _symmetric(q.dtype, q.zero_point)
+        else:
+            entry = weights.setdefault(q.dtype, {"tensors": 0, "per_channel": 0, "per_tensor": 0, "symmetric": 0})
+            entry["tensors"] += 1
+            entry["per_channel" if q.axis is not None else "per_tensor"] += 1
+            entry["symmetric"] += _symmetric(q.dtype, q.zero_point)
     return {"activations": acts, "weights": weights, "biases": biases, "sixteen_bit_tensors": sixteen,
             "qdq_pairs": pairs}
