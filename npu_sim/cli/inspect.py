@@ -10,7 +10,8 @@ dtype, shape with dynamic dimensions by name, the layout NCHW/NHWC where the mod
 QuantizeLinear that reads it: integer dtype, scale, zero point and the float range that maps to); each output
 likewise (the DequantizeLinear that writes it); a summary of the quantization (activation dtypes, symmetric or
 asymmetric; weight dtypes, per-channel or per-tensor; biases; 16-bit tensors; Q/DQ pairs) and an op histogram.
---json gives the same as data (docs/INSPECT.md). Exit code: 0, or 2 for a file that is missing or that every command refuses (not ONNX, invalid)."""
+--json gives the same as data (docs/INSPECT.md). Exit code: 0, or 2 for a file that is missing or that every
+command refuses (not ONNX, invalid)."""
 
 MODEL_ONLY = True  # no --board, no --input-shape: nothing is lowered
 
