@@ -332,15 +332,22 @@ def _onnx_reads(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
+def _within(module: str, packages) -> bool:
+    """True when ``module`` is one of ``packages`` or inside one of them."""
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _findings(finder, scope, describe=str) -> list[str]:
+    """``path:line what`` for every hit ``(line, what)`` of ``finder`` (an AST walker) in the modules ``scope``
+    accepts, ``what`` as ``describe`` words it."""
+    return [f"{path.relative_to(ROOT)}:{line} {describe(what)}" for module, path in MODULES.items() if scope(module)
+            for line, what in finder(ast.parse(path.read_text(encoding="utf-8")))]
+
+
 def test_onnx_is_read_by_the_front_door_only():
     """Every model enters through ``npu_sim.frontend`` (``open_model``: read and validated once, then passed on as
     an ``OpenModel``); no other module reads ONNX bytes itself."""
-    bad = []
-    for module, path in MODULES.items():
-        if module == "npu_sim.frontend" or module.startswith("npu_sim.frontend."):
-            continue
-        for line, what in _onnx_reads(ast.parse(path.read_text(encoding="utf-8"))):
-            bad.append(f"{path.relative_to(ROOT)}:{line} {what}")
+    bad = _findings(_onnx_reads, lambda module: not _within(module, ("npu_sim.frontend",)))
     assert not bad, "open the model with npu_sim.frontend.reader.open_model instead:\n" + "\n".join(bad)
 
 
@@ -397,12 +404,8 @@ def _private_param_reads(tree: ast.AST) -> list[tuple[int, str]]:
 def test_private_node_params_read_by_their_families_only():
     """A ``_``-key of ``Node.params`` is a run function's own argument: outside ``npu_sim.ops`` and
     ``npu_sim.lowering`` a node is read through its typed records (``npu_sim.ir``: Requant, Weights, Tables, ...)."""
-    bad = []
-    for module, path in MODULES.items():
-        if any(module == o or module.startswith(o + ".") for o in PARAMS_OWNERS):
-            continue
-        for line, key in _private_param_reads(ast.parse(path.read_text(encoding="utf-8"))):
-            bad.append(f"{path.relative_to(ROOT)}:{line} reads params[{key!r}]")
+    bad = _findings(_private_param_reads, lambda module: not _within(module, PARAMS_OWNERS),
+                    lambda key: f"reads params[{key!r}]")
     assert not bad, "read the node's typed record instead:\n" + "\n".join(bad)
 
 
@@ -454,12 +457,7 @@ def _op_name_tests(tree: ast.AST) -> list[tuple[int, str]]:
 def test_converted_analyses_test_op_facts_not_op_names():
     """An analysis asks ``npu_sim.opset`` what an op is (``facts_of(op).transposed``, ``kind_of(op) == "mac"``)
     and reads the node's records, so that a new op is one entry in the opset, not an edit in every analysis."""
-    bad = []
-    for module, path in MODULES.items():
-        if not any(module == m or module.startswith(m + ".") for m in OP_FACT_READERS):
-            continue
-        for line, source in _op_name_tests(ast.parse(path.read_text(encoding="utf-8"))):
-            bad.append(f"{path.relative_to(ROOT)}:{line} {source}")
+    bad = _findings(_op_name_tests, lambda module: _within(module, OP_FACT_READERS))
     assert not bad, "test an op fact of npu_sim.opset (OpFacts) instead of the op's name:\n" + "\n".join(bad)
 
 
