@@ -28,23 +28,18 @@ from llvmlite import binding as llvm_binding
 ENV = "NPU_SIM_CPU"
 # LLVM's names of the features some kernel chooses by
 USED = frozenset({"avx2", "avx512bw", "avx512vl", "avx512vnni", "avxvnni", "amx-tile", "amx-int8"})
-# CPU kinds by the instruction sets the kernels use, each with examples
-KINDS = {
-    "generic": frozenset(),  # no AVX2 (or not x86): the plain integer and float paths
-    "avx2": frozenset({"avx2"}),  # Haswell to Comet Lake, Zen 1-3
-    "avx512": frozenset({"avx2", "avx512bw", "avx512vl"}),  # Skylake-SP/X: AVX-512BW, no VNNI
-    "avx512vnni": frozenset({"avx2", "avx512bw", "avx512vl", "avx512vnni"}),  # Cascade/Ice Lake, Zen 4: no AVX-VNNI
-    "avxvnni": frozenset({"avx2", "avxvnni"}),  # Alder/Raptor Lake: the 256-bit VEX VNNI, no AVX-512
-    "amx": USED,  # Sapphire/Emerald/Granite Rapids: AVX-512 VNNI, AVX-VNNI and the AMX tiles
+# CPU kinds by the instruction sets the kernels use: (features, what and e.g. which CPUs)
+_KINDS = {
+    "generic": (frozenset(), "no AVX2"),  # (or not x86): the plain integer and float paths
+    "avx2": (frozenset({"avx2"}), "AVX2 (Haswell, Zen 1-3)"),
+    "avx512": (frozenset({"avx2", "avx512bw", "avx512vl"}), "AVX-512BW without VNNI (Skylake-SP)"),
+    "avx512vnni": (frozenset({"avx2", "avx512bw", "avx512vl", "avx512vnni"}),
+                   "AVX-512 VNNI without AVX-VNNI (Cascade Lake, Ice Lake, Zen 4)"),
+    "avxvnni": (frozenset({"avx2", "avxvnni"}), "AVX2 with AVX-VNNI, no AVX-512 (Alder Lake, Raptor Lake)"),
+    "amx": (USED, "AVX-512 VNNI, AVX-VNNI and AMX (Sapphire Rapids)"),
 }
-DESCRIPTIONS = {
-    "generic": "no AVX2",
-    "avx2": "AVX2 (Haswell, Zen 1-3)",
-    "avx512": "AVX-512BW without VNNI (Skylake-SP)",
-    "avx512vnni": "AVX-512 VNNI without AVX-VNNI (Cascade Lake, Ice Lake, Zen 4)",
-    "avxvnni": "AVX2 with AVX-VNNI, no AVX-512 (Alder Lake, Raptor Lake)",
-    "amx": "AVX-512 VNNI, AVX-VNNI and AMX (Sapphire Rapids)",
-}
+KINDS = {kind: feats for kind, (feats, _) in _KINDS.items()}
+DESCRIPTIONS = {kind: text for kind, (_, text) in _KINDS.items()}
 
 
 def host_features() -> frozenset:
