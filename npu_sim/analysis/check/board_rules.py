@@ -127,7 +127,7 @@ def _limit_rule(rule_id, what, key, measure, noun, hint=""):
 def _max_of(key):
     def measure(ctx, node):
         v = geometry(node)[key]
-        return None if v is None or isinstance(v, str) else int(max(v))
+        return None if v is None else int(max(v))
     return measure
 
 
@@ -139,7 +139,7 @@ def _channels_of(ctx, node):
 
 def _padded(node) -> bool:
     pads = geometry(node)["pads"]
-    return pads is not None and not isinstance(pads, str) and any(int(v) for v in pads)
+    return pads is not None and any(int(v) for v in pads)
 
 
 def _stride_unless_valid(ctx, node):
@@ -162,7 +162,7 @@ def _depthwise_stride(ctx, node):
 
 def _kernel_area(ctx, node):
     k = geometry(node)["kernel"]
-    return None if k is None or isinstance(k, str) else int(np.prod(k))
+    return None if k is None else int(np.prod(k))
 
 
 def _kernel_padded(ctx, node):
