@@ -77,9 +77,10 @@ CHOICE = ("from kernels import conv_amx, conv_int16, conv_u8s8, cpu, depthwise_n
           "                   for m in (depthwise_int16, depthwise_nhwc, depthwise_s2)]]))\n")
 
 
-def _python(code: str, **env) -> subprocess.CompletedProcess:
+def _python(code: str, *args: str, **env) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter, on this CPU's own features but for ``env`` (no mask of the caller's)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("NPU_SIM_CPU", "NUMBA_CPU"))}
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(full, **env), capture_output=True,
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=dict(full, **env), capture_output=True,
                           text=True, timeout=600)
 
 
@@ -126,9 +127,7 @@ def test_whole_models_trace_the_same_integers_on_every_kind(name, tmp_path):
     runs = {}
     for kind in _kinds_here():
         out = tmp_path / f"{kind}.npz"
-        res = subprocess.run([sys.executable, "-c", TRACE, str(tmp_path / "feeds.npz"), str(path), str(out)],
-                             cwd=ROOT, env=dict(os.environ, NPU_SIM_CPU=kind), capture_output=True, text=True,
-                             timeout=600)
+        res = _python(TRACE, str(tmp_path / "feeds.npz"), str(path), str(out), NPU_SIM_CPU=kind)
         assert res.returncode == 0, res.stderr[-3000:]
         runs[kind] = dict(np.load(out))
     assert len(runs) >= 2 or cpu.host_features() == frozenset()
