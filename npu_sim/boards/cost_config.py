@@ -6,7 +6,7 @@ the constants and the spills, the bytes stored per output channel) are the board
 is an ``entry`` below (the schema: ``npu_sim.boards.schema``, docs/BOARDS.md)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from npu_sim.boards.fields import REQUIRED, entry
 from npu_sim.boards.memory_config import MemoryConfig
@@ -32,9 +32,6 @@ class OutputCycles:
 
     def __getitem__(self, op_class: str) -> float:
         return getattr(self, op_class)
-
-
-OUTPUT_CLASSES = tuple(f.name for f in fields(OutputCycles))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -46,10 +46,6 @@ class MemoryConfig:
     memories: dict = field(default_factory=_unlimited_sram)  # name -> Memory: the [memory.NAME] tables
 
     @property
-    def feature_map_memory(self) -> str:
-        return SRAM
-
-    @property
     def sram(self) -> Memory:
         return self.memories[SRAM]
 
@@ -76,8 +72,3 @@ class MemoryConfig:
     def sram_key(self) -> str:
         """The board key of the SRAM's size (for messages)."""
         return f"memory.{SRAM}.size_bytes"
-
-    @property
-    def flash_key(self) -> str:
-        """The board key of the constants' memory size (for messages)."""
-        return f"memory.{self.weight_memory}.size_bytes"

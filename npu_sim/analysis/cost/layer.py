@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from npu_sim.boards.cost_config import CostConfig
-from npu_sim.boards.memory_config import Memory
+from npu_sim.boards.memory_config import SRAM, Memory
 from npu_sim.ir import Geometry
 from npu_sim.opset import facts_of
 
@@ -329,7 +329,7 @@ def _placed(cfg: CostConfig, node, o: _Operands, w: _Work) -> LayerCost:
     """Place the traffic in memories (spilling feature maps that do not fit), add the exposed transfers."""
     mem = cfg.memory
     spill = False
-    fm_name, w_name = mem.feature_map_memory, mem.weight_memory
+    fm_name, w_name = SRAM, mem.weight_memory
     working = o.in_bytes + o.out_bytes + (o.w_bytes if mem.constants_in_sram else 0)
     if o.cls != "movement" and mem.feature_map_spill and mem.sram_bytes and working > mem.sram_bytes:
         spill = True
