@@ -28,19 +28,14 @@ class Simulator:
     from the model as ``load`` read it (its ``OpenModel``), not from the file again.
     """
 
-    def __init__(self, program: Program, source=None):
-        """``source``: ``(model, board)`` as loaded (the ``OpenModel`` read by ``load``), to lower it again for
-        batches."""
+    def __init__(self, program: Program, opened=None):
+        """``opened``: the model as ``load`` read it (an ``OpenModel``), to lower it again for batches; None for a
+        Simulator built from a Program."""
         self.program = program
         self.last: RunResult | None = None
         self.batch_note: str | None = None  # why a batch ran as single runs (None: never so far)
-        self.source = source
+        self.opened = opened
         self.batch_programs: dict[int, tuple[Program | None, str | None]] = {}  # N -> (program or None, reason)
-
-    @property
-    def opened(self):
-        """The model as ``load`` read it (an ``OpenModel``), None for a Simulator built from a Program."""
-        return self.source[0] if self.source is not None else None
 
     @property
     def board(self) -> Board:
@@ -113,16 +108,15 @@ class Simulator:
 
     def lower_batch(self, n: int) -> tuple[Program | None, str | None]:
         """``(program for n samples, None)``, or ``(None, the reason it cannot be)``."""
-        if self.source is None:
+        if self.opened is None:
             return None, "this Simulator was built from a Program, not loaded from a model (npu_sim.load)"
-        model, board = self.source
         shapes = {name: self.program.tensors[t].shape for name, t in self.program.inputs.items()}
         try:
-            graph = model.graph(shapes, batch=n)
+            graph = self.opened.graph(shapes, batch=n)
             reason = axis_refusal(graph)
             if reason is not None:
                 return None, reason
-            program = lower_graph(graph, board, partial=bool(self.program.refusals))
+            program = lower_graph(graph, self.board, partial=bool(self.program.refusals))
         except NpuSimError as exc:
             return None, f"the model does not lower for a batch of {n} ({exc})"
         reason = batch_refusal(self.program, program, n)
@@ -160,4 +154,4 @@ def load(model, board="default", input_shapes: dict | None = None, feed_shapes: 
     b = load_board(board)
     opened = open_model(model)
     graph = opened.graph(input_shapes, feed_shapes)
-    return Simulator(lower_graph(graph, b, partial=partial), source=(opened, b))
+    return Simulator(lower_graph(graph, b, partial=partial), opened=opened)
