@@ -200,7 +200,6 @@ class Operands:
     left_shift: int | None = None
     stages: tuple[tuple[int, int], ...] | None = None
     bits: int | None = None
-    clamp: tuple[int, int] | None = None  # the output's (qmin, qmax), a folded Relu/Clip included
 
 
 @dataclass(eq=False)

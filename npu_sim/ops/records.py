@@ -97,8 +97,7 @@ def _operands(p: dict, arith) -> Operands | None:
     a, b = p.get("_a"), p.get("_b")
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
         return None
-    clamp = (int(p["qmin"]), int(p["qmax"])) if "qmin" in p and "qmax" in p else None
     if "a_mult" in p:  # the fixed-point three-stage Add/Sub (``ops.elementwise.lower_add``)
         stages = tuple((int(p[f"{k}_mult"]), int(p[f"{k}_shift"])) for k in ("a", "b", "out"))
-        return Operands(a, b, int(p["left_shift"]), stages, arith.multiplier_bits, clamp)
-    return Operands(a, b, clamp=clamp)
+        return Operands(a, b, int(p["left_shift"]), stages, arith.multiplier_bits)
+    return Operands(a, b)

@@ -52,7 +52,7 @@ def add_candidates(prog: Program, node: Node, inputs: list, tried: np.ndarray) -
     a, b, ta, tb = got
     sign = -1 if node.op == "Sub" else 1
     (sa, za), (sb, zb), (sy, zy) = ((float(np.float32(t.q.scale)), int(t.q.zero_point)) for t in (ta, tb, out))
-    lo, hi = node.operands.clamp or (out.q.qmin, out.q.qmax)
+    lo, hi = node.clamp or (out.q.qmin, out.q.qmax)
     da, db = [int(v) - za for v in a], [int(v) - zb for v in b]
     ops, arith = node.operands, prog.board.arithmetic
     shift = ops.left_shift if ops.left_shift is not None else arith.add_left_shift(ta.q.bits, tb.q.bits)
