@@ -233,16 +233,20 @@ def _candidates(prog: Program, node: Node, inputs: list, board: np.ndarray, orde
     acc, ch = rq.acc.reshape(-1), rq.channel.reshape(-1)
     out = [(name, f(acc, ch)) for name, f in variations(rq) + fitted_multipliers(rq, board)]
     if node.op == "Requantize" and rq.own == "double" and order is not None:
-        out.append(_simd_requantize(rq, order.reshape(-1), acc, ch))
+        out.append(_simd_requantize(rq, order.reshape(-1), acc, ch, dict(out)))
     return out
 
 
-def _simd_requantize(rq: Requant, order: np.ndarray, acc: np.ndarray, ch: np.ndarray) -> tuple[str, np.ndarray]:
+def _simd_requantize(rq: Requant, order: np.ndarray, acc: np.ndarray, ch: np.ndarray,
+                     done: dict) -> tuple[str, np.ndarray]:
     """LiteRT's optimized int8 Requantize (QUANTIZE int8 -> int8): blocks of 16 elements, in the order the tensor
     lies in memory (``order``: each element's position), rounded by the SIMD loop (second-stage ties toward +inf),
-    the last ``size % 16`` by the scalar loop (TFLite's reference double rounding)."""
-    simd = _finish(rq, _double_rule(rq, half_up, half_up))(acc, ch)
-    scalar = _finish(rq, _double_rule(rq))(acc, ch)
+    the last ``size % 16`` by the scalar loop (TFLite's reference double rounding). ``done``: the variations already
+    computed (name -> output), whose two double roundings are reused."""
+    simd = done.get(LITERT_OPTIMIZED)
+    simd = _finish(rq, _double_rule(rq, half_up, half_up))(acc, ch) if simd is None else simd
+    scalar = done.get(TFLITE_DOUBLE)
+    scalar = _finish(rq, _double_rule(rq))(acc, ch) if scalar is None else scalar
     tail = order >= order.size - order.size % SIMD_LANES
     return (f"LiteRT optimized Requantize ({SIMD_LANES}-lane blocks with second-stage ties toward +inf, the last "
             f"{order.size % SIMD_LANES} in memory order by the reference rounding)", np.where(tail, scalar, simd))
