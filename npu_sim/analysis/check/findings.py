@@ -7,8 +7,10 @@ A rule is a function registered with ``@rule(id, severity, group)``; its docstri
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Callable
 
+from npu_sim.analysis.cost.memory import memory_report
 from npu_sim.boards.rules import Rules
 from npu_sim.ir import Node, Program, Tensor
 from npu_sim.opset import WEIGHT_INPUT, kind_of
@@ -128,6 +130,12 @@ class Context:
         self.overflows = overflows  # node -> count, when a run was made
         self.limits = {n.name: rules.limits(n.op) for n in program.nodes}
         self.graph_inputs = set(program.inputs.values())
+
+    @cached_property
+    def memory(self) -> dict:
+        """The program's memory report (``npu_sim.analysis.cost.memory.memory_report``), made once for the
+        ``memory.*`` rules."""
+        return memory_report(self.program)
 
     def t(self, name: str) -> Tensor:
         return self.program.tensors[name]

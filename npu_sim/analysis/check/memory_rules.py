@@ -1,11 +1,10 @@
 """Does the model fit the board's memories: the ``memory.*`` rules, on the figures of the memory model
-(``npu_sim.analysis.cost.memory``: constants as the board stores them, the peak live activation bytes under the
-executor's schedule) against the board's ``[memory]`` section (``npu_sim/boards/memory_config.py``, docs/BOARDS.md).
-A board that sets no size (0) is not checked."""
+(``npu_sim.analysis.cost.memory``, made once per check: ``Context.memory``; constants as the board stores them, the
+peak live activation bytes under the executor's schedule) against the board's ``[memory]`` section
+(``npu_sim/boards/memory_config.py``, docs/BOARDS.md). A board that sets no size (0) is not checked."""
 from __future__ import annotations
 
 from npu_sim.analysis.check.findings import rule
-from npu_sim.analysis.cost.memory import memory_report
 
 
 def size_text(n: int) -> str:
@@ -25,7 +24,7 @@ def _sram(ctx):
     largest live set is while {node} runs: {tensors} bytes.
 
     {fix}"""
-    rep = memory_report(ctx.program)
+    rep = ctx.memory
     size = rep["sram_bytes"]
     if not size:
         return None
@@ -67,7 +66,7 @@ def _weights(ctx):
 
     Use int8 instead of int16 weights (half the bytes), or a smaller model (fewer or narrower layers, pruned
     channels)."""
-    rep = memory_report(ctx.program)
+    rep = ctx.memory
     size = rep["flash_bytes"]
     if not size or rep["flash_used_bytes"] <= size:
         return None
