@@ -10,7 +10,6 @@ from npu_sim.analysis.check import board_rules, hazards, lint, memory_rules  # n
 from npu_sim.analysis.check.findings import RULES, CheckResult, Context, Finding, NodeReport, Rule
 from npu_sim.analysis.check.measures import precision, reduction
 from npu_sim.boards.placement import placement
-from npu_sim.boards.rules import Rules
 from npu_sim.ir import Node, Program
 
 
@@ -36,7 +35,7 @@ def _results(out) -> list[dict]:
 
 def check_program(program: Program, overflows: dict | None = None) -> CheckResult:
     """Run every rule of the board's table over a (possibly tolerantly) lowered program."""
-    rules = program.board.rules or Rules()
+    rules = program.board.rules
     ctx = Context(program, rules, overflows)
     where = placement(program)
     reports = []
@@ -106,7 +105,7 @@ def int16_allowed(program: Program, node: Node) -> bool:
     int16 activations there, and one output's dot product (in_ch/groups x kh x kw, see
     ``npu_sim.opset.reduction_length``) stays within the board's ``int16_max_reduction``. A node on the CPU (or on
     a board without rules) always may."""
-    rules = program.board.rules or Rules()
+    rules = program.board.rules
     if not rules.constrained:
         return True
     lim = rules.limits(node.op)

@@ -32,7 +32,7 @@ def supported_ops_markdown() -> str:
 
 def _board_section(b) -> list[str]:
     """One board: its numeric rules as a list, then the table of the ops its NPU runs, then its CPU fallbacks."""
-    r = b.rules or Rules()
+    r = b.rules
     out = [f"## Board `{b.name}`", "", b.description, ""]
     if not r.constrained:
         return out + ["No hardware rules: every op npu-sim lowers runs as is. Numeric hazards and lint still apply.",
