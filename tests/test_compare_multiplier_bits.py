@@ -11,13 +11,14 @@ from types import SimpleNamespace
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 import npu_sim
 from kernels.fixedpoint import quantize_multiplier
 from npu_sim.analysis.compare.explain import explain
 from npu_sim.boards import PRESET_DIR, load_board
 from npu_sim.cli.main import main as cli_main
+from tests.qdq_models import build_model
 
 SA, SB, SY = 0.0123, 0.00457, 0.0171  # float32-exact enough: the test reads the scales back as float32
 N = 2048
@@ -35,8 +36,7 @@ def _board16(tmp_path) -> str:
 
 def _add16(path) -> None:
     """y = a + b, int16 activations (zero points 0): a QDQ model with inputs ``a``, ``b`` [1, N]."""
-    inits = [numpy_helper.from_array(np.array(v, dt), n) for n, v, dt in
-             (("sa", SA, np.float32), ("sb", SB, np.float32), ("sy", SY, np.float32), ("z", 0, np.int16))]
+    inits = {"sa": np.float32(SA), "sb": np.float32(SB), "sy": np.float32(SY), "z": np.int16(0)}
     nodes = [helper.make_node("QuantizeLinear", ["a", "sa", "z"], ["aq"], name="a_q"),
              helper.make_node("DequantizeLinear", ["aq", "sa", "z"], ["ad"], name="a_dq"),
              helper.make_node("QuantizeLinear", ["b", "sb", "z"], ["bq"], name="b_q"),
@@ -44,10 +44,7 @@ def _add16(path) -> None:
              helper.make_node("Add", ["ad", "bd"], ["y"], name="add"),
              helper.make_node("QuantizeLinear", ["y", "sy", "z"], ["yq"], name="y_q"),
              helper.make_node("DequantizeLinear", ["yq", "sy", "z"], ["yd"], name="y_dq")]
-    graph = helper.make_graph(nodes, "add16", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, N])
-                                               for n in ("a", "b")],
-                              [helper.make_tensor_value_info("yd", TensorProto.FLOAT, [1, N])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), path)
+    onnx.save(build_model(nodes, {"a": (1, N), "b": (1, N)}, {"yd": (1, N)}, inits, opset=21, name="add16"), path)
 
 
 def truncated_add(a: np.ndarray, b: np.ndarray, bits: int, left: int) -> np.ndarray:
