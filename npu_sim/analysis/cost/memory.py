@@ -117,19 +117,20 @@ def buffer_spans(program: Program) -> dict[str, tuple[int, int]]:
     return {b: (a, e) for b, (a, e) in span.items()}
 
 
-def live_sets(program: Program) -> list[int]:
-    """Bytes live while each node runs (every buffer whose span covers the node)."""
+def live_sets(program: Program, spans: dict | None = None) -> list[int]:
+    """Bytes live while each node runs (every buffer whose span covers the node); ``spans``: the program's
+    ``buffer_spans``, when already made."""
     delta = np.zeros(len(program.nodes) + 1, np.int64)
-    for buf, (a, e) in buffer_spans(program).items():
+    for buf, (a, e) in (spans or buffer_spans(program)).items():
         n = tensor_bytes(program.tensors[buf])
         delta[a] += n
         delta[e + 1] -= n
     return [int(v) for v in np.cumsum(delta)[:-1]]
 
 
-def live_at(program: Program, index: int) -> list[str]:
-    """The buffers live while node ``index`` runs, largest first."""
-    bufs = [b for b, (a, e) in buffer_spans(program).items() if a <= index <= e]
+def live_at(program: Program, index: int, spans: dict | None = None) -> list[str]:
+    """The buffers live while node ``index`` runs, largest first (``spans`` as ``live_sets`` takes them)."""
+    bufs = [b for b, (a, e) in (spans or buffer_spans(program)).items() if a <= index <= e]
     return sorted(bufs, key=lambda b: -tensor_bytes(program.tensors[b]))
 
 
@@ -140,11 +141,12 @@ def memory_report(program: Program, board=None) -> dict:
     mem = board.memory
     consts = constant_bytes(program, board)
     flash = sum(consts.values())
-    live = live_sets(program)
+    spans = buffer_spans(program)
+    live = live_sets(program, spans)
     peak_at = max(range(len(live)), key=live.__getitem__) if live else None
     peak = live[peak_at] if peak_at is not None else 0
     sram = peak + (flash if mem.weight_memory == "sram" else 0)
-    largest = live_at(program, peak_at)[:4] if live else []
+    largest = live_at(program, peak_at, spans)[:4] if live else []
     return {
         "weight_bytes": consts["weights"], "bias_bytes": consts["biases"], "scale_bytes": consts["scales"],
         "other_constant_bytes": consts["other"], "lut_bytes": consts["luts"], "flash_used_bytes": flash,
