@@ -7,6 +7,7 @@ section only: the memory facts are ``[memory]``'s, and ``[cost]`` reads them the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from npu_sim.boards.board import Arithmetic, Board
@@ -64,8 +65,10 @@ MOVED = {
 }
 
 
+@cache
 def _hints(where: str) -> dict:
-    """Where an unknown key of section ``where`` belongs: a key that moved, or a key of another section."""
+    """Where an unknown key of section ``where`` belongs: a key that moved, or a key of another section (made once
+    per section: read-only)."""
     out: dict[str, str] = {}
     for s in SECTIONS:
         if s.path != where and s.path:
