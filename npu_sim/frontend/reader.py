@@ -60,6 +60,7 @@ class OpenModel:
         self.quantized = {n.output[0]: n.input[0] for n in proto.graph.node
                           if n.op_type == "QuantizeLinear" and n.output and n.input}
         self.floats: dict[Path, onnx.ModelProto] = {}  # the float models read beside it (``float_model``)
+        self._first: Graph | None = None  # the graph ``open_model`` validated, handed to ``graph``'s first caller
 
     def __repr__(self) -> str:
         return f"open_model({str(self.path)!r})"
@@ -94,6 +95,9 @@ class OpenModel:
         samples: every input's first dimension, fixed at 1 or free in the file, becomes ``batch`` (``Simulator``
         asks for it to run N samples at once; ``--input-shape`` never overrides a fixed dimension)."""
         shapes = self.shapes(input_shapes, feed_shapes)
+        if batch is None and self._first is not None:  # fixed shapes: any shapes given were checked to be these
+            read, self._first = self._first, None  # once: its reader may rewrite it in place (the lowering does)
+            return read
         model = onnx.ModelProto()
         model.CopyFrom(self.proto)
         graph = model.graph
@@ -144,7 +148,7 @@ class OpenModel:
 def open_model(source) -> OpenModel:
     """``source`` (a path, an in-memory ``onnx.ModelProto``, or an ``OpenModel``, returned as is) read and
     validated: the front door (``npu_sim.frontend.validate``), so every command refuses alike; a model whose
-    input shapes are all fixed is validated to the end here (what ``graph`` checks too)."""
+    input shapes are all fixed is validated to the end here (that graph is the first ``graph()`` at them)."""
     if isinstance(source, OpenModel):
         return source
     if isinstance(source, onnx.ModelProto):
@@ -162,7 +166,7 @@ def open_model(source) -> OpenModel:
     warnings = validate_schema.check_attributes(model, path, opset)
     opened = OpenModel(model, path, opset, file, warnings)
     if opened.static:  # validated to the end now, so that every command meets the same first refusal
-        opened.graph()
+        opened._first = opened.graph()
     return opened
 
 
