@@ -36,7 +36,7 @@ class Memo:
 
     def kept(self, key, build: Callable[[], Any]) -> Any:
         """The state kept for ``key``, else ``build()`` kept."""
-        found = next((state for k, state in self.states if k == key), _NONE)
+        found = self.get(key, _NONE)
         return self.put(key, build()) if found is _NONE else found
 
     @contextlib.contextmanager
