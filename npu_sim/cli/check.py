@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from npu_sim.api import check, open_model, program_for
 from npu_sim.cli.common import fixed_shapes, read_npy_feeds, refuse_empty
 from npu_sim.render.check import format_result
@@ -40,8 +38,8 @@ def main(args, shapes) -> int:
     model = open_model(args.model)
     feeds = read_npy_feeds(args.input, list(model.inputs)) if args.input else ("random" if args.run else None)
     fed = feeds if isinstance(feeds, dict) else {}
-    shapes = fixed_shapes(model, shapes, fed)
-    program = program_for(model, args.board, shapes, {n: np.shape(v) for n, v in fed.items()} or None)
+    shapes = fixed_shapes(model, shapes, fed)  # every input's, the feeds' shapes included
+    program = program_for(model, args.board, shapes)
     refuse_empty(program, shapes)
     result = check(program, feeds=feeds)
     if args.json:

@@ -109,9 +109,8 @@ def main(args, shapes) -> int:
     arrays = {name: read_npy(path, name) for name, path in raw_feeds if path.suffix.lower() in (".npy", ".npz")}
     for name, arr in arrays.items():
         _refuse_transposed(model.inputs.get(name), arr.shape)
-    shapes = fixed_shapes(model, shapes, arrays)
-    sim = load(model, board=args.board, input_shapes=shapes,
-               feed_shapes={name: a.shape for name, a in arrays.items()}, partial=True)
+    shapes = fixed_shapes(model, shapes, arrays)  # every input's, the arrays' shapes included
+    sim = load(model, board=args.board, input_shapes=shapes, partial=True)
     refuse_empty(sim.program, shapes)
     for name, path in raw_feeds:
         if name not in arrays:
