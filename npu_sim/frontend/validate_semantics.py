@@ -43,6 +43,7 @@ def type_name(etype) -> str:
 def check_graph(g, sizes: bool = True) -> None:
     """All the checks above on ``g`` (an ``npu_sim.frontend.reader.Graph``); ``sizes``: the size checks too."""
     check_model_inputs(g)
+    dq = {n.output[0]: n for n in g.nodes if n.op_type == "DequantizeLinear" and n.output and len(n.input) > 1}
     for i, node in enumerate(g.nodes):
         label = f"{g.path}: node {node.name!r} ({node.op_type})" if node.name else \
             f"{g.path}: node #{i} ({node.op_type})"
@@ -57,7 +58,7 @@ def check_graph(g, sizes: bool = True) -> None:
             check_spatial(g, node, a, label)
         if node.op_type in AXIS_OPS:
             check_axis(g, node, a, label)
-        check_op(g, node, a, label)
+        check_op(g, node, a, label, dq)
     if sizes:
         check_sizes(g)
 
@@ -268,7 +269,8 @@ def check_axis(g, node, a: dict, label: str) -> None:
                              f"of rank {len(x)} (allowed {lo} to {hi})")
 
 
-def check_op(g, node, a: dict, label: str) -> None:
+def check_op(g, node, a: dict, label: str, dq: dict) -> None:
+    """The per-op checks; ``dq``: each DequantizeLinear by its output."""
     op = node.op_type
     if op in ("Gather", "GatherElements") and len(node.input) > 1 and node.input[1] in g.consts:
         _check_indices(g, node, a, label)
@@ -279,7 +281,7 @@ def check_op(g, node, a: dict, label: str) -> None:
     elif op.startswith("Reduce") or op in ("Squeeze", "Unsqueeze"):
         _check_axes(g, node, a, label)
     elif op in ("Conv", "ConvTranspose", "Gemm") and len(node.input) > 2 and node.input[2]:
-        _check_bias_range(g, node, a, label)
+        _check_bias_range(g, node, a, label, dq)
     elif op == "Slice" and len(node.input) > 4 and node.input[4] in g.consts and not g.consts[node.input[4]].all():
         raise ModelLoadError(f"{label}: steps {node.input[4]!r} = {g.consts[node.input[4]].tolist()}: a step of 0 "
                              f"never advances (the spec: steps cannot be 0)")
@@ -334,10 +336,9 @@ def _check_resize(g, node, label: str) -> None:
 BIAS_LIMIT = 2.0 ** 61  # the kernels add a bias in accumulator units below 2**61 (npu_sim/ops/common.py)
 
 
-def _check_bias_range(g, node, a: dict, label: str) -> None:
+def _check_bias_range(g, node, a: dict, label: str, dq: dict) -> None:
     """A MAC op's dequantized bias in accumulator units (input scale x weight scale per channel, x alpha) inside
     what an accumulator adds: a weight scale no calibration writes (1e-30) makes it 1e30, which no integer holds."""
-    dq = {n.output[0]: n for n in g.nodes if n.op_type == "DequantizeLinear" and n.output and len(n.input) > 1}
     parts = [dq.get(name) for name in node.input[:3]]
     if any(p is None or p.input[1] not in g.consts for p in parts) or parts[2].input[0] not in g.consts:
         return
