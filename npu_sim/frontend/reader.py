@@ -75,7 +75,7 @@ class OpenModel:
     @property
     def static(self) -> bool:
         """Every input's shape fixed in the file."""
-        return all(i.dims is not None and None not in i.dims for i in self.inputs.values())
+        return not any(i.dynamic for i in self.inputs.values())
 
     @property
     def name(self) -> str:
