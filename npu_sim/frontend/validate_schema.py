@@ -26,8 +26,8 @@ import onnx
 from onnx import AttributeProto, TensorProto
 
 from npu_sim.errors import ModelLoadError, QuantizationError
+from npu_sim.frontend.validate_semantics import AUTO_PADS, QDQ, SPATIAL, label_of, type_name
 
-AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 # string attributes whose values the spec lists (the schemas say only "string"); op None: every op
 CHOICES = {
     (None, "auto_pad"): AUTO_PADS,
@@ -44,8 +44,6 @@ CHOICES = {
 FLAGS = ("transA", "transB", "keepdims", "allowzero", "ceil_mode", "count_include_pad", "exclude_outside",
          "antialias", "noop_with_empty_axes", "storage_order", "saturate", "select_last_index")
 AT_LEAST = {"strides": 1, "dilations": 1, "kernel_shape": 1, "pads": 0}  # per spatial axis (pads: 2 per axis)
-SPATIAL_OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool")
-QDQ = ("QuantizeLinear", "DequantizeLinear")
 # tf2onnx writes TFLite's 16x8 models with int16 Q/DQ and int64 biases at opset 15 (ONNX allows 16-bit Q/DQ from
 # opset 21, and no int64 DequantizeLinear): npu-sim reads that dialect from tf2onnx only, with a warning
 TF2ONNX_QDQ = {TensorProto.INT16, TensorProto.UINT16, TensorProto.INT64}
@@ -55,10 +53,6 @@ KIND = {AttributeProto.FLOAT: "a float", AttributeProto.INT: "an int", Attribute
         AttributeProto.TENSORS: "tensors", AttributeProto.GRAPHS: "graphs"}
 
 
-def type_name(etype) -> str:
-    return TensorProto.DataType.Name(etype).lower() if etype in TensorProto.DataType.values() else str(etype)
-
-
 @lru_cache(maxsize=None)
 def schema_of(op: str, opset: int):
     """The default-domain schema of ``op`` in force at ``opset``, None for an op onnx does not define."""
@@ -66,10 +60,6 @@ def schema_of(op: str, opset: int):
         return onnx.defs.get_schema(op, opset, "")
     except onnx.defs.SchemaError:
         return None
-
-
-def label_of(path, node, index: int) -> str:
-    return f"{path}: node {node.name!r} ({node.op_type})" if node.name else f"{path}: node #{index} ({node.op_type})"
 
 
 def _error(node, text: str):
@@ -104,7 +94,7 @@ def check_attributes(model: onnx.ModelProto, path, opset: int) -> list[str]:
                                    f"{node.op_type}-{schema.since_version} takes {KIND.get(spec.type.value)}")
         values = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name in schema.attributes}
         warnings += _check_values(node, values, label)
-        if node.op_type in SPATIAL_OPS:
+        if node.op_type in SPATIAL:
             _check_spatial(node, values, label)
     return warnings
 

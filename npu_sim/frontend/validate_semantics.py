@@ -40,13 +40,16 @@ def type_name(etype) -> str:
     return TensorProto.DataType.Name(etype).lower() if etype in TensorProto.DataType.values() else str(etype)
 
 
+def label_of(path, node, index: int) -> str:
+    return f"{path}: node {node.name!r} ({node.op_type})" if node.name else f"{path}: node #{index} ({node.op_type})"
+
+
 def check_graph(g, sizes: bool = True) -> None:
     """All the checks above on ``g`` (an ``npu_sim.frontend.reader.Graph``); ``sizes``: the size checks too."""
     check_model_inputs(g)
     dq = {n.output[0]: n for n in g.nodes if n.op_type == "DequantizeLinear" and n.output and len(n.input) > 1}
     for i, node in enumerate(g.nodes):
-        label = f"{g.path}: node {node.name!r} ({node.op_type})" if node.name else \
-            f"{g.path}: node #{i} ({node.op_type})"
+        label = label_of(g.path, node, i)
         a = {at.name: onnx.helper.get_attribute_value(at) for at in node.attribute}
         if node.op_type in QDQ and node.domain in ("", "ai.onnx", "com.microsoft"):
             check_qdq_shapes(g, node, a, label)
