@@ -13,9 +13,9 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from npu_sim.frontend.reader import OpenModel
+from npu_sim.frontend.validate_semantics import QDQ
 
 SIXTEEN = ("int16", "uint16")
-QDQ = ("QuantizeLinear", "DequantizeLinear")
 
 
 @dataclass

@@ -24,7 +24,6 @@ from npu_sim.frontend import validate, validate_schema, validate_semantics
 from npu_sim.frontend.loading import all_tensors, densify_sparse_initializers, load_file
 from npu_sim.frontend.shapes import ModelInput, resolve_shapes
 
-QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 LOG = logging.getLogger("npu_sim.frontend")
 
 
@@ -132,7 +131,7 @@ class OpenModel:
             model, _ = load_file(p)
         except ModelLoadError as exc:
             raise FloatReferenceError(f"--float {str(p)!r}: cannot read it as an ONNX model ({exc})") from None
-        qops = [n.name or n.op_type for n in model.graph.node if n.op_type in QDQ_OPS]
+        qops = [n.name or n.op_type for n in model.graph.node if n.op_type in validate_semantics.QDQ]
         if qops:
             raise FloatReferenceError(f"--float {str(p)!r} contains QuantizeLinear/DequantizeLinear nodes "
                                       f"({qops[0]!r}, ...); give the float model quantize_static started from")
