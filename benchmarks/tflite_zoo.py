@@ -151,7 +151,8 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def compare_runs(rec: dict, zoo: Path, stem: str, opened_tfl, opened_twin) -> None:
-    """(a) the .tflite run and (b) the twin's run against LiteRT, and against each other, tensor by tensor."""
+    """(a) the .tflite run and (b) the twin's run (models already open, or None) against LiteRT's STEM.npz, and
+    against each other, tensor by tensor, into ``rec``."""
     litert = load_npz(zoo / f"{stem}.npz")
     feed = litert.pop("input")
     optimized = load_npz(zoo / f"{stem}.optimized.npz")
