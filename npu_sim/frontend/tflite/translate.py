@@ -1,0 +1,58 @@
+"""A read .tflite (``flatbuf.TflModel``) as the QDQ ONNX model the rest of npu-sim reads.
+
+Every TFLite tensor keeps its name and its layout: an activation is the ONNX integer tensor of the same name,
+NHWC as TFLite stores it (a board's dump matches by name, with no layout guess). Each operator becomes its QDQ
+group (``npu_sim.frontend.tflite.ops``) which the ``tflite`` arithmetic (board ``requantize = "tflite"``) lowers to
+TFLite's own integer kernels; ``npu_sim.frontend.tflite.builder`` says how names, layouts and constants are kept.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import onnx
+from onnx import helper
+
+from npu_sim.errors import UnsupportedModelError
+from npu_sim.frontend.tflite.builder import ELEM, Builder
+from npu_sim.frontend.tflite.flatbuf import TflModel
+from npu_sim.frontend.tflite.ops import TRANSLATORS, fold
+
+OPSET = 21
+PRODUCER = "npu-sim (TFLite frontend)"
+
+
+@dataclass(frozen=True)
+class Translation:
+    model: onnx.ModelProto
+    layout: frozenset[str]       # the ONNX Transpose nodes that only change NHWC <-> NCHW
+    tensors: dict[str, int]      # ONNX tensor name -> TFLite tensor index, for every TFLite tensor used
+
+
+def translate(m: TflModel) -> Translation:
+    """The ONNX QDQ model of ``m`` (module docstring); ``UnsupportedModelError`` naming the first operator it
+    cannot translate."""
+    b = Builder(m)
+    for op in m.operators:
+        if fold(b, op):
+            continue
+        fn = TRANSLATORS.get(op.op)
+        if fn is None:
+            raise UnsupportedModelError(
+                f"{m.path}: {m.label(op)}: npu-sim does not simulate TFLite's {op.op} yet (it simulates "
+                f"{', '.join(sorted(TRANSLATORS))})")
+        fn(b, op)
+    graph = helper.make_graph(b.nodes, m.path.stem, [_value_info(b, i) for i in m.inputs],
+                              [_value_info(b, i) for i in m.outputs], b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name=PRODUCER)
+    model.ir_version = 10
+    used = {n for node in b.nodes for n in (*node.input, *node.output)} | {b.names[i] for i in m.inputs}
+    return Translation(model, frozenset(b.layout), {b.names[t.index]: t.index for t in m.tensors
+                                                    if b.names[t.index] in used})
+
+
+def _value_info(b: Builder, i: int):
+    t = b.tensor(i)
+    if t.dtype not in ELEM:
+        raise b.refuse_tensor(i, f"is {t.dtype}; graph inputs and outputs must be numeric")
+    return helper.make_tensor_value_info(b.names[i], ELEM[t.dtype], list(t.shape))
+
