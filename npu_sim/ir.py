@@ -225,6 +225,9 @@ class Node:
     operands: Operands | None = None
     clamp: tuple[int, int] | None = None  # the output codes' (qmin, qmax) the node clamps to (a folded Relu/Clip
     #                                       included); None where it does not clamp its output itself
+    # a change of layout only (the .tflite frontend's NHWC <-> NCHW Transpose around ONNX's NCHW ops): not an op
+    # of the model, so check, cost and memory leave it out (its output is its input's buffer)
+    layout: bool = False
 
     def __getstate__(self):
         state = dict(self.__dict__)

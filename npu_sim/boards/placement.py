@@ -10,4 +10,10 @@ from npu_sim.ir import Program
 def placement(program: Program) -> dict[str, str]:
     """Node name -> "NPU" or "CPU" (fallback) for every node of the program, by the board's rules."""
     rules = program.board.rules
-    return {node.name: "NPU" if rules.limits(node.op) is not None else "CPU" for node in program.nodes}
+    where = {node.name: "NPU" if rules.limits(node.op) is not None else "CPU" for node in program.nodes}
+    producer = {o: node.name for node in program.nodes for o in node.outputs}
+    for node in program.nodes:  # a change of layout only (a .tflite's NHWC <-> NCHW) runs where its input is made
+        if node.layout:
+            src = producer.get(node.inputs[0]) if node.inputs else None
+            where[node.name] = where.get(src, "NPU") if src else "NPU"
+    return where

@@ -22,7 +22,10 @@ from onnx import numpy_helper
 from npu_sim.errors import FloatReferenceError, InputError, ModelLoadError
 from npu_sim.frontend import validate, validate_schema, validate_semantics
 from npu_sim.frontend.loading import all_tensors, densify_sparse_initializers, load_file
+from npu_sim.frontend.paths import model_file
 from npu_sim.frontend.shapes import ModelInput, resolve_shapes
+from npu_sim.frontend.tflite.flatbuf import is_tflite, read_tflite
+from npu_sim.frontend.tflite.translate import Translation, translate
 
 LOG = logging.getLogger("npu_sim.frontend")
 
@@ -39,15 +42,19 @@ class Graph:
     outputs: list[str]
     opset: int
     warnings: list[str] = field(default_factory=list)  # what the validator found odd but allowed
+    layout: frozenset[str] = frozenset()  # Transpose nodes that only change layout (a .tflite's NHWC <-> NCHW)
 
 
 class OpenModel:
     """A QDQ model read and validated once (see the module docstring). ``proto`` must not be changed: ``graph``
     reads a copy of it each time."""
 
-    def __init__(self, proto: onnx.ModelProto, path: Path, opset: int, file: str | None, warnings=()):
+    def __init__(self, proto: onnx.ModelProto, path: Path, opset: int, file: str | None, warnings=(),
+                 tflite: Translation | None = None):
         self.proto, self.path, self.opset = proto, path, opset
         self.file = file  # the model file as given, None for an in-memory model
+        #: the .tflite this model was translated from (``npu_sim.frontend.tflite``), None for an ONNX model
+        self.tflite = tflite
         #: what the front door accepted but found odd (docs/TESTING.md), each said once on stderr as well
         self.warnings: list[str] = []
         self.warn(warnings)
@@ -112,6 +119,8 @@ class OpenModel:
         if batch is not None:
             _batch_shapes(graph, int(batch), self.path)
         read = _inferred(model, self.path, self.opset, declared=batch is None, static=self.static)
+        if self.tflite is not None:
+            read.layout = self.tflite.layout
         self.warn(read.warnings)
         return read
 
@@ -150,9 +159,14 @@ def open_model(source) -> OpenModel:
     input shapes are all fixed is validated to the end here (that graph is the first ``graph()`` at them)."""
     if isinstance(source, OpenModel):
         return source
+    tflite = None
     if isinstance(source, onnx.ModelProto):
         model, path, file = onnx.ModelProto(), Path("<in-memory model>"), None
         model.CopyFrom(source)
+    elif is_tflite(model_file(source)) or Path(source).suffix.lower() == ".tflite":
+        path, file = Path(source), str(source)
+        tflite = translate(read_tflite(path))
+        model = tflite.model
     else:
         model, path = load_file(source)
         file = str(source)
@@ -163,7 +177,7 @@ def open_model(source) -> OpenModel:
     densify_sparse_initializers(model, path)
     validate_semantics.check_qdq_types(model, path)
     warnings = validate_schema.check_attributes(model, path, opset)
-    opened = OpenModel(model, path, opset, file, warnings)
+    opened = OpenModel(model, path, opset, file, warnings, tflite)
     if opened.static:  # validated to the end now, so that every command meets the same first refusal
         opened._first = opened.graph()
     return opened

@@ -143,8 +143,12 @@ class Lowering:
                     except Problem as p:
                         self.problems.append((onode.name or onode.output[0], onode.op_type, str(p)))
                 continue
+            before = len(self.nodes)
             try:
                 self.visit(onode)
+                if onode.name in self.g.layout:  # a .tflite's change of layout (its one node)
+                    for node in self.nodes[before:]:
+                        node.layout = True
             except (Problem, UnrepresentableScale) as p:  # the latter: the model's scales, not a bug
                 why = str(p) if isinstance(p, Problem) else (f"its scales give a requantization {p}; check the "
                                                              f"scales of its inputs and output (re-run calibration)")

@@ -38,8 +38,8 @@ def check_program(program: Program, overflows: dict | None = None) -> CheckResul
     rules = program.board.rules
     ctx = Context(program, rules, overflows)
     where = placement(program)
-    reports = []
-    for node in program.nodes:
+    reports, checked = [], [node for node in program.nodes if not node.layout]  # (layout: not an op of the model)
+    for node in checked:
         rep = NodeReport(node.name, node.op, where[node.name], precision(ctx, node), sources=list(node.sources))
         for r in RULES:
             if r.scope != "node":
@@ -58,7 +58,7 @@ def check_program(program: Program, overflows: dict | None = None) -> CheckResul
             "Quantize it (QDQ around the op, op_types_to_quantize including it) or replace it with supported ops; "
             "docs/SUPPORTED_OPS.md lists them.", {"op": op}))
         reports.append(rep)
-    by_source = {src: rep for rep, node in zip(reports, program.nodes) for src in [node.name] + list(node.sources)}
+    by_source = {src: rep for rep, node in zip(reports, checked) for src in [node.name] + list(node.sources)}
     # nodes the board's own toolchain refuses (e.g. LiteRT's prepare checks under the tflite arithmetic)
     for name, op, why in program.refusals:
         rep = by_source.get(name)

@@ -82,13 +82,16 @@ def buffer_spans(program: Program) -> dict[str, tuple[int, int]]:
     first and last node index it is live at."""
     nodes = program.nodes
     consumers: dict[str, list[str]] = {}
+    through = {n.outputs[0]: n.inputs[0] for n in nodes if n.layout and n.inputs}  # layout changes: looked through
     for node in nodes:
-        for name in node.inputs:
+        for name in ([] if node.layout else node.inputs):
+            while name in through:
+                name = through[name]
             consumers.setdefault(name, []).append(node.op)
     owner: dict[str, str] = {}
     for node in nodes:
         folded = facts_of(node.op).pad and all(facts_of(op).folds_pad for op in consumers.get(node.outputs[0], [""]))
-        if (node.op in VIEW_OPS or folded) and node.inputs and len(node.outputs) == 1:
+        if (node.op in VIEW_OPS or folded or node.layout) and node.inputs and len(node.outputs) == 1:
             src = node.inputs[0]
             if src in program.tensors and not program.tensors[src].is_const:
                 owner[node.outputs[0]] = owner.get(src, src)

@@ -98,6 +98,8 @@ def estimate_program(program, board=None) -> Estimate:
     crossings = _crossings(program, placement)
     rows: list[LayerCost] = []
     for node in program.nodes:
+        if node.layout:  # not an op of the model (a .tflite's NHWC <-> NCHW): free, and no row
+            continue
         if _is_host_input_quantize(program, node):
             t = program.tensors[node.outputs[0]]
             rows.append(LayerCost(node.name, node.op, "input", f"a{tensor_bits(t)}", "host", 0, {}, 0.0, 0.0, 0.0, 0.0,

@@ -17,6 +17,8 @@ _RESIZE_MODES = {
     ("linear", "align_corners", None): (True, False),
     ("linear", "asymmetric", None): (False, False),
     ("nearest", "tf_half_pixel_for_nn", "floor"): (False, True),
+    # the same pick: round_prefer_ceil((y + 0.5) / s - 0.5) = floor((y + 0.5) / s) (the .tflite frontend, opset 21)
+    ("nearest", "half_pixel", "round_prefer_ceil"): (False, True),
     ("nearest", "asymmetric", "floor"): (False, False),
     ("nearest", "align_corners", "round_prefer_ceil"): (True, False),
 }
