@@ -10,6 +10,7 @@ bad quantization, and operators that read a tensor nothing computed before them 
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,8 +107,10 @@ def read_tflite(path) -> TflModel:
     except _Refusal as exc:
         raise ModelLoadError(f"{p}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 -- whatever a damaged flatbuffer makes the accessors raise
-        detail = str(exc).splitlines()[0][:120] if str(exc) else ""
-        raise ModelLoadError(f"{p}: not a readable .tflite ({type(exc).__name__}: {detail} at {reader.where}); "
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        detail = detail if len(detail) <= 100 else detail[:99] + "…"
+        kind = "struct.error" if isinstance(exc, struct.error) else type(exc).__name__
+        raise ModelLoadError(f"{p}: not a readable .tflite ({kind}: {detail}, at {reader.where}); "
                              f"{REEXPORT}") from None
     try:
         _check_graph(model, reader.variables)
@@ -294,7 +297,7 @@ def _quant(label: str, q, shape: tuple[int, ...], dtype: str) -> TflQuant | None
                               f"{REEXPORT}")
     bad = ~np.isfinite(scale) | (scale <= 0)
     if bad.any():
-        raise _Refusal(label, f"has quantization scale {scale[bad][0]!r}: a scale must be finite and above 0; "
+        raise _Refusal(label, f"has quantization scale {float(scale[bad][0])!r}: a scale must be finite and above 0; "
                               f"{REEXPORT}")
     low, high = _ZP_RANGE.get(dtype, (-2 ** 63, 2 ** 63 - 1))
     if ((zero_point < low) | (zero_point > high)).any():

@@ -81,7 +81,7 @@ def _schema() -> dict:
 def operator_name(builtin_code: int, deprecated_code: int) -> str:
     """The BuiltinOperator name of an OperatorCode: the real code is the larger of its two fields."""
     code, names = max(int(builtin_code), int(deprecated_code)), _schema()["builtin"]
-    if code not in names:
+    if code not in names or names[code] == "PLACEHOLDER_FOR_GREATER_OP_CODES":
         raise OptionsError(f"unknown builtin operator code {code}")
     return names[code]
 
@@ -98,7 +98,7 @@ def _snake(name: str) -> str:
     return re.sub(r"([A-Z])([A-Z][a-z])", r"\1_\2", name).lower()
 
 
-def _accessors(cls: type) -> list[tuple[str, str, bool]]:
+def accessors(cls: type) -> list[tuple[str, str, bool]]:
     """The value accessors of a generated options class: scalars, and vectors that have an ``...AsNumpy``."""
     if cls not in _ACCESSORS:
         found = []
@@ -139,7 +139,7 @@ def _value(key: str, raw, size: int):
     enums = _schema()["enums"]
     if key in enums:
         if raw not in enums[key]:
-            raise OptionsError(f"option {key} is {raw}, not a {_ENUM_FIELDS[key]} value")
+            raise OptionsError(f"option {key} is {raw}, not a value of {_ENUM_FIELDS[key]}")
         return enums[key][raw]
     if key in _POSITIVE and raw < 1:
         raise OptionsError(f"option {key} is {raw}; it must be at least 1")
@@ -150,7 +150,7 @@ def _decode(cls: type, buf, pos: int) -> dict:
     obj = cls()
     obj.Init(buf, pos)
     out = {}
-    for name, key, vector in _accessors(cls):
+    for name, key, vector in accessors(cls):
         if vector:
             raw = getattr(obj, name + "AsNumpy")()
             out[key] = () if isinstance(raw, int) else _value(key, raw, len(buf))
