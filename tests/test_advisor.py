@@ -210,11 +210,18 @@ def test_seed_case_bias_overflow_named_and_fixed(tmp_path):
     assert "at the collapse (batch_norm_0.tmp_2, Conv@0): bias.saturated" in text
     rem = r.advisor["bias_remedy"]
     assert {l["node"] for l in rem["layers"]} == {"Conv@0", "Conv@7", "Conv@17"}
-    assert json.loads((tmp_path / "fix.json").read_text()) == {"QDQDisableWeightAdjustForInt32Bias": False}
+    # the bias remedy plus what the board needs of its int16 activations (zero point 0): one fix that deploys
+    assert json.loads((tmp_path / "fix.json").read_text()) == {"QDQDisableWeightAdjustForInt32Bias": False,
+                                                                "ActivationSymmetric": True}
+    assert r.advisor["board_settings"]["changes"] == [
+        "ActivationSymmetric=True: the board takes int16 activations only with zero point 0"]
     rq = r.advisor["requantized"]
     assert rq["before"]["cosine"] < 0.9
     assert rq["after"]["cosine"] >= 0.999 and rq["after"]["cosine_min_sample"] >= 0.999
     assert rq["bias_saturated_after"] == 0
+    assert rq["check"]["deployable"] and rq["check"]["errors"] == 0    # was: 145 zero_point.activation errors
+    assert npu_sim.check(tmp_path / "fixed.onnx", board="default").deployable
+    assert "verdict: deployable on default; cosine 0.999" in format_summary(r)
 
 
 def test_schema_doc_covers_the_new_sections(demo_advice):

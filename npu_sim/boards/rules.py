@@ -7,6 +7,28 @@ from dataclasses import dataclass, field
 
 from npu_sim.boards.fields import entry
 
+# dtype -> the onnxruntime QuantType member that quantizes to it (quantize_static activation_type/weight_type)
+QUANT_TYPES = {"int8": "QInt8", "uint8": "QUInt8", "int16": "QInt16", "uint16": "QUInt16", "int4": "QInt4",
+               "uint4": "QUInt4"}
+
+
+def _bits(dtype: str) -> int:
+    return int(dtype.lstrip("uint"))
+
+
+def taken_dtype(dtype: str, allowed) -> str:
+    """The dtype a board that takes ``allowed`` wants in place of ``dtype``, changing as little as it can: ``dtype``
+    itself; else the same width with the other signedness; else the narrowest allowed one at least as wide; else
+    the widest allowed (signed before unsigned)."""
+    if dtype in allowed or not allowed:
+        return dtype
+    other = dtype[1:] if dtype.startswith("u") else "u" + dtype
+    if other in allowed:
+        return other
+    order = sorted(allowed, key=lambda d: (_bits(d), d.startswith("u")))
+    wider = [d for d in order if _bits(d) >= _bits(dtype)]
+    return wider[0] if wider else max(order, key=lambda d: (_bits(d), not d.startswith("u")))
+
 
 @dataclass(frozen=True, kw_only=True)
 class OpLimits:
@@ -81,6 +103,32 @@ class Rules:
                               choices=("none", "vela"))
     ops: dict = field(default_factory=dict)  # op type -> OpLimits ([rules.kinds.*] merged with [rules.ops.*])
     lint: Lint = field(default_factory=Lint)
+
+    def zero_points_allowed(self, dtype: str) -> bool:
+        """Whether activations of ``dtype`` may have a non-zero zero point on this board."""
+        z = self.activation_zero_points
+        return z is True or (z is not False and dtype in z)
+
+    def activation_setting(self, dtype: str, allowed=None) -> tuple[str, bool]:
+        """How an activation quantized as ``dtype`` must be quantized for this board, changing as little as the
+        board needs: the dtype it takes (``taken_dtype`` of ``allowed``, an op's own activation dtypes, default
+        the board's) and whether it must be symmetric (zero point 0). A symmetric one is signed where the board
+        takes that width signed (an unsigned type cannot hold a zero point of 0 with negative values)."""
+        allowed = allowed or self.activation_dtypes
+        new = taken_dtype(dtype, allowed)
+        symmetric = not self.zero_points_allowed(new)
+        if symmetric and new.startswith("u") and new[1:] in allowed:
+            new = new[1:]
+        return new, symmetric
+
+    def weight_setting(self, dtype: str, allowed=None) -> tuple[str, bool]:
+        """How weights quantized as ``dtype`` must be quantized for this board: the dtype it takes and whether
+        they must be symmetric (as ``activation_setting``)."""
+        allowed = allowed or self.weight_dtypes
+        new = taken_dtype(dtype, allowed)
+        if not self.weight_zero_points and new.startswith("u") and new[1:] in allowed:
+            new = new[1:]
+        return new, not self.weight_zero_points
 
     def limits(self, op: str) -> OpLimits | None:
         """The op's limits on the NPU, or None when the op runs on the CPU."""

@@ -4,9 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
-from npu_sim.api import AdviceOptions, accuracy_report, annotate, check, load_data, open_model
+from npu_sim.api import AdviceOptions, accuracy_report, annotate, load_data, open_model
 from npu_sim.cli.common import add_job_arguments, engine_options, take_model
 from npu_sim.cli.noise import quiet_logs
 from npu_sim.cli.progress import progress
@@ -63,28 +61,15 @@ def add_arguments(p) -> None:
     a.add_argument("--overrides", metavar="OUT.json",
                    help="write the fix: quantize_static extra_options (TensorQuantOverrides ...) as JSON")
     a.add_argument("--requantize", nargs="+", metavar="CALIB", default=None,
-                   help="re-quantize the float model (--float) with the fix on this calibration data (folders or "
-                        "files as for --data) and report the new model's simulated accuracy")
+                   help="re-quantize the float model (--float) with the fix and the quantization settings the "
+                        "board's rules require, on this calibration data (folders or files as for --data); check "
+                        "the new model on the board and report whether it deploys and its simulated accuracy")
     a.add_argument("--calib-limit", type=int, default=None, metavar="N", help="use only N calibration samples")
     a.add_argument("--fixed-model", metavar="OUT.onnx",
                    help="where --requantize writes the new QDQ model (default: MODEL.fixed.qdq.onnx in the "
                         "current folder)")
     p.add_argument("--html", metavar="OUT.html", help="write the HTML report")
     p.add_argument("--json", metavar="OUT.json", help="write the JSON report (schema: docs/REPORT_SCHEMA.md)")
-
-
-def remaining_errors(result, path: str) -> str:
-    """What the check says of the re-quantized model: the errors that remain, by rule, or none."""
-    n = result.count("error")
-    if not n:
-        return f"  check of the fixed model on board '{result.board}': no errors remain (deployable)"
-    by_rule: dict[str, int] = {}
-    for _, f in result.findings:
-        if f.severity == "error":
-            by_rule[f.rule] = by_rule.get(f.rule, 0) + 1
-    rules = ", ".join(f"{k} x{v}" for k, v in sorted(by_rule.items(), key=lambda kv: -kv[1]))
-    return (f"  check of the fixed model on board '{result.board}': {n} error(s) remain ({rules}); "
-            f"`npu-sim check {path}` for why")
 
 
 def main(args, shapes) -> int:
@@ -135,10 +120,6 @@ def main(args, shapes) -> int:
                  progress=progress("sensitivity", "layers", args.quiet),
                  advisor_progress=progress("int16 advisor", "points", args.quiet), model=model)
     print(format_summary(r, args.top))
-    rq = (r.advisor or {}).get("requantized") or {}
-    if rq.get("model") and not rq.get("error"):
-        fixed_shapes = {name: np.shape(a) for name, a in dset.samples[0].items()}  # the shapes the report ran
-        print(remaining_errors(check(rq["model"], board=args.board, input_shapes=fixed_shapes), rq["model"]))
     if args.overrides:
         print(f"fix (quantize_static extra_options) -> {args.overrides}")
     if args.json:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npu_sim.boards.rules import QUANT_TYPES
 from npu_sim.errors import InputError
 from npu_sim.opset import MAC_OPS
 from npu_sim.qdq.graph import DEQUANTIZE, QUANTIZE, initializer_values, is_op, onnx_opset
@@ -181,10 +182,6 @@ class QuantSettings:
                 "source": self.source}
 
 
-_QTYPE = {"int8": "QInt8", "uint8": "QUInt8", "int16": "QInt16", "uint16": "QUInt16", "int4": "QInt4",
-          "uint4": "QUInt4"}
-
-
 def quantization_settings(model) -> QuantSettings:
     """How ``model`` (a QDQ ModelProto) was quantized (see the module docstring)."""
     meta = {p.key: p.value for p in model.metadata_props}
@@ -225,7 +222,7 @@ def quantization_settings(model) -> QuantSettings:
     extra["WeightSymmetric"] = True
     if input_overrides:
         extra["TensorQuantOverrides"] = input_overrides
-    return QuantSettings(_QTYPE.get(act, "QInt8"), _QTYPE.get(wt, "QInt8"), per_channel, False, "MinMax", extra)
+    return QuantSettings(QUANT_TYPES.get(act, "QInt8"), QUANT_TYPES.get(wt, "QInt8"), per_channel, False, "MinMax", extra)
 
 
 def _jsonable(obj):

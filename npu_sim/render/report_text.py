@@ -226,6 +226,26 @@ def _advisor_curve(A: dict) -> list[str]:
     return lines
 
 
+def settings_call(settings: dict) -> str:
+    """The quantize_static arguments of a re-quantization (``QuantSettings.to_dict`` form), extra_options apart."""
+    return (f"activation_type=QuantType.{settings['activation_type']}, weight_type=QuantType."
+            f"{settings['weight_type']}, per_channel={settings['per_channel']}"
+            + (", reduce_range=True" if settings.get("reduce_range") else ""))
+
+
+def verdict_line(rq: dict) -> str:
+    """The re-quantized model's verdict: deployable on the board or the rules that block it, and its cosine."""
+    v, a, b = rq["check"], rq["after"], rq["before"]
+    acc = f"cosine {a['cosine']:.5f} (was {b['cosine']:.5f})"
+    if v["deployable"]:
+        return f"deployable on {v['board']}; {acc}"
+    first = v["blocking"][0]
+    rules = ", ".join(f"{x['rule']} x{x['count']}" for x in v["blocking"])
+    why = ("no quantization setting fixes it" if not any(x["quantization_setting"] for x in v["blocking"]) else
+           "a quantization setting the re-quantization did not reach")
+    return (f"NOT deployable on {v['board']}: blocked by {rules} ({why}; e.g. {first['example']}); {acc}")
+
+
 def _requantized(rq: dict) -> list[str]:
     if rq.get("error"):
         return [f"re-quantized: {rq['error']}"]
@@ -233,11 +253,21 @@ def _requantized(rq: dict) -> list[str]:
     return [f"re-quantized with the fix ({rq['calibration']}) -> {rq['model']}"
             + ("\n  (the fix is empty: the model re-quantized with its own settings, a check that "
                "re-quantization reproduces it)" if rq.get("fix_empty") else ""),
+            f"  quantize_static({settings_call(rq['settings'])}, extra_options=the model's own plus the fix)",
             f"  measured on {rq['samples']} sample(s): cosine {b['cosine']:.5f} -> {a['cosine']:.5f} "
             f"(worst sample {b['cosine_min_sample']:.5f} -> {a['cosine_min_sample']:.5f}), SQNR "
             f"{fmt_value(b['sqnr_db'], '{:.1f}')} -> {fmt_value(a['sqnr_db'], '{:.1f}')} dB; cycles "
             f"{fmt_value(rq['cycles_before'], '{:,.0f}')} -> {fmt_value(rq['cycles_after'], '{:,.0f}')}; "
-            f"bias.saturated findings after: {rq['bias_saturated_after']}"]
+            f"bias.saturated findings after: {rq['bias_saturated_after']}",
+            f"  verdict: {verdict_line(rq)}"]
+
+
+def _board_changes(A: dict) -> list[str]:
+    bs = A.get("board_settings")
+    if not bs or not bs["changes"]:
+        return []
+    return [f"the board {bs['board']} requires (re-quantize with these; the extra_options ones are in the fix): "
+            + "; ".join(bs["changes"])]
 
 
 def _channels(channels: list) -> str:
@@ -262,6 +292,7 @@ def _advisor(A: dict) -> list[str]:
                      + ", ".join(f"{l['node']} ({l['tensor']}) ch {_channels(l['channels'])}"
                                for l in rem["layers"]))
         lines.append(f"  fix: {rem['remedy']}")
+    lines += _board_changes(A)
     if A.get("fix"):
         lines.append("  fix as quantize_static extra_options: "
                      + cut_end(json.dumps(A["fix"]), FIX_CHARS, " (cut here: the whole fix is in --overrides FILE "

@@ -39,8 +39,13 @@ quantized with it off, else per-tensor int8 weights for the affected layers (Ten
 
 **The fix** (``fix``): quantize_static ``extra_options`` as JSON — ``TensorQuantOverrides`` with the chosen
 tensors at ``QInt16`` (symmetric) plus the bias remedy; ``npu_sim.qdq.recalibrate.load_extra_options`` turns it
-into what quantize_static takes (QuantType members). With calibration data and the float model, ``requantize`` runs
-quantize_static with the model's own settings plus the fix, and the new model is simulated and reported.
+into what quantize_static takes (QuantType members).
+
+**What the board requires** (``board_fix.board_settings``): the model's own settings changed only where the board's
+rules refuse them (a dtype it does not take, a zero point it does not allow, per-channel weights), the cheapest
+change first; their extra_options join the fix. With calibration data and the float model, ``requantize`` runs
+quantize_static with those settings plus the fix; the new model is simulated, checked on the board and reported
+with its verdict (``board_fix.verdict``: deployable, or the rules that block it).
 
 Every measurement (a layer's sensitivity, a curve point) is independent: they run as engine tasks (``tasks``;
 ``annotate(..., engine=EngineOptions(...))``), each worker building the evaluator once, with the same numbers as
@@ -48,7 +53,7 @@ in this process.
 
 Modules: ``evaluator`` (the baseline run, scores, variants and one layer in float), ``tasks`` (measurements as
 engine tasks), ``variants`` (which nodes a variant shares with the baseline), ``sensitivity`` (layers and their ranking), ``advise`` (the curve, the bias
-remedy, the fix), ``annotate`` (all of it on a report).
+remedy, the fix), ``board_fix`` (the board's settings, the verdict), ``annotate`` (all of it on a report).
 """
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from npu_sim.analysis.advisor.advise import advise, bias_remedy, make_fix, weight_candidates
+from npu_sim.analysis.advisor.board_fix import board_settings, verdict
 from npu_sim.analysis.advisor.evaluator import Evaluator, estimated_cycles
 from npu_sim.analysis.advisor.sensitivity import layers_of, sensitivity, shortlist
 from npu_sim.analysis.check import check_program
@@ -86,6 +87,7 @@ def annotate(report, samples: list[dict], board, float_model=None, input_shapes=
             base_cycles, clock = None, None
             report.latency_note = str(exc)
         settings = requant.quantization_settings(ev.proto)
+        board_q, board_extra, changes = board_settings(settings, ev.base.board.rules)
         remedy = bias_remedy(chk, settings, ev.base)
         if opt.sensitivity:
             layers = layers_of(ev.base, ev.proto)
@@ -103,14 +105,16 @@ def annotate(report, samples: list[dict], board, float_model=None, input_shapes=
                    "curve": []}
         adv["bias_remedy"] = remedy
         adv["settings"] = settings.to_dict()
-        fix = make_fix(adv["chosen"], remedy, output_aliases(ev.proto),
-                       [w["weight"] for w in adv.get("weight_int16") or []])
+        adv["board_settings"] = {"board": chk.board, "changes": changes, "settings": board_q.to_dict()}
+        fix = requant.merge_extra_options(board_extra, make_fix(
+            adv["chosen"], remedy, output_aliases(ev.proto), [w["weight"] for w in adv.get("weight_int16") or []]))
         adv["fix"] = fix
         if opt.overrides:
             Path(opt.overrides).write_text(json.dumps(fix, indent=1) + "\n")
             adv["overrides_file"] = opt.overrides
         if opt.calibration is not None:
-            adv["requantized"] = _requantize_and_measure(ev, report, float_model, settings, fix, opt, base_cycles)
+            adv["requantized"] = _requantize_and_measure(ev, report, float_model, board_q, fix, opt, base_cycles)
+            adv["requantized"]["fix_empty"] = not fix and not changes
         report.advisor = adv
     finally:
         ev.close()
@@ -133,8 +137,10 @@ def _requantize_and_measure(ev, report, float_model, settings, fix, opt, base_cy
     c = estimated_cycles(sim)
     chk = check_program(sim.program)
     return {"model": out, "calibration": opt.calibration_source, "calibration_samples": len(opt.calibration),
-            "extra_options": used, "fix_empty": not fix, "samples": len(samples),
+            "settings": {k: v for k, v in settings.to_dict().items() if k not in ("extra_options", "source")},
+            "extra_options": used, "samples": len(samples),
             "before": before.to_dict(), "after": after.to_dict(),
             "cycles_before": base_cycles, "cycles_after": c,
             "bias_saturated_after": sum(1 for _, f in chk.findings if f.rule == "bias.saturated"),
+            "check": verdict(chk),
             "seconds": round(time.perf_counter() - t0, 2)}

@@ -11,6 +11,7 @@ import numpy as np
 from npu_sim.analysis.check.findings import rule
 from npu_sim.analysis.check.measures import (bias_tensor, channel_list, fmt_dtypes, geometry, max_output_lsb,
                                              precision, reduction, weight_abs_row_sums)
+from npu_sim.boards.rules import QUANT_TYPES
 from npu_sim.opset import facts_of, kind_of
 
 
@@ -30,7 +31,7 @@ def _npu_op(ctx, node):
 def _dtype_activation(ctx, node):
     """{op} has {dtype} activation tensor(s) ({tensors}); the NPU's {op} takes {allowed}.
 
-    Quantize the model's activations as {allowed} (quantize_static activation_type=QuantType.{qtype})."""
+    Quantize the model's activations as {taken} (quantize_static activation_type=QuantType.{qtype}){how}."""
     lim = ctx.limits[node.name]
     if lim is None or not ctx.rules.constrained:
         return None
@@ -41,10 +42,12 @@ def _dtype_activation(ctx, node):
         tensors = [ctx.t(n) for n in node.inputs if ctx.t(n).q is not None]
     bad = [t for t in tensors if t.q.dtype not in allowed]
     if bad:
-        wide = any(t.q.dtype in ("int16", "uint16") for t in bad) and "int16" in allowed
+        taken, symmetric = ctx.rules.activation_setting(bad[0].q.dtype, allowed)
         return {"op": node.op, "dtype": "/".join(sorted({t.q.dtype for t in bad})),
                 "tensors": ", ".join(t.float_name for t in bad[:3]), "allowed": fmt_dtypes(allowed),
-                "qtype": "QInt16" if wide else "QInt8, or QInt16 for layers that need it"}
+                "taken": taken, "qtype": QUANT_TYPES[taken],
+                "how": (', symmetric: extra_options={"ActivationSymmetric": True}' if symmetric else
+                        f"; the board takes {taken} activations with zero points, so they need not be symmetric")}
     return None
 
 
@@ -68,19 +71,25 @@ def _zp_activation(ctx, node):
     """{tensor} has zero point {zp}; the NPU takes {dtype} activations only symmetric (zero point 0){also}.
 
     Quantize activations symmetrically: quantize_static(..., activation_type=QuantType.{qtype},
-    extra_options={{"ActivationSymmetric": True}})."""
-    allowed = ctx.rules.activation_zero_points
-    if ctx.limits[node.name] is None or allowed is True:
+    extra_options={{"ActivationSymmetric": True}}){only}."""
+    lim = ctx.limits[node.name]
+    if lim is None or ctx.rules.activation_zero_points is True:
         return None
+    allowed = lim.activation_dtypes or ctx.rules.activation_dtypes
     for t in ctx.owned(node):
-        if not t.q.symmetric and (allowed is False or t.q.dtype not in allowed):
-            zp = t.q.zero_point.reshape(-1)
-            taken = t.q.dtype in ctx.rules.activation_dtypes  # else the type itself is refused (dtype.activation)
-            wide = t.q.dtype in ("int16", "uint16") and "int16" in ctx.rules.activation_dtypes
-            return {"tensor": t.float_name, "zp": int(zp[np.argmax(zp != 0)]),
-                    "dtype": t.q.dtype if taken else fmt_dtypes(ctx.rules.activation_dtypes),
-                    "also": "" if taken else f", and no {t.q.dtype} at all (dtype.activation)",
-                    "qtype": "QInt16" if wide else "QInt8"}
+        taken, symmetric = ctx.rules.activation_setting(t.q.dtype, allowed)
+        if t.q.symmetric or not symmetric:
+            continue  # symmetric already, or the dtype the board takes in its place may keep a zero point
+        zp = t.q.zero_point.reshape(-1)
+        free = [d for d in ctx.rules.activation_dtypes if ctx.rules.zero_points_allowed(d)]
+        refused = t.q.dtype not in allowed
+        return {"tensor": t.float_name, "zp": int(zp[np.argmax(zp != 0)]), "dtype": taken if refused else t.q.dtype,
+                "also": (f", and no {t.q.dtype} at all (dtype.activation)" if refused else "" if taken == t.q.dtype
+                         else f": as {taken}, which holds negative values at zero point 0"),
+                "qtype": QUANT_TYPES[taken],
+                "only": (f"; the board takes {fmt_dtypes(free)} activations with zero points, so only the {taken} "
+                         f"tensors need it: TensorQuantOverrides {{\"{t.float_name}\": [{{\"quant_type\": "
+                         f"\"{QUANT_TYPES[taken]}\", \"symmetric\": true}}]}} per tensor") if free else ""}
     return None
 
 
