@@ -10,16 +10,27 @@ import numpy as np
 from npu_sim.errors import InputError
 from npu_sim.frontend import dataset
 from npu_sim.frontend.shapes import free_batch_only, shape_text
+from npu_sim.frontend.tflite.flatbuf import is_tflite
 from npu_sim.runtime.engines import ENGINES, EngineOptions
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
+TFLITE_BOARD = "ethos-u55-128"  # the board a .tflite is simulated on unless --board says otherwise
+
+
+def default_board(model) -> str:
+    """``--board`` when not given: ``default``, or for a .tflite (by its identifier or suffix) the board whose
+    arithmetic is TFLite's."""
+    if model and (Path(model).suffix.lower() == ".tflite" or is_tflite(model)):
+        return TFLITE_BOARD
+    return "default"
 
 
 def add_model_arguments(sp, boards: list[str], model_optional: bool = False) -> None:
     sp.add_argument("model", nargs="?" if model_optional else None,
-                    help="QDQ ONNX model (as written by onnxruntime quantize_static)")
-    sp.add_argument("--board", default="default",
-                    help=f"board preset ({', '.join(boards)}) or path to a board .toml (default: default)")
+                    help="QDQ ONNX model (as written by onnxruntime quantize_static), or a full-integer .tflite")
+    sp.add_argument("--board", default=None,
+                    help=f"board preset ({', '.join(boards)}) or path to a board .toml (default: default; "
+                         f"{TFLITE_BOARD} for a .tflite, whose integers are TFLite's)")
     sp.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS",
                     help="fix a dynamic input shape, e.g. x=1x3x48x192 (repeatable; a free batch dimension "
                          "is 1 without it)")

@@ -12,7 +12,7 @@ import sys
 
 from npu_sim import __version__
 from npu_sim.boards import load_board, presets
-from npu_sim.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, add_model_arguments, parse_shape
+from npu_sim.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, add_model_arguments, default_board, parse_shape
 from npu_sim.errors import NpuSimError
 
 # command -> (module, its main function, its add_arguments function, help); the module is imported when chosen
@@ -116,6 +116,8 @@ def _dispatch(args) -> int:
             print(f"{name:12s} {load_board(name).description}")
         return EXIT_OK
     shapes = dict(parse_shape(s) for s in getattr(args, "input_shape", []))
+    if hasattr(args, "board") and args.board is None:
+        args.board = default_board(getattr(args, "model", None))
     module_name, func, _, _ = COMMANDS[args.command]
     command = getattr(importlib.import_module(module_name), func)
     runs = args.command in ("run", "report", "compare") or getattr(args, "run", False) or getattr(args, "input", None)

@@ -16,6 +16,7 @@ import numpy as np
 from npu_sim.analysis.compare.dumpfile import DumpEntry, read_dump
 from npu_sim.analysis.compare.explain import explain
 from npu_sim.analysis.compare.match import (CHANNELS_LAST, dump_layout, layout_of, lookup, name_table, sanitize,
+                                            through_layout,
                                             scale_note, to_program)
 from npu_sim.errors import InputError
 from npu_sim.frontend.reader import open_model
@@ -143,6 +144,7 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
         note = scale_note(prog.tensors[tname], e)
         if note:
             notes.append(note)
+    through_layout(prog, matched)
     feeds, fed, skip = _feeds(prog, matched, inputs or {}, layout, wide)
     values = Replay(prog, [n for n in prog.nodes if n.name not in skip]).run(feeds, keep_all=True).values
     for tname, m in matched.items():
@@ -283,6 +285,8 @@ def _walk(prog: Program, matched: dict, shapes: dict, values: dict, fed: set) ->
             if out in shapes:
                 key, why = shapes[out]
                 diffs.append(TensorDiff(t.float_name, key, out, node.name, node.op, "shape", shape_message=why))
+            elif out in matched and matched[out].view:
+                continue
             elif out in matched:
                 m = matched[out]
                 td = TensorDiff(t.float_name, m.key, out, node.name, node.op, "equal", m.layout, m.dequantized)
@@ -312,13 +316,16 @@ def _explain_nodes(prog: Program, c: Comparison, matched: dict, values: dict) ->
     """Re-run every node with a differing output on the dump's inputs; set the first divergent node."""
     by_ir = {t.ir_tensor: t for t in c.tensors}
     nodes = {n.name: n for n in prog.nodes}
+    moved = {n.outputs[0]: n.inputs[0] for n in prog.nodes if n.layout and n.inputs}  # a .tflite's layout changes
     for td in c.tensors:
         if td.status == "equal":
             continue
         node = nodes[td.producer]
         acts = [i for i in node.inputs if not prog.tensors[i].is_const]
-        td.inputs_differ = [prog.tensors[i].float_name for i in acts if i in by_ir and by_ir[i].status != "equal"]
-        td.inputs_not_in_dump = [prog.tensors[i].float_name for i in acts if i not in matched]
+        td.inputs_differ = [prog.tensors[i].float_name for i in acts
+                            if by_ir.get(moved.get(i, i), by_ir.get(i)) is not None
+                            and by_ir.get(moved.get(i, i), by_ir.get(i)).status != "equal"]
+        td.inputs_not_in_dump = [prog.tensors[i].float_name for i in acts if moved.get(i, i) not in matched]
         if c.first_divergent is None and not td.inputs_differ:
             c.first_divergent = node.name
         if td.status != "differs":

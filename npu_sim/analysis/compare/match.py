@@ -40,6 +40,7 @@ class Matched:
     source: str
     alt: np.ndarray | None = None  # the other layout's reading, for a shape both layouts fit
     dump_shape: tuple | None = None  # the dump's shape where it is matched by element order (unit dimensions)
+    view: bool = False  # the same integers are compared at the layout change's input (``through_layout``)
 
     def memory_order(self) -> np.ndarray:
         """Each element's position in the dumped tensor's memory (row-major in its own layout), NCHW-shaped."""
@@ -66,8 +67,9 @@ def name_table(prog: Program, aliases: dict | None = None) -> dict[str, str]:
     table: dict[str, str] = {}
     tensors = [t for t in prog.tensors.values() if t.q is not None and not t.is_const]
     for t in tensors:
-        table.setdefault(t.float_name, t.name)
         table.setdefault(t.name, t.name)
+    for t in tensors:
+        table.setdefault(t.float_name, t.name)
     for name, tname in prog.inputs.items():  # a float input stands for its Quantize stub's output
         stub = prog.input_stub(tname)
         if stub is not None:
@@ -148,6 +150,27 @@ def to_program(t: Tensor, e, layout_opt: str | None, dump_wide: str | None) -> M
         else:
             return f"dump shape {list(e.array.shape)}, simulation {list(t.shape)}"
     return Matched(e.name, _ints(t, arr, e), layout, arr.dtype.kind == "f", e.source, alt, by_order)
+
+
+def through_layout(prog: Program, matched: dict) -> None:
+    """A dumped tensor a change of layout writes (a .tflite's NHWC tensor after an NCHW convolution) stands for the
+    tensor that op computed: compared at the layout change's input (its integers transposed back, read as NHWC),
+    so the convolution is judged and explained; the NHWC entry stays as a view (its consumers re-run on it)."""
+    for node in prog.nodes:
+        if not node.layout or not node.inputs:
+            continue
+        src, out = node.inputs[0], node.outputs[0]
+        m = matched.get(out)
+        perm = tuple(node.attrs.get("perm", ()))
+        if m is None or src in matched or m.dump_shape is not None or len(perm) != m.array.ndim:
+            continue
+        if perm != CHANNELS_LAST.get(m.array.ndim):
+            continue
+        inv = tuple(int(a) for a in np.argsort(perm))
+        alt = None if m.alt is None else np.transpose(m.alt, inv)
+        matched[src] = Matched(m.key, np.ascontiguousarray(np.transpose(m.array, inv)), "nhwc", m.dequantized,
+                               m.source, alt)
+        m.view = True
 
 
 def _units_only(shape, want) -> bool:
