@@ -195,6 +195,11 @@ TARGETED = [
          ("operator 0", "tensor 0", "already a model input")),
     Case("output-never-computed", _edit("conv_int8", _output_never_computed),
          ("output tensor 7", "'extra_7'", "never computed")),
+    Case("op-without-outputs", _edit("conv_int8", _set(lambda s: _op(s, 1), "outputs", None)),
+         ("operator 1 (CONV_2D)", "no outputs")),
+    Case("conv-options-type-without-table", _edit("conv_int8", _set(lambda s: _op(s, 0), "options",
+                                                                    ("Conv2DOptions", None))),
+         ("operator 0", "stride_w is 0")),  # TFLite reads the defaults: stride 0
     Case("unknown-tensor-type", _edit("conv_int8", _set(lambda s: _tensor(s, 5), "type", 99)),
          ("tensor 5", "unknown tensor type 99")),
     Case("wrong-options-class", _edit("conv_int8", _wrong_options), ("operator 0", "Pool2DOptions", "Conv2DOptions")),
@@ -327,6 +332,8 @@ VALID = [
     Case("deprecated-codes-only", _edit("pools_int8", _deprecated_codes), valid=True),
     Case("fc-without-bias", _edit("fc_int8", _fc_without_bias), valid=True),
     Case("add-without-options", _edit("add_mul_int8", _add_without_options), valid=True),
+    Case("add-options-type-without-table", _edit("add_mul_int8", _set(lambda s: _op(s, 2), "options",
+                                                                      ("AddOptions", None))), valid=True),
     Case("external-buffers", _external_buffers, valid=True),
     Case("roundtrip-depthwise", _edit("depthwise_a16w8", lambda s: None), valid=True),
 ]

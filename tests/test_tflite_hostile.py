@@ -78,8 +78,8 @@ def test_valid_but_odd_files(corpus):
     assert [op.op for op in read["deprecated-codes-only"].operators] == \
         ["CONV_2D", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION"]
     assert read["fc-without-bias"].operators[2].inputs[2] == -1
-    assert read["add-without-options"].operators[2].options == {"fused_activation_function": "NONE",
-                                                                "pot_scale_int16": True}
+    for name in ("add-without-options", "add-options-type-without-table"):  # both read as the defaults
+        assert read[name].operators[2].options == {"fused_activation_function": "NONE", "pot_scale_int16": True}
     inline, external = read_tflite(corpus["roundtrip-depthwise"]), read["external-buffers"]
     assert external.tensors[4].data.tobytes() == read["unicode-names"].tensors[4].data.tobytes()
     assert inline.operators[0].options["depth_multiplier"] == 2

@@ -142,15 +142,16 @@ def _write_tensor(b, t: dict) -> int:
 
 def _write_operator(b, op: dict) -> int:
     inputs, outputs = _numbers(b, op["inputs"], np.int32), _numbers(b, op["outputs"], np.int32)
-    options = None if op["options"] is None else _write_options(b, *op["options"])
+    options = None if op["options"] is None or op["options"][1] is None else _write_options(b, *op["options"])
     tflite.OperatorStart(b)
     tflite.OperatorAddOpcodeIndex(b, op["opcode"])
     if inputs is not None:
         tflite.OperatorAddInputs(b, inputs)
     if outputs is not None:
         tflite.OperatorAddOutputs(b, outputs)
-    if options is not None:
+    if op["options"] is not None:  # (name, None): the union's type without its table
         tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, op["options"][0]))
+    if options is not None:
         tflite.OperatorAddBuiltinOptions(b, options)
     return tflite.OperatorEnd(b)
 

@@ -157,7 +157,7 @@ class _Reader:
         subgraphs = self.count(m.SubgraphsLength(), "subgraphs")
         if subgraphs == 0:
             raise _Refusal("the model", f"holds no subgraph (no operators or tensors at all); {REEXPORT}")
-        sg = m.Subgraphs(0)
+        sg, self.where = m.Subgraphs(0), "subgraph 0"
         self.model, self.n_buffers = m, self.count(m.BuffersLength(), "buffers")
         tensors = []
         for i in range(self.count(sg.TensorsLength(), "tensors")):
@@ -195,6 +195,8 @@ class _Reader:
         inputs, outputs = _ints(op.InputsAsNumpy()), _ints(op.OutputsAsNumpy())
         if name is None:
             raise _Refusal(f"operator {i}", problem)
+        if not outputs:
+            raise _Refusal(f"operator {i} ({name})", f"has no outputs (every builtin operator writes one); {REEXPORT}")
         label = _label(tensors, i, name, outputs)
         try:
             options = opts.decode_options(name, op)

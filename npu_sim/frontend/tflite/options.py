@@ -123,10 +123,8 @@ def _empty_table() -> tuple[bytearray, int]:
     return buf, flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, 0)
 
 
-def _value(key: str, raw, size: int):
+def _value(key: str, raw):
     if isinstance(raw, np.ndarray):
-        if raw.size > size:
-            raise OptionsError(f"option {key} claims {raw.size} values, more than the file holds")
         return tuple(int(v) for v in raw)
     if isinstance(raw, bytes):
         return raw.decode("utf-8", errors="replace")
@@ -153,11 +151,11 @@ def _decode(cls: type, buf, pos: int) -> dict:
     for name, key, vector in accessors(cls):
         if vector:
             raw = getattr(obj, name + "AsNumpy")()
-            out[key] = () if isinstance(raw, int) else _value(key, raw, len(buf))
+            out[key] = () if isinstance(raw, int) else _value(key, raw)
         else:
             raw = getattr(obj, name)()
             if raw is None or isinstance(raw, (int, float, bytes, bool)):
-                out[key] = None if raw is None else _value(key, raw, len(buf))
+                out[key] = None if raw is None else _value(key, raw)
     return out
 
 
@@ -180,8 +178,9 @@ def decode_options(op: str, operator) -> dict:
         expected = expected_options(op) if union == "BuiltinOptions" else None
         if expected is not None and classes[kind] != expected:
             raise OptionsError(f"carries {classes[kind]}, not the {expected} a {op} has")
-        table = getattr(operator, union)()
-        out.update(_decode(getattr(tflite, classes[kind]), table.Bytes, table.Pos))
+        table = getattr(operator, union)()  # None: a type without its table, read as the defaults (as TFLite)
+        where = _schema()["empty"] if table is None else (table.Bytes, table.Pos)
+        out.update(_decode(getattr(tflite, classes[kind]), *where))
     if operator.BuiltinOptionsType() == 0 and expected_options(op) is not None:
         out = {**_decode(getattr(tflite, expected_options(op)), *_schema()["empty"]), **out}
     return out
