@@ -57,16 +57,17 @@ def test_worst_sample_zero_is_explained(tmp_path, capsys):
     assert "by definition" not in capsys.readouterr().out
 
 
-def test_float_star_footnote_only_under_its_row():
-    rows = [{"rank": i + 1, "layer": f"l{i}", "tensor": f"t{i}", "mode": "int16" if i < 3 else "float_upper",
-             "cosine": 0.9, "gain_sqnr_db": 1.0, "delta_cycles": 10} for i in range(5)]
+def test_only_promotion_candidates_are_ranked():
+    """Not a layer that gains nothing, nor the float reference's own output (an upper bound, not a promotion)."""
+    rows = [{"rank": i + 1, "layer": f"l{i}", "tensor": f"t{i}", "mode": "int16" if i < 3 else
+             "float (reference output)", "cosine": 0.9, "gain_sqnr_db": 1.0 if i < 2 else 0.0, "delta_cycles": 10}
+            for i in range(5)]
     r = types.SimpleNamespace(checks=None, latency=None, advisor=None,
                               sensitivity={"baseline": {"cosine": 0.9, "sqnr_db": 10.0}, "samples": 2,
                                            "layers": rows})
-    top3 = "\n".join(format_advice(r, 3))
-    assert "float*" not in top3
     top5 = "\n".join(format_advice(r, 5))
-    assert " float* " in top5 and "(float*: its inputs have no float-reference tensor" in top5
+    assert " l1 " in top5 and not any(f" l{i} " in top5 for i in (2, 3, 4))
+    assert "(2 promotion candidate(s); 3 other layer(s) gain nothing" in top5
 
 
 def test_quantizer_warnings_are_summarized(capsys):

@@ -22,6 +22,7 @@ from onnx import helper
 
 import npu_sim
 from npu_sim.analysis import advisor
+from npu_sim.render.report_text import promotion_candidates
 from npu_sim.render.report_html import to_html
 from npu_sim.render.text import cut_middle
 
@@ -231,14 +232,22 @@ def test_demo_report_in_chromium(tmp_path):
                                 board="default")
     advisor.annotate(r, samples, "default", DEMO / "digits_cnn.float.onnx",
                      options=advisor.AdviceOptions(samples=8, max_points=4))
-    got, _ = _browse(r, tmp_path, "relu", "demo")
-    for section in ("Outputs", "Latency breakdown", "Sensitivity ranking", "int16 advisor and fix",
+    got, page = _browse(r, tmp_path, "relu", "demo")
+    assert got["h2"][0] == "Verdict and fix"                                          # first, then the evidence
+    for section in ("Verdict and fix", "Outputs", "Latency breakdown", "Sensitivity ranking", "int16 advisor",
                     "Per-layer similarity", "Model graph", "All tensors"):
         assert any(h.startswith(section) for h in got["h2"]), (section, got["h2"])
     kinds = _check_common(got, r)
     assert [x for p in kinds["plot"] for x in p["xlabels"]] == 2 * [cut_middle(l.node, 24) for l in r.layers]
     assert len(kinds["hist"]) == 4 and all(h["qrange"] == 2 for h in kinds["hist"])   # the int8 range marked
-    assert len(kinds["bars"]) == 2 and min(b["shapes"] for b in kinds["bars"]) >= 9   # latency and sensitivity
+    # latency, and the sensitivity of the promotion candidates only: ranked, the others collapsed
+    cands, rest = promotion_candidates(r.sensitivity)
+    assert cands and rest and all(x["gain_sqnr_db"] > 0 for x in cands)
+    assert len(kinds["bars"]) == 2 and kinds["bars"][0]["shapes"] >= 9 and kinds["bars"][1]["shapes"] >= len(cands)
+    ranked = page.split("id='sensitivity-table'")[1].split("<tbody>")[1].split("</table>")[0]
+    assert ranked.count("<tr>") == len(cands) and "+0.000<" not in ranked
+    others = page.split("id='sensitivity-rest'")[1].split("<tbody>")[1].split("</table>")[0]
+    assert others.count("<tr>") == len(rest)
     assert kinds["pareto"][0]["shapes"] >= len(r.advisor["curve"])
     assert kinds["pareto"][0]["plabels"] == len(r.advisor["curve"])                   # every point labelled
     # the filter box keeps the rows whose layer, tensor or op says "relu"

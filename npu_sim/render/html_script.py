@@ -3,7 +3,8 @@
 The script makes every ``table.sortable`` sortable (a click on a header cell sorts by that column, numerically
 when the cells hold numbers, a second click reverses) and filterable (an ``input.filter`` whose ``data-table``
 names the table's id hides the rows whose text, tooltips included, does not contain what is typed), and lets the
-graph view switch its colouring between accumulated and isolated error (``select#graph-color``).
+graph view switch its colouring between accumulated and isolated error (``select#graph-color``); a link to a row of
+a collapsed table (``<details>``) opens it.
 ``table_filter`` writes the filter box of a table.
 """
 from __future__ import annotations
@@ -24,6 +25,9 @@ tr:target td{background:#fff3b0 !important;outline:2px solid #e67e22}
 .note{color:#555;font-size:13px}svg{background:#fff;border:1px solid #ddd;margin:4px}.graphbox svg{border:0;margin:0}
 .hists{display:flex;flex-wrap:wrap}.legend{font-size:12px}pre{white-space:pre-wrap;overflow-wrap:anywhere}
 input.filter{margin:4px 0;padding:2px 6px;font-size:12px;width:280px}
+details{margin:6px 0}summary{cursor:pointer;color:#2c3e50;font-size:13px}
+.verdict{border:2px solid #2c3e50;border-radius:6px;padding:4px 16px;background:#f8fafc;max-width:1100px}
+.verdict .ok{color:#1e7b34}.verdict .no{color:#b03a2e}.verdict li{margin:4px 0}
 .gnode rect.box{stroke:#555;stroke-width:.8}.gnode:hover rect.box{stroke:#000;stroke-width:2}
 """
 
@@ -78,6 +82,12 @@ SCRIPT = r"""<script>
       });
     });
   });
+  function reveal() {  // a link into a collapsed table (the graph's boxes, the tables' links) opens it first
+    var t = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    for (var d = t && t.parentElement; d; d = d.parentElement) if (d.tagName === 'DETAILS') d.open = true;
+  }
+  window.addEventListener('hashchange', reveal);
+  reveal();
   var sel = document.getElementById('graph-color');
   if (sel) sel.addEventListener('change', function () {
     document.querySelectorAll('.gnode rect.box').forEach(function (r) {

@@ -1,28 +1,31 @@
-"""`npu-sim report --html`: the accuracy report as one self-contained HTML page — inline SVG charts
+"""`npu-sim report --html`: the accuracy report as one self-contained HTML page — the verdict and the fix first
+(``npu_sim.render.report_verdict``), then the evidence; inline SVG charts
 (``npu_sim.render.svg``), the model graph (``npu_sim.render.graph_view``) and a small inline script that sorts and
 filters the tables (``npu_sim.render.html_script``); no network requests, no external files.
 
 The measurements come from ``npu_sim.analysis.accuracy.report``; this module only formats them. Every row of the
 per-layer table has the id ``t<index>`` (the graph's boxes and the other tables link to it); long names are cut
-in the middle with the full name in a tooltip, and wide tables scroll inside their own box.
+in the middle with the full name in a tooltip, wide tables scroll inside their own box, and long ones start
+collapsed (``<details>``; a link to one of their rows opens them).
 """
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 
 from npu_sim.analysis.accuracy import SCHEMA_VERSION, AccuracyReport
 from npu_sim.render.check import report_rule_groups
 from npu_sim.render.graph_view import graph_section
 from npu_sim.render.html_script import CSS, SCRIPT, table_filter
-from npu_sim.render.report_text import fmt_pct, fmt_value, layer_findings, point_label
+from npu_sim.render.report_text import fmt_pct, fmt_value, layer_findings, point_label, promotion_candidates
+from npu_sim.render.report_verdict import verdict_section
 from npu_sim.render.svg import svg_bars, svg_curve, svg_histogram, svg_pareto
 from npu_sim.render.text import cut_middle
 
 _e = html.escape
 _NAME = 40          # characters of a name in a table cell before it is cut in the middle
 _NODES_SHOWN = 6    # nodes named per check rule before "and N more"
+_OPEN_ROWS = 8      # a table of more rows than this starts collapsed (<details>)
 
 
 def _name(s: str, n: int = _NAME) -> str:
@@ -64,6 +67,7 @@ def _checks(r: AccuracyReport) -> list[str]:
               for sev, rule, items in report_rule_groups(c)]
     if not groups:
         return out
+    out.append(f"<details{' open' if len(groups) <= _OPEN_ROWS else ''}><summary>{len(groups)} rule(s)</summary>")
     out += _table("checks-table", [("severity", "l"), ("rule", "l"), ("count", ""), ("nodes", "l"),
                                    ("example", "l"), ("fix", "l")], "rules, nodes, messages")
     for sev, rule, nodes, fs in groups:
@@ -76,7 +80,7 @@ def _checks(r: AccuracyReport) -> list[str]:
         out.append(f"<tr class='{'bad' if sev == 'error' else ''}'><td class='l'>{_e(sev)}</td>"
                    f"<td class='l'><b>{_e(rule)}</b></td><td>{len(fs)}</td><td class='wrap'{every}>{shown}"
                    f"{more}</td><td class='wrap'>{_e(fs[0]['message'])}</td><td class='wrap'>{fix}</td></tr>")
-    out.append(_END)
+    out.append(_END + "</details>")
     return out
 
 
@@ -95,36 +99,52 @@ def _latency(r: AccuracyReport) -> list[str]:
     return out
 
 
-def _sensitivity(r: AccuracyReport) -> list[str]:
-    S = r.sensitivity
-    b = S["baseline"]
-    rows = S["layers"][:30]
+def _sensitivity_rows(r: AccuracyReport, rows: list[dict], ranked: bool) -> list[str]:
     index = {l.tensor: l.index for l in r.layers}
-    out = [f"<h2 id='sensitivity'>Sensitivity ranking</h2><p class='note'>Output SQNR gain when only that layer "
-           f"runs at higher precision — int16 where the board allows it (rewritten in the QDQ model, reloaded and "
-           f"simulated), else float — on {S['samples']} sample(s); baseline cosine {b['cosine']:.5f}, SQNR "
-           f"{fmt_value(b['sqnr_db'], '{:.2f}')} dB.</p>"]
-    out.append(svg_bars([f"{cut_middle(x['layer'], 28)} → {cut_middle(x['tensor'], 28)}" for x in rows],
-                        [x["gain_sqnr_db"] or 0.0 for x in rows],
-                        "output SQNR gain per layer (dB)" + (" (the 30 best)" if len(S["layers"]) > 30 else ""),
-                        "dB", "#8e44ad", notes=[x["mode"] for x in rows],
-                        titles=[f"{x['layer']} → {x['tensor']}" for x in rows]))
-    out += _table("sensitivity-table", [("rank", ""), ("layer", "l"), ("op", "l"), ("tensor", "l"), ("type", "l"),
-                                        ("as", "l"), ("cosine", ""), ("gain cosine", ""), ("SQNR dB", ""),
-                                        ("gain dB", ""), ("+cycles", ""), ("findings", "l"),
-                                        ("why this mode", "l")], "layers, ops, tensors")
-    for x in S["layers"]:
+    out = []
+    for rank, x in enumerate(rows, 1):
         fl = ", ".join(sorted({f["rule"] for f in layer_findings(r, x["layer"]) if f["severity"] == "error"}))
         t = _name(x["tensor"], 32)
         if x["tensor"] in index:
             t = f"<a href='#t{index[x['tensor']]}'>{t}</a>"
-        out.append(f"<tr><td>{x['rank']}</td><td class='l'>{_name(x['layer'], 32)}</td><td class='l'>{_e(x['op'])}</td>"
-                   f"<td class='l'>{t}</td><td class='l'>{_e(x['dtype'])}</td>"
+        out.append(f"<tr><td>{rank if ranked else '-'}</td><td class='l'>{_name(x['layer'], 32)}</td>"
+                   f"<td class='l'>{_e(x['op'])}</td><td class='l'>{t}</td><td class='l'>{_e(x['dtype'])}</td>"
                    f"<td class='l'>{_e(x['mode'])}</td><td>{x['cosine']:.6f}</td><td>{x['gain_cosine']:+.2e}</td>"
                    f"<td>{fmt_value(x['sqnr_db'], '{:.2f}')}</td><td>{fmt_value(x['gain_sqnr_db'], '{:+.3f}')}</td>"
                    f"<td>{'-' if x['delta_cycles'] is None else format(x['delta_cycles'], '+,.0f')}</td>"
                    f"<td class='wrap'>{_e(fl)}</td><td class='wrap'>{_e(x['reason'])}</td></tr>")
-    out.append(_END)
+    return out
+
+
+_SENSITIVITY_HEAD = [("rank", ""), ("layer", "l"), ("op", "l"), ("tensor", "l"), ("type", "l"), ("as", "l"),
+                     ("cosine", ""), ("gain cosine", ""), ("SQNR dB", ""), ("gain dB", ""), ("+cycles", ""),
+                     ("findings", "l"), ("why this mode", "l")]
+
+
+def _sensitivity(r: AccuracyReport) -> list[str]:
+    S = r.sensitivity
+    b = S["baseline"]
+    cands, rest = promotion_candidates(S)
+    out = [f"<h2 id='sensitivity'>Sensitivity ranking</h2><p class='note'>Output SQNR gain when only that layer "
+           f"runs at higher precision — int16 where the board allows it (rewritten in the QDQ model, reloaded and "
+           f"simulated), else float — on {S['samples']} sample(s); baseline cosine {b['cosine']:.5f}, SQNR "
+           f"{fmt_value(b['sqnr_db'], '{:.2f}')} dB. Ranked: the {len(cands)} promotion candidate(s), the layers "
+           f"whose promotion gains.</p>"]
+    if cands:
+        shown = cands[:30]
+        out.append(svg_bars([f"{cut_middle(x['layer'], 28)} → {cut_middle(x['tensor'], 28)}" for x in shown],
+                            [x["gain_sqnr_db"] for x in shown],
+                            "output SQNR gain per candidate layer (dB)" + (" (the 30 best)" if len(cands) > 30 else ""),
+                            "dB", "#8e44ad", notes=[x["mode"] for x in shown],
+                            titles=[f"{x['layer']} → {x['tensor']}" for x in shown]))
+        out += _table("sensitivity-table", _SENSITIVITY_HEAD, "layers, ops, tensors")
+        out += _sensitivity_rows(r, cands, True) + [_END]
+    if rest:
+        out.append(f"<details><summary>{len(rest)} other measured layer(s): no gain (below +0.005 dB), or the "
+                   f"float reference's own output (it also removes the error before it: an upper bound, not a "
+                   f"promotion)</summary>")
+        out += _table("sensitivity-rest", _SENSITIVITY_HEAD) + _sensitivity_rows(r, rest, False) + [_END]
+        out.append("</details>")
     return out
 
 
@@ -134,6 +154,7 @@ def _advisor_curve(A: dict) -> list[str]:
            + (f" ({bud['max_slowdown']}× the estimate)" if bud.get("max_slowdown") else
               f" ({bud['budget_ms']} ms)") + f". {_e(A['method'])}.</p>"]
     out.append(svg_pareto(A["curve"], bud["cycles"]))
+    out.append(f"<details><summary>the {len(A['curve'])} measured point(s)</summary>")
     out += _table("advisor-table", [("k", ""), ("cycles", ""), ("slowdown", ""), ("cosine", ""), ("SQNR dB", ""),
                                     ("Pareto", "l"), ("chosen", "l"), ("last promoted / segment", "l")])
     for p in A["curve"]:
@@ -142,48 +163,19 @@ def _advisor_curve(A: dict) -> list[str]:
                    f"<td class='l'>{'yes' if p['pareto'] else ''}</td>"
                    f"<td class='l'>{'chosen' if p.get('chosen') else ''}</td>"
                    f"<td class='wrap'>{_e(point_label(p))}</td></tr>")
-    out.append(_END)
+    out.append(_END + "</details>")
     out.append(f"<p>Chosen: {len(A['chosen'])} tensor(s) to int16: {_e(', '.join(A['chosen'])) or 'none'}.</p>")
     return out
 
 
-def _requantized(rq: dict) -> list[str]:
-    if rq.get("error"):
-        return [f"<p>{_e(rq['error'])}</p>"]
-    b, a = rq["before"], rq["after"]
-    return [f"<p><b>Re-quantized and simulated</b> ({_e(rq['model'])}, calibration {_e(rq['calibration'])}), "
-            f"on {rq['samples']} sample(s): cosine {b['cosine']:.5f} → <b>{a['cosine']:.5f}</b> (worst "
-            f"sample {b['cosine_min_sample']:.5f} → {a['cosine_min_sample']:.5f}), SQNR "
-            f"{fmt_value(b['sqnr_db'], '{:.2f}')} → {fmt_value(a['sqnr_db'], '{:.2f}')} dB, cycles "
-            f"{fmt_value(rq['cycles_before'], '{:,.0f}')} → {fmt_value(rq['cycles_after'], '{:,.0f}')}; "
-            f"bias.saturated findings after: {rq['bias_saturated_after']}.</p>"]
-
-
 def _advisor(A: dict) -> list[str]:
-    out = ["<h2 id='advisor'>int16 advisor and fix</h2>"]
+    out = ["<h2 id='advisor'>int16 advisor</h2>"]
     if A.get("skipped"):
         out.append(f"<p>{_e(A['skipped'])}</p>")
     if A.get("curve"):
         out += _advisor_curve(A)
-    wc = A.get("weight_int16")
-    if wc:
-        out.append("<p><b>int16 weights</b> (activations already 16-bit; the op in float gains &ge; 1 dB, so its "
-                   "8-bit weights are the error): " + _e("; ".join(f"{w['layer']} ({w['weight']}, "
-                                                                    f"{w['gain_sqnr_db']:+.2f} dB)" for w in wc))
-                   + ". In the fix; measured only re-quantized.</p>")
-    rem = A.get("bias_remedy")
-    if rem:
-        out.append("<p><b>Bias remedy</b> (int32 biases clipped, onnxruntime #21000 — not a precision problem): "
-                   + _e("; ".join(f"{l['node']} ({l['tensor']}) channels {l['channels'][:8]}"
-                                 for l in rem["layers"]))
-                   + f". Fix: {_e(rem['remedy'])}.</p>")
-    if A.get("fix"):
-        out.append("<p>The fix, as quantize_static <code>extra_options</code> "
-                   "(<code>npu_sim.qdq.recalibrate.load_extra_options</code> reads it):</p><pre>"
-                   + _e(json.dumps(A["fix"], indent=1)) + "</pre>")
-    rq = A.get("requantized")
-    if rq:
-        out += _requantized(rq)
+    out.append("<p class='note'>The fix (with the bias remedy and the settings the board requires) and what its "
+               "re-quantization measured: <a href='#verdict'>Verdict and fix</a>.</p>")
     return out
 
 
@@ -245,7 +237,8 @@ def _collapse(r: AccuracyReport) -> list[str]:
 def _all_tensors(r: AccuracyReport) -> list[str]:
     c = r.collapse
     out = ["<h2 id='layers'>All tensors</h2><p class='note'>One row per quantized tensor (id <code>t&lt;#&gt;</code>; "
-           "# links back to the graph). Click a header to sort, type to filter.</p>"]
+           "# links back to the graph; a link to a row opens the table). Click a header to sort, type to filter.</p>",
+           f"<details{' open' if len(r.layers) <= _OPEN_ROWS else ''}><summary>{len(r.layers)} tensor(s)</summary>"]
     out += _table("layers-table", [("#", ""), ("layer", "l"), ("tensor", "l"), ("op", "l"), ("type", "l"),
                                    ("scale", ""), ("acc cosine", ""), ("acc SQNR", ""), ("acc mean LSB", ""),
                                    ("acc max LSB", ""), ("iso cosine", ""), ("iso SQNR", ""), ("iso mean LSB", ""),
@@ -267,11 +260,11 @@ def _all_tensors(r: AccuracyReport) -> list[str]:
                    f"<td data-v='{i.max_lsb}'>{i.max_lsb:.2f} ({i.max_lsb_in_range:.2f})</td><td>{s.min:.4g}</td>"
                    f"<td>{s.p1:.4g}</td><td>{s.p50:.4g}</td><td>{s.p99:.4g}</td><td>{s.p99_9:.4g}</td>"
                    f"<td>{s.max:.4g}</td><td>{100 * s.clip_rate:.3f}</td><td>{w}</td><td class='l'>{_e(fl)}</td></tr>")
-    out.append(_END)
+    out.append(_END + "</details>")
     return out
 
 
-_SECTIONS = [("checks", "checks"), ("latency", "latency"), ("sensitivity", "sensitivity"), ("advisor", "advisor"),
+_SECTIONS = [("verdict", "verdict and fix"), ("checks", "checks"), ("latency", "latency"), ("sensitivity", "sensitivity"), ("advisor", "advisor"),
              ("similarity", "per-layer similarity"), ("graph", "model graph"), ("histograms", "histograms"),
              ("layers", "all tensors")]
 
@@ -288,6 +281,7 @@ def to_html(r: AccuracyReport, histograms: int = 4) -> str:
                "sensitivity": r.sensitivity is not None, "advisor": r.advisor is not None}
     out.append("<p class='note'>Sections: " + " · ".join(f"<a href='#{k}'>{t}</a>" for k, t in _SECTIONS
                                                          if present.get(k, True)) + "</p>")
+    out += verdict_section(r)
     out += _outputs(r)
     out += _collapse(r)
     out.extend(_advice(r))

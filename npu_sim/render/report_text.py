@@ -38,6 +38,17 @@ def point_label(p: dict) -> str:
     return p["tensors"][-1] if p["tensors"] else "-"
 
 
+def promotion_candidates(S: dict) -> tuple[list[dict], list[dict]]:
+    """The sensitivity rows that are real promotion candidates — a gain of at least 0.005 dB (one that shows), not
+    the float reference's own output (which also removes every error before it: an upper bound) — in rank order,
+    and the other rows."""
+    cands, rest = [], []
+    for row in S["layers"]:
+        real = row["mode"] in ("int16", "float") and (row["gain_sqnr_db"] or 0.0) >= 0.005
+        (cands if real else rest).append(row)
+    return cands, rest
+
+
 def layer_findings(r: AccuracyReport, node: str) -> list[dict]:
     """The check findings of one node (empty without checks)."""
     if not r.checks:
@@ -169,7 +180,8 @@ def _latency(r: AccuracyReport) -> list[str]:
 def _sensitivity(r: AccuracyReport, top: int) -> list[str]:
     S = r.sensitivity
     b = S["baseline"]
-    rows = S["layers"][:top]
+    cands, rest = promotion_candidates(S)
+    rows = cands[:top]
     lw = column_width([row["layer"] for row in rows], 5, NAME_CAP)
     tw = column_width([row["tensor"] for row in rows], 6, NAME_CAP)
     lines = ["", f"sensitivity: output similarity with only that layer at higher precision ({S['samples']} "
@@ -178,21 +190,19 @@ def _sensitivity(r: AccuracyReport, top: int) -> list[str]:
                     f"--candidates {S['candidates']} (lowest isolated SQNR first)" if S.get("not_measured") else ""),
              f"  {'rank':>4} {'layer':{lw}s} {'tensor':{tw}s} {'as':6s} {'cosine':>8s} {'gain dB':>8s} "
              f"{'+cycles':>9s}  findings"]
-    for row in rows:
+    for rank, row in enumerate(rows, 1):
         fl = ",".join(sorted({f["rule"] for f in layer_findings(r, row["layer"])
                               if f["severity"] == "error" and not f["quantization_setting"]}))
         cyc = "-" if row["delta_cycles"] is None else f"{row['delta_cycles']:+,.0f}"
-        lines.append(f"  {row['rank']:>4} {cut_middle(row['layer'], lw):{lw}s} {cut_middle(row['tensor'], tw):{tw}s} "
-                     f"{_mode(row):6s} {row['cosine']:.5f} {fmt_value(row['gain_sqnr_db'], '{:+8.2f}')} {cyc:>9s}  "
+        lines.append(f"  {rank:>4} {cut_middle(row['layer'], lw):{lw}s} {cut_middle(row['tensor'], tw):{tw}s} "
+                     f"{row['mode']:6s} {row['cosine']:.5f} {fmt_value(row['gain_sqnr_db'], '{:+8.2f}')} {cyc:>9s}  "
                      f"{fl}")
-    if any(_mode(row) == "float*" for row in rows):  # the footnote only under a row that has the mark
-        lines.append("  (float*: its inputs have no float-reference tensor, so the float reference replaced its "
-                     "output: an upper bound, ranked last)")
+    if not cands:
+        lines.append("  (no layer gains from higher precision alone)")
+    if rest:
+        lines.append(f"  ({len(cands)} promotion candidate(s); {len(rest)} other layer(s) gain nothing or are the "
+                     f"float reference's own output, an upper bound: JSON, HTML)")
     return lines
-
-
-def _mode(row: dict) -> str:
-    return row["mode"] if row["mode"] in ("int16", "float") else "float*"
 
 
 def _advisor_curve(A: dict) -> list[str]:
