@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import tflite
@@ -223,10 +223,11 @@ TARGETED = [
 
 
 # ---- random damage (seeded) -------------------------------------------------------------------------------------
-def _truncated(base: str, at: float | int) -> Callable[[], bytes]:
+def _truncated(base: str, at: float) -> Callable[[], bytes]:
+    """The fixture cut after ``at`` bytes (``at`` >= 1) or that fraction of its bytes."""
     def make() -> bytes:
         raw = _raw(base)
-        return raw[:int(at * len(raw)) if isinstance(at, float) else at]
+        return raw[:int(at * len(raw) if at < 1 else at)]
     return make
 
 

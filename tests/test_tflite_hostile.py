@@ -110,7 +110,7 @@ def test_cli(corpus, name, command, capsys, tmp_path):
 @pytest.mark.parametrize("name", ["custom-op", "truncated-conv_int8-0.5", "unicode-names"])
 def test_cli_subprocess(corpus, name):
     done = subprocess.run([sys.executable, "-m", "npu_sim.cli.main", "check", str(corpus[name]), "--board",
-                           "ethos-u55-128"], capture_output=True, text=True, timeout=60)
+                           "ethos-u55-128"], check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode in (0, 1, 2) and "Traceback" not in done.stderr, done.stderr
     if BY_NAME[name].fragments:
         assert done.returncode == 2 and all(f in done.stderr for f in BY_NAME[name].fragments), done.stderr

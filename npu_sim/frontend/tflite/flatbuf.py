@@ -182,8 +182,8 @@ class _Reader:
             return None, f"{exc}: newer than the TFLite schema npu-sim reads, or a damaged file; {REEXPORT}", version
         if name == "CUSTOM":
             custom = _text(code.CustomCode())
-            return None, f"custom operator {custom!r}: npu-sim computes builtin operators only (convert without " \
-                         f"it, or run that part outside the simulated model)", version
+            return None, (f"custom operator {custom!r}: npu-sim computes builtin operators only (convert without "
+                          f"it, or run that part outside the simulated model)"), version
         return name, "", version
 
     def operator(self, i: int, op, codes, tensors) -> TflOperator:
