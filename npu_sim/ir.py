@@ -273,6 +273,16 @@ class Program:
     not_run: list = field(default_factory=list)  # (node or output, reason) left out downstream of a refusal
     unsimulated: set = field(default_factory=set)  # refusals the board runs all the same (problem.Unsimulated)
 
+    def layout_copies(self) -> dict[str, str]:
+        """NCHW tensor -> the NHWC tensor it is a transposed copy of, for every change of layout (``Node.layout``:
+        a .tflite's integers around ONNX's NCHW ops). The NHWC one is the model's own tensor."""
+        out: dict[str, str] = {}
+        for n in self.nodes:
+            if n.layout and n.inputs:
+                src, dst = n.inputs[0], n.outputs[0]
+                out.update({dst: src} if tuple(n.attrs.get("perm", ())) == (0, 3, 1, 2) else {src: dst})
+        return out
+
     def input_stub(self, tname: str) -> "Node | None":
         """The node that quantizes the float program input ``tname`` (the model's input QuantizeLinear), if any."""
         return next((n for n in self.nodes if n.op == "Quantize" and n.inputs[0] == tname), None)

@@ -300,10 +300,11 @@ def _dump_all(prog, result, folder: Path, output_files: dict) -> int:
     tdir = folder / "tensors"
     tdir.mkdir()
     producer = {o: n.name for n in prog.nodes for o in n.outputs}
+    copies = prog.layout_copies()  # a .tflite's NCHW copies: its NHWC tensors are dumped
     index, used = {}, set()
     for tname, arr in result.values.items():
         t = prog.tensors[tname]
-        if t.q is None or t.is_const or t.float_name in index:
+        if t.q is None or t.is_const or t.float_name in index or tname in copies:
             continue
         fname = _unique(t.float_name, (".npy",), used)
         save_npy(tdir / f"{fname}.npy", arr)

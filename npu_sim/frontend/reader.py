@@ -43,6 +43,7 @@ class Graph:
     opset: int
     warnings: list[str] = field(default_factory=list)  # what the validator found odd but allowed
     layout: frozenset[str] = frozenset()  # Transpose nodes that only change layout (a .tflite's NHWC <-> NCHW)
+    own_names: frozenset[str] = frozenset()  # tensors named by the model file itself (a .tflite's, NHWC)
 
 
 class OpenModel:
@@ -120,7 +121,7 @@ class OpenModel:
             _batch_shapes(graph, int(batch), self.path)
         read = _inferred(model, self.path, self.opset, declared=batch is None, static=self.static)
         if self.tflite is not None:
-            read.layout = self.tflite.layout
+            read.layout, read.own_names = self.tflite.layout, frozenset(self.tflite.tensors)
         self.warn(read.warnings)
         return read
 

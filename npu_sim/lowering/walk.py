@@ -172,12 +172,11 @@ class Lowering:
                 f"'{self.board}':\n{lines}", self.problems)
         for node in self.nodes:
             describe(node, self.arith)  # the typed records every other layer reads
-            if node.layout:  # both sides of a .tflite's change of layout stand for its one (NHWC) tensor
-                nchw, nhwc = (node.inputs[0], node.outputs[0])
-                if tuple(node.attrs.get("perm", ())) == (0, 3, 1, 2):
-                    nchw, nhwc = nhwc, nchw
-                self.tensors[nchw].float_name = self.tensors[nhwc].float_name
         program = Program(self.tensors, self.nodes, self.inputs, self.outputs, self.board, self.g.path, self.g.opset)
+        for name in self.g.own_names & self.tensors.keys():  # a .tflite: its tensors go by its names
+            self.tensors[name].float_name = name
+        for nchw, nhwc in program.layout_copies().items():  # and the NCHW copies by theirs
+            self.tensors[nchw].float_name = self.tensors[nhwc].float_name
         program.problems = list(self.problems)
         program.refusals = list(self.refusals)
         program.compiler_notes = list(self.compiler_notes)

@@ -126,6 +126,8 @@ def compare_dump(model, dump, board="default", inputs: dict | None = None, input
     prog = sim.program
     table = name_table(prog, sim.opened.quantized if sim.opened is not None else {})
     wide = dump_layout(entries, table, prog)
+    if layout is None and sim.opened is not None and sim.opened.tflite is not None:
+        wide = "nchw"  # a .tflite's tensors are as TFLite lays them out: a dump of it needs no guess
     matched, notes, not_in_model, shapes = {}, [], [], {}
     for key, e in entries.items():
         tname = lookup(table, key)
