@@ -85,7 +85,7 @@ def test_board_settings_repin_a_model_input_the_board_refuses():
     assert new.extra_options["TensorQuantOverrides"] == extra["TensorQuantOverrides"]
     assert any(c.startswith("input input: scale 0.0078125") for c in changes)
     new, extra, _ = board_settings(pinned, load_board(U55).rules)        # any input scale, int8 with zero points
-    assert extra["TensorQuantOverrides"] == {"input": [{"quant_type": "QInt8", "symmetric": False}]}
+    assert extra["TensorQuantOverrides"] == {"input": [{"quant_type": "QInt8"}]}
 
 
 def test_no_board_per_channel_when_the_board_takes_none(tmp_path):
@@ -160,3 +160,18 @@ def test_requantize_names_the_rule_that_blocks_deployment(uint8_model, tmp_path)
     line = verdict_line(r.advisor["requantized"])
     assert line.startswith("NOT deployable on tiny-kernels: blocked by limit.kernel x")
     assert "no quantization setting fixes it" in line
+
+
+def test_requantize_for_the_u55_keeps_asymmetric_int8(uint8_model, tmp_path):
+    """uint8 on the U55: the fix is int8 activations, still asymmetric (what the U55 takes), and that model deploys."""
+    samples = [{"input": x[None]} for x in np.load(DATA)["x"][:60]]
+    r = npu_sim.accuracy_report(uint8_model, data=samples[:8], float_model=FLOAT, board=U55)
+    opt = advisor.AdviceOptions(samples=2, sensitivity=False, calibration=samples, fixed_model=str(tmp_path / "f.onnx"))
+    advisor.annotate(r, samples[:8], U55, FLOAT, options=opt)
+    rq = r.advisor["requantized"]
+    assert rq["check"]["deployable"] and rq["settings"]["activation_type"] == "QInt8"
+    assert "ActivationSymmetric" not in rq["extra_options"]
+    assert npu_sim.check(tmp_path / "f.onnx", board=U55, input_shapes=SHAPE).deployable
+    sim = npu_sim.load(tmp_path / "f.onnx", board=U55, input_shapes=SHAPE)
+    acts = [t.q for t in sim.program.tensors.values() if t.q is not None and not t.is_const]
+    assert all(q.dtype == "int8" for q in acts) and any(not q.symmetric for q in acts)

@@ -66,7 +66,7 @@ def _input_pins(settings: QuantSettings, rules: Rules, extra: dict, changes: lis
             tqo[name] = [{"scale": rules.input_scale, "zero_point": 0, "dtype": new}]
             how = f"scale {rules.input_scale:g}, zero point 0, as the board's input stub takes"
         else:
-            tqo[name] = [{"quant_type": QUANT_TYPES[new], "symmetric": symmetric}]
+            tqo[name] = [{"quant_type": QUANT_TYPES[new], **({"symmetric": True} if symmetric else {})}]
             how = f"{new}{', symmetric' if symmetric else ''}, calibrated"
         changes.append(f"input {name}: {how} (was {pin['dtype']} with zero point {pin['zero_point']})")
     if tqo:
