@@ -10,7 +10,11 @@ Per row, with d = q - max(row): entries with d < diff_min give -128; the others
 [-1/4, 0) times exp(-2**k) per set bit of the remainder), ``sum += rdbpot(e, 12)`` (Q12.19). Then
 ``h = clz(sum)``, ``r = one_over_one_plus_x((sum << h) - 2**31)`` (Newton-Raphson, 3 steps) and
 ``y = clamp(rdbpot(srdhm(r, e), 12 - h + 31 - 8) - 128, -128, 127)``. Every constant is its defining real value
-rounded to the fixed-point format (``_const``).
+rounded to the fixed-point format (``_const``). Where the sum reaches 512 (``h <= 3``: 512 or more entries near
+the row's maximum) that shift is 32 or more, outside what gemmlowp's RoundingDivideByPOT allows on int32 (undefined
+behaviour in C++): LiteRT built for x86 computes it with x86's shift (count taken mod 32) and an all-ones mask,
+``(v >> (shift mod 32)) + (v > -1)``, which saturates the row to 127 (measured on EfficientNet-B0's 1,000-class
+SOFTMAX); npu-sim computes that (``_rdbpot_wide``). Other CPUs (an Arm's shift saturates) differ there.
 
 int16 (``reference_ops::SoftmaxInt16``; zero points 0, output scale 2**-15): two 513-entry interpolated tables
 built in float64 (TFLite gen_lut; LiteRT 2.15 measured: the float32 LUTPopulate of later releases differs in two
@@ -124,6 +128,13 @@ def _clz32(v):
     return n
 
 
+@njit
+def _rdbpot_wide(v, e):
+    """RoundingDivideByPOT of an int32 by 32 or more bits as LiteRT on x86 computes it (module docstring)."""
+    thr = -1 + (1 if v < 0 else 0)
+    return (v >> (e & 31)) + (1 if v > thr else 0)
+
+
 @njit_noalloc
 def _softmax8(x, m, ls, diff_min, barrel, out):
     """TFLite int8 SOFTMAX per row: max-subtract, fixed-point exp, sum, reciprocal, rescale to the output."""
@@ -145,7 +156,8 @@ def _softmax8(x, m, ls, diff_min, barrel, out):
             d = np.int64(x[i, c]) - mx
             if d >= diff_min:
                 e = exp_on_negative_values(srdhm(wrap32(d << ls), m), barrel)
-                y = rdbpot(srdhm(scale, e), shift) - 128
+                v = srdhm(scale, e)
+                y = (rdbpot(v, shift) if shift < 32 else _rdbpot_wide(v, shift)) - 128
                 out[i, c] = min(max(y, -128), 127)
             else:
                 out[i, c] = -128

@@ -275,6 +275,15 @@ def one_over_one_plus_x(a):
     return _sat_left(x, 1)
 
 
+def _rdbpot_x86(x, e):
+    """gemmlowp's RoundingDivideByPOT on int32 as x86 computes it: for e >= 32 (undefined in C++) the mask
+    (1 << e) - 1 truncates to -1 and the shift count is taken mod 32."""
+    if e < 32:
+        return rdbpot(x, e)
+    remainder, threshold = x, -1 + (1 if x < 0 else 0)
+    return (x >> (e % 32)) + (1 if remainder > threshold else 0)
+
+
 def softmax8(rows, m, ls, diff_min):
     out = []
     for row in rows:
@@ -285,7 +294,7 @@ def softmax8(rows, m, ls, diff_min):
         total = sum(rdbpot(e, 12) for e in exps if e is not None)
         h = 32 - total.bit_length()
         recip = one_over_one_plus_x(to_i32((total * 2 ** h) % 2 ** 32 - 2 ** 31))
-        out.append([-128 if e is None else clampi(rdbpot(srdhm(recip, e), 12 - h + 23) - 128, -128, 127)
+        out.append([-128 if e is None else clampi(_rdbpot_x86(srdhm(recip, e), 12 - h + 23) - 128, -128, 127)
                     for e in exps])
     return out
 

@@ -88,6 +88,22 @@ def test_sigmoid16_every_input_power_of_two_scales():
     assert input_rescale("Sigmoid", 2.0 ** -12) == (3, 0) and input_rescale("Tanh", 2.0 ** -11) == (6, 0)
 
 
+def test_softmax8_of_512_or_more_near_equal_entries_is_litert_on_x86():
+    """EfficientNet-B0 (random weights: 1,000 almost equal logits): LiteRT's reference kernel gives 127 everywhere
+    (its final shift is 32: undefined in C++, x86's shift); rows of fewer near-maximal entries stay exact."""
+    m, ls, diff_min = softmax8_params(0.00382905)
+    same = np.zeros((1, 1000), np.int8)
+    assert set(tfl_softmax8(same, m, ls, diff_min)[0].tolist()) == {127} == set(nt.softmax8(same, m, ls, diff_min)[0])
+    m, ls, diff_min = softmax8_params(0.1)  # entries 100 below the maximum count for exp(-10): nothing
+    rows = np.full((2, 1000), -100, np.int8)
+    rows[0, :600] = 0  # 600 at the maximum: the shift is 32 still
+    rows[1, :300] = 0  # 300: the sum stays below 512, an ordinary row
+    got = tfl_softmax8(rows, m, ls, diff_min)
+    assert got.tolist() == nt.softmax8(rows, m, ls, diff_min)
+    assert set(got[0, :600].tolist()) == {127}
+    assert set(got[1, :300].tolist()) == {-127}  # 1/300 of 256 rounds to 1
+
+
 @settings(deadline=None, max_examples=80)
 @given(st.integers(0, 2 ** 32 - 1), st.floats(-25.0, 6.0), st.integers(1, 40), st.booleans())
 def test_softmax8(seed, log2_scale, depth, extreme):

@@ -199,6 +199,22 @@ class Builder:
 
     # ---- integers moved as they are ---------------------------------------------------------------------------
     def move(self, op: str, x: int, y: int, *consts, **attrs) -> None:
-        """An integer data-movement op (Reshape, Transpose, Pad, Slice) from TFLite tensor ``x`` to ``y``."""
-        self.node(op, [self.names[x], *consts], [self.names[y]], name=self.names[y], **attrs)
+        """An integer data-movement op (Reshape, Transpose, Pad, Slice) from TFLite tensor ``x`` to ``y``; on a graph
+        input, which the walk knows only through its DequantizeLinear, as a QDQ group (the same integers)."""
+        if x not in self.m.inputs:
+            self.node(op, [self.names[x], *consts], [self.names[y]], name=self.names[y], **attrs)
+            return
+        self.node(op, [self.float_of(x), *consts], [self.moved(y)], name=self.names[y], **attrs)
+        self.moved_done(y)
+
+    def moved(self, y: int) -> str:
+        """The name a data-movement op on a graph input's floats writes: ``y``'s own (the walk makes it the
+        integer tensor of that name), or for a graph output a float one that ``moved_done`` quantizes."""
+        return self.names[y] if y not in self.m.outputs else f"{self.names[y]}/moved"
+
+    def moved_done(self, y: int) -> None:
+        if y in self.m.outputs:
+            self.quantize(f"{self.names[y]}/moved", y)
+        else:
+            self.dq[self.names[y]] = self.names[y]  # already the dequantized form its consumers read
 

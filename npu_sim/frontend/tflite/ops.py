@@ -251,13 +251,17 @@ def strided_slice(b: Builder, op: TflOperator) -> None:
         lo.append(start)
         hi.append(stop if stop >= 0 else np.iinfo(np.int64).min)
         steps.append(step)
-    sliced = b.fresh(f"{b.names[y]}/slice") if shrink else b.names[y]
-    b.node("Slice", [b.names[x], b.const(np.array(lo, np.int64), "starts"), b.const(np.array(hi, np.int64), "ends"),
+    on_input = x in b.m.inputs  # the walk knows a graph input through its DequantizeLinear: move its floats
+    src = b.float_of(x) if on_input else b.names[x]
+    last = b.moved(y) if on_input else b.names[y]
+    out = b.fresh(f"{b.names[y]}/slice") if shrink else last
+    b.node("Slice", [src, b.const(np.array(lo, np.int64), "starts"), b.const(np.array(hi, np.int64), "ends"),
                      b.const(np.arange(len(lo), dtype=np.int64), "axes"),
-                     b.const(np.array(steps, np.int64), "steps")], [sliced], name=sliced)
+                     b.const(np.array(steps, np.int64), "steps")], [out], name=out)
     if shrink:
-        b.node("Reshape", [sliced, b.const(np.array(b.tensor(y).shape, np.int64), "shape")], [b.names[y]],
-               name=b.names[y])
+        b.node("Reshape", [out, b.const(np.array(b.tensor(y).shape, np.int64), "shape")], [last], name=last)
+    if on_input:
+        b.moved_done(y)
 
 
 # ---- shape arithmetic on constants (Keras' Reshape with a batch: SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE) ----
