@@ -69,6 +69,9 @@ NETS = {
     "densenet121": ("DenseNet121", 128, {}, (-1.0, 1.0)),
     "resnet50": ("ResNet50", 128, {}, (-1.0, 1.0)),
     "nasnet_mobile": ("NASNetMobile", 128, {}, (-1.0, 1.0)),
+    # ReLU instead of hard-swish, no squeeze-excite: the MobileNetV3 that TFLite's 16x8 mode converts
+    "mobilenet_v3_small_minimalistic": ("MobileNetV3Small", 128, {"minimalistic": True}, (0.0, 255.0)),
+    "inception_v3": ("InceptionV3", 128, {}, (-1.0, 1.0)),
 }
 
 
