@@ -137,3 +137,20 @@ def test_an_operator_it_does_not_translate_is_named(tmp_path):
     with pytest.raises(UnsupportedModelError, match=rf"operator {index} \(FLOOR.*does not simulate TFLite's FLOOR"):
         open_model(path)
     assert main(["check", str(path)]) == 2
+
+
+def test_an_image_feeds_a_tflite_nhwc_int8_input(tmp_path, capsys):
+    pytest.importorskip("PIL")
+    from PIL import Image
+    pixels = np.random.default_rng(3).integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "x.png")
+    model = FIXTURES / "conv_int8.tflite"
+    assert main(["run", str(model), "--input", str(tmp_path / "x.png"), "--out", str(tmp_path / "o")]) == 0
+    assert "the image quantized to int8" in capsys.readouterr().err
+    sim = npu_sim.load(model, board=BOARD)
+    (name,) = sim.inputs
+    q = sim.program.tensors[sim.program.inputs[name]].q
+    resized = np.asarray(Image.fromarray(pixels).resize((8, 8)), np.float32)[None] / 255.0  # NHWC, as TFLite
+    want = sim.run({name: q.quantize(resized)}, raw=True)
+    (out,) = want
+    assert np.array_equal(np.load(tmp_path / "o" / f"{out.replace(':', '_')}.int.npy"), want[out])

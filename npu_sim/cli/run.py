@@ -284,9 +284,16 @@ def _read_image(path: Path, name: str, sim, mean: str, std: str) -> np.ndarray:
     if name not in sim.inputs:
         raise InputError(f"--input {name}: the model has no input {name!r}; its inputs are {sorted(sim.inputs)}")
     shape, dtype = sim.inputs[name]
-    if dtype != "float32":
-        raise InputError(f"--input {name}: the input is already quantized ({dtype}); pass a .npy of that type")
-    return np.broadcast_to(read_image(path, shape, mean, std, label=f"--input {name}"), shape).astype(np.float32)
+    x = np.broadcast_to(read_image(path, shape, mean, std, label=f"--input {name}"), shape).astype(np.float32)
+    if dtype == "float32":
+        return x
+    q = sim.program.tensors[sim.program.inputs[name]].q
+    if q is None or not q.per_tensor:
+        raise InputError(f"--input {name}: the input is {dtype} without one scale to quantize an image with; pass "
+                         f"a .npy of that type")
+    print(f"--input {name}: the image quantized to {dtype} with the input's scale {float(q.scale):.6g} and zero "
+          f"point {int(q.zero_point)} (round half to even)", file=sys.stderr)
+    return q.quantize(x)
 
 
 def _safe(name: str) -> str:

@@ -133,11 +133,15 @@ def _check_rows(arr, shape: tuple[int, ...], dtype: str, path: Path, name: str) 
 
 def read_image(path: Path, shape: tuple[int, ...], mean: str = "0", std: str = "1", label: str = "--data"
                ) -> np.ndarray:
-    """One image as a float32 [1, C, H, W] feed: resized, scaled to [0, 1], then (x - mean) / std.
-    ``label`` names the option in error messages (``--data``, ``--input x``)."""
+    """One image as a float32 [1, C, H, W] feed (or [1, H, W, C] for an NHWC input, a .tflite's: the layout the
+    shape shows, NCHW where both fit): resized, scaled to [0, 1], then (x - mean) / std. ``label`` names the
+    option in error messages (``--data``, ``--input x``)."""
+    if len(shape) == 4 and shape[1] not in (1, 3) and shape[3] in (1, 3):
+        nchw = read_image(path, (shape[0], shape[3], shape[1], shape[2]), mean, std, label)
+        return np.ascontiguousarray(nchw.transpose(0, 2, 3, 1))
     if len(shape) != 4 or shape[1] not in (1, 3):
-        raise InputError(f"{label} {str(path)!r}: an image can feed an NCHW input with 1 or 3 channels; the input "
-                         f"has shape {list(shape)}. Convert the data to .npy yourself")
+        raise InputError(f"{label} {str(path)!r}: an image can feed an NCHW or NHWC input with 1 or 3 channels; "
+                         f"the input has shape {list(shape)}. Convert the data to .npy yourself")
     try:
         from PIL import Image
     except ImportError:
