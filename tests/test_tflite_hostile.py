@@ -15,7 +15,7 @@ import pytest
 from npu_sim.cli.main import main
 from npu_sim.errors import ModelLoadError
 from npu_sim.frontend.tflite.flatbuf import TflModel, read_tflite
-from tests.hostile_tflite import CASES, FLIPPED, OVERWRITTEN, TARGETED, TRUNCATED, VALID, build
+from tests.hostile_tflite import CASES, FLIPPED, OPS, OVERWRITTEN, TARGETED, TRUNCATED, VALID, build
 
 BY_NAME = {case.name: case for case in CASES}
 
@@ -64,6 +64,11 @@ def test_whole_corpus_reads_fast(corpus):
     assert time.perf_counter() - start < 20
 
 
+def test_broken_operators_are_read(corpus):
+    assert all(case.valid for case in OPS)
+    assert read_tflite(corpus["concat-axis-99"]).operators[2].options["axis"] == 99
+
+
 def test_valid_but_odd_files(corpus):
     read = {name: read_tflite(corpus[name]) for name in (c.name for c in VALID)}
     assert read["no-operators"].operators == () and read["no-operators"].inputs == read["no-operators"].outputs
@@ -90,9 +95,15 @@ COMMANDS = {"check": ["check", "{}", "--board", "ethos-u55-128"], "run": ["run",
             "estimate": ["estimate", "{}", "--board", "ethos-u55-128"]}
 
 
+CLI_CASES = [pytest.param(case.name, command, id=f"{case.name}-{command}",
+                          marks=[pytest.mark.xfail(reason="known: see tests/hostile_tflite.py OPS",
+                                                   run=not case.greedy)]
+                          if command in case.known else [])
+             for case in CASES for command in COMMANDS]
+
+
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("command", list(COMMANDS))
-@pytest.mark.parametrize("name", list(BY_NAME))
+@pytest.mark.parametrize("name, command", CLI_CASES)
 def test_cli(corpus, name, command, capsys, tmp_path):
     argv = [a.format(str(corpus[name]), out=str(tmp_path / "out")) for a in COMMANDS[command]]
     try:
@@ -102,7 +113,7 @@ def test_cli(corpus, name, command, capsys, tmp_path):
     err = capsys.readouterr().err
     assert code in (0, 1, 2), f"npu-sim {' '.join(argv)} -> exit {code}: {err[-2000:]}"
     assert "Traceback" not in err and "bug in npu-sim" not in err, err[-2000:]
-    if BY_NAME[name].fragments:
+    if BY_NAME[name].fragments or BY_NAME[name].refused:
         assert code == 2 and err.strip(), f"npu-sim {' '.join(argv)} accepted a damaged file"
 
 
