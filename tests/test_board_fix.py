@@ -90,7 +90,8 @@ def test_board_settings_repin_a_model_input_the_board_refuses():
 
 def test_no_board_per_channel_when_the_board_takes_none(tmp_path):
     path = board(tmp_path, "default", "per-tensor", per_channel_weights="false")
-    new, _, changes = board_settings(QuantSettings(extra_options={"ActivationSymmetric": True}), load_board(str(path)).rules)
+    symmetric = QuantSettings(extra_options={"ActivationSymmetric": True})
+    new, _, changes = board_settings(symmetric, load_board(str(path)).rules)
     assert not new.per_channel and changes == ["per_channel=False: the board takes one weight scale per layer"]
 
 
@@ -175,3 +176,25 @@ def test_requantize_for_the_u55_keeps_asymmetric_int8(uint8_model, tmp_path):
     sim = npu_sim.load(tmp_path / "f.onnx", board=U55, input_shapes=SHAPE)
     acts = [t.q for t in sim.program.tensors.values() if t.q is not None and not t.is_const]
     assert all(q.dtype == "int8" for q in acts) and any(not q.symmetric for q in acts)
+
+
+def test_an_ops_own_limit_is_fixed_per_tensor_in_a_second_pass(tmp_path):
+    """int16 activations on a board whose Gemm takes int8 only: the board-wide settings are fine, the check's
+    per-tensor fix (TensorQuantOverrides) is added after the first re-quantization, and the model deploys."""
+    from onnxruntime.quantization import QuantType
+    a16 = quantize(onnx.load(str(FLOAT)), tmp_path, "a16", activation_type=QuantType.QInt16, per_channel=True,
+                   extra_options={"ActivationSymmetric": True}, calib_shapes=SHAPE)
+    gemm8 = board(tmp_path, "default", "gemm8")
+    gemm8.write_text(gemm8.read_text() + '[rules.ops.Gemm]\nactivation_dtypes = ["int8"]\n')
+    found = rules_of(npu_sim.check(a16, board=str(gemm8), input_shapes=SHAPE), "dtype.activation")
+    assert len(found) == 1 and "Quantize these tensors as int8" in found[0].fix
+    assert "TensorQuantOverrides" in found[0].fix
+    samples = [{"input": x[None]} for x in np.load(DATA)["x"][:60]]
+    r = npu_sim.accuracy_report(a16, data=samples[:8], float_model=FLOAT, board=str(gemm8))
+    opt = advisor.AdviceOptions(samples=2, sensitivity=False, calibration=samples, fixed_model=str(tmp_path / "f.onnx"))
+    advisor.annotate(r, samples[:8], str(gemm8), FLOAT, options=opt)
+    rq = r.advisor["requantized"]
+    assert r.advisor["board_settings"]["changes"] == [] and rq["tensor_overrides"] == ["logits"]
+    assert r.advisor["fix"]["TensorQuantOverrides"]["logits"] == [{"quant_type": "QInt8", "symmetric": True}]
+    assert rq["check"]["deployable"]
+    assert npu_sim.check(tmp_path / "f.onnx", board=str(gemm8), input_shapes=SHAPE).deployable

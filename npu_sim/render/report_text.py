@@ -263,7 +263,9 @@ def _requantized(rq: dict) -> list[str]:
     return [f"re-quantized with the fix ({rq['calibration']}) -> {rq['model']}"
             + ("\n  (the fix is empty: the model re-quantized with its own settings, a check that "
                "re-quantization reproduces it)" if rq.get("fix_empty") else ""),
-            f"  quantize_static({settings_call(rq['settings'])}, extra_options=the model's own plus the fix)",
+            f"  quantize_static({settings_call(rq['settings'])}, extra_options=the model's own plus the fix)"
+            + (f"\n  (re-quantized twice: the board's op limits still refused {', '.join(rq['tensor_overrides'])}; "
+               f"the fix now sets them per tensor)" if rq.get("tensor_overrides") else ""),
             f"  measured on {rq['samples']} sample(s): cosine {b['cosine']:.5f} -> {a['cosine']:.5f} "
             f"(worst sample {b['cosine_min_sample']:.5f} -> {a['cosine_min_sample']:.5f}), SQNR "
             f"{fmt_value(b['sqnr_db'], '{:.1f}')} -> {fmt_value(a['sqnr_db'], '{:.1f}')} dB; cycles "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from npu_sim.analysis.advisor.advise import advise, bias_remedy, make_fix, weight_candidates
-from npu_sim.analysis.advisor.board_fix import board_settings, verdict
+from npu_sim.analysis.advisor.board_fix import board_settings, finding_overrides, verdict
 from npu_sim.analysis.advisor.evaluator import Evaluator, estimated_cycles
 from npu_sim.analysis.advisor.sensitivity import layers_of, sensitivity, shortlist
 from npu_sim.analysis.check import check_program
@@ -106,27 +106,38 @@ def annotate(report, samples: list[dict], board, float_model=None, input_shapes=
         adv["bias_remedy"] = remedy
         adv["settings"] = settings.to_dict()
         adv["board_settings"] = {"board": chk.board, "changes": changes, "settings": board_q.to_dict()}
+        aliases = output_aliases(ev.proto)
         fix = requant.merge_extra_options(board_extra, make_fix(
-            adv["chosen"], remedy, output_aliases(ev.proto), [w["weight"] for w in adv.get("weight_int16") or []]))
+            adv["chosen"], remedy, aliases, [w["weight"] for w in adv.get("weight_int16") or []]))
+        if opt.calibration is not None:
+            adv["requantized"], fix = _requantize_and_measure(ev, report, float_model, board_q, fix, opt,
+                                                              base_cycles, aliases)
+            adv["requantized"]["fix_empty"] = not fix and not changes
         adv["fix"] = fix
         if opt.overrides:
             Path(opt.overrides).write_text(json.dumps(fix, indent=1) + "\n")
             adv["overrides_file"] = opt.overrides
-        if opt.calibration is not None:
-            adv["requantized"] = _requantize_and_measure(ev, report, float_model, board_q, fix, opt, base_cycles)
-            adv["requantized"]["fix_empty"] = not fix and not changes
         report.advisor = adv
     finally:
         ev.close()
 
 
-def _requantize_and_measure(ev, report, float_model, settings, fix, opt, base_cycles) -> dict:
+def _requantize_and_measure(ev, report, float_model, settings, fix, opt, base_cycles, aliases) -> tuple[dict, dict]:
+    """The re-quantized model, measured and checked, and the fix it took: the given one, plus per-tensor
+    overrides when the board still refused a quantization setting of the first re-quantization (once)."""
     if not float_model:
-        return {"error": "re-quantization needs the float model (--float)"}
+        return {"error": "re-quantization needs the float model (--float)"}, fix
     out = opt.fixed_model or Path(report.model).name.replace(".qdq.onnx", ".onnx").replace(".onnx", ".fixed.qdq.onnx")
     t0 = time.perf_counter()
     used = requant.requantize(ev.ref.model, str(float_model), out, opt.calibration, settings, fix)  # read once
     sim = ev.load(out, "fixed")
+    chk = check_program(sim.program)
+    more = finding_overrides(chk, aliases, fix)
+    if more:  # what the settings did not reach (an op's own dtypes): the check's own fixes, tensor by tensor
+        fix = requant.merge_extra_options(fix, more)
+        used = requant.requantize(ev.ref.model, str(float_model), out, opt.calibration, settings, fix)
+        sim = ev.load(out, "fixed")
+        chk = check_program(sim.program)
     samples = opt.eval_samples or ev.samples
     if samples is ev.samples:
         refs = ev.refs
@@ -135,12 +146,11 @@ def _requantize_and_measure(ev, report, float_model, settings, fix, opt, base_cy
     before = ev.score_sim(ev.base, samples, refs)
     after = ev.score_sim(sim, samples, refs)
     c = estimated_cycles(sim)
-    chk = check_program(sim.program)
     return {"model": out, "calibration": opt.calibration_source, "calibration_samples": len(opt.calibration),
             "settings": {k: v for k, v in settings.to_dict().items() if k not in ("extra_options", "source")},
             "extra_options": used, "samples": len(samples),
             "before": before.to_dict(), "after": after.to_dict(),
             "cycles_before": base_cycles, "cycles_after": c,
             "bias_saturated_after": sum(1 for _, f in chk.findings if f.rule == "bias.saturated"),
-            "check": verdict(chk),
-            "seconds": round(time.perf_counter() - t0, 2)}
+            "check": verdict(chk), "tensor_overrides": sorted((more.get("TensorQuantOverrides") or {})),
+            "seconds": round(time.perf_counter() - t0, 2)}, fix

@@ -1,5 +1,6 @@
-"""What the board's rules require of a re-quantization (``board_settings``) and the verdict of a re-quantized model
-on the board (``verdict``).
+"""What the board's rules require of a re-quantization (``board_settings``; ``finding_overrides`` for what a
+re-quantized model still gets refused, tensor by tensor) and the verdict of a re-quantized model on the board
+(``verdict``).
 
 ``board_settings`` starts from how the model was quantized (``npu_sim.qdq.recalibrate.QuantSettings``) and changes
 only what the board's ``[rules]`` refuse, the cheapest change first (``Rules.activation_setting``,
@@ -86,6 +87,24 @@ def board_settings(settings: QuantSettings, rules: Rules) -> tuple[QuantSettings
                   extra_options=merge_extra_options(settings.extra_options, extra),
                   source=settings.source + (", changed as the board requires" if changes else ""))
     return new, extra, changes
+
+
+def finding_overrides(check_result, aliases: dict, fix: dict) -> dict:
+    """The check's own fixes of the quantization settings it still refuses (the ``overrides`` of its dtype.* and
+    zero_point.* errors: per tensor, the type the board takes), as extra_options ``TensorQuantOverrides`` by the
+    float model's names (``aliases``: a graph output quantize_static renamed); nothing the ``fix`` already says,
+    and a tensor it pins to a scale keeps its pin. Empty: nothing more to ask for."""
+    have = fix.get("TensorQuantOverrides") or {}
+    tqo = {}
+    for _, f in check_result.findings:
+        if f.severity != "error" or not f.quantization_setting:
+            continue
+        for o in f.values.get("overrides", []):
+            name = aliases.get(o["tensor"], o["tensor"])
+            entry = [{k: v for k, v in o.items() if k != "tensor"}]
+            if have.get(name) != entry and not (have.get(name) and "scale" in have[name][0]):
+                tqo[name] = entry
+    return {"TensorQuantOverrides": tqo} if tqo else {}
 
 
 def verdict(check_result) -> dict:

@@ -6,6 +6,8 @@ within the board's ``int16_max_reduction``) and the legal requantization shift r
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from npu_sim.analysis.check.findings import rule
@@ -31,7 +33,7 @@ def _npu_op(ctx, node):
 def _dtype_activation(ctx, node):
     """{op} has {dtype} activation tensor(s) ({tensors}); the NPU's {op} takes {allowed}.
 
-    Quantize the model's activations as {taken} (quantize_static activation_type=QuantType.{qtype}){how}."""
+    Quantize {what} as {taken} ({setting}){how}."""
     lim = ctx.limits[node.name]
     if lim is None or not ctx.rules.constrained:
         return None
@@ -40,15 +42,30 @@ def _dtype_activation(ctx, node):
     if lim.dynamic_dtypes is not None and kind_of(node.op) == "mac" and ctx.weight(node) is None:
         allowed = lim.dynamic_dtypes  # both operands are activations: the inputs are what the limit is about
         tensors = [ctx.t(n) for n in node.inputs if ctx.t(n).q is not None]
-    bad = [t for t in tensors if t.q.dtype not in allowed]
-    if bad:
-        taken, symmetric = ctx.rules.activation_setting(bad[0].q.dtype, allowed)
-        return {"op": node.op, "dtype": "/".join(sorted({t.q.dtype for t in bad})),
-                "tensors": ", ".join(t.float_name for t in bad[:3]), "allowed": fmt_dtypes(allowed),
-                "taken": taken, "qtype": QUANT_TYPES[taken],
-                "how": (', symmetric: extra_options={"ActivationSymmetric": True}' if symmetric else
-                        f"; the board takes {taken} activations with zero points, so they need not be symmetric")}
-    return None
+    bad = [(t, ctx.rules.activation_setting(t.q.dtype, allowed)) for t in tensors if t.q.dtype not in allowed]
+    if not bad:
+        return None
+    taken, symmetric = bad[0][1]
+    overrides = [_override(t, s) for t, s in bad]
+    if all(t.q.dtype in ctx.rules.activation_dtypes for t, _ in bad):  # the op's own limit: only these tensors
+        what = "these tensors"
+        setting = "quantize_static extra_options TensorQuantOverrides " + json.dumps(
+            {o["tensor"]: [{k: v for k, v in o.items() if k != "tensor"}] for o in overrides})
+        how = ""
+    else:
+        what, setting = "the model's activations", f"quantize_static activation_type=QuantType.{QUANT_TYPES[taken]}"
+        how = (', symmetric: extra_options={"ActivationSymmetric": True}' if symmetric else
+               f"; the board takes {taken} activations with zero points, so they need not be symmetric")
+    return {"op": node.op, "dtype": "/".join(sorted({t.q.dtype for t, _ in bad})),
+            "tensors": ", ".join(t.float_name for t, _ in bad[:3]), "allowed": fmt_dtypes(allowed),
+            "taken": taken, "what": what, "setting": setting, "how": how, "overrides": overrides}
+
+
+def _override(t, setting: tuple[str, bool]) -> dict:
+    """The finding's fix for tensor ``t`` as a quantize_static TensorQuantOverrides entry (``tensor``: its float
+    name): quantized as ``setting`` (``Rules.activation_setting``) says the board takes it."""
+    dtype, symmetric = setting
+    return {"tensor": t.float_name, "quant_type": QUANT_TYPES[dtype], **({"symmetric": True} if symmetric else {})}
 
 
 @rule("dtype.weight", "error", "board", quantization_setting=True)
@@ -76,21 +93,22 @@ def _zp_activation(ctx, node):
     if lim is None or ctx.rules.activation_zero_points is True:
         return None
     allowed = lim.activation_dtypes or ctx.rules.activation_dtypes
-    for t in ctx.owned(node):
-        taken, symmetric = ctx.rules.activation_setting(t.q.dtype, allowed)
-        if t.q.symmetric or not symmetric:
-            continue  # symmetric already, or the dtype the board takes in its place may keep a zero point
-        zp = t.q.zero_point.reshape(-1)
-        free = [d for d in ctx.rules.activation_dtypes if ctx.rules.zero_points_allowed(d)]
-        refused = t.q.dtype not in allowed
-        return {"tensor": t.float_name, "zp": int(zp[np.argmax(zp != 0)]), "dtype": taken if refused else t.q.dtype,
-                "also": (f", and no {t.q.dtype} at all (dtype.activation)" if refused else "" if taken == t.q.dtype
-                         else f": as {taken}, which holds negative values at zero point 0"),
-                "qtype": QUANT_TYPES[taken],
-                "only": (f"; the board takes {fmt_dtypes(free)} activations with zero points, so only the {taken} "
-                         f"tensors need it: TensorQuantOverrides {{\"{t.float_name}\": [{{\"quant_type\": "
-                         f"\"{QUANT_TYPES[taken]}\", \"symmetric\": true}}]}} per tensor") if free else ""}
-    return None
+    # symmetric already, or the dtype the board takes in its place may keep a zero point: nothing to say
+    hits = [(t, s) for t in ctx.owned(node) if not t.q.symmetric
+            for s in [ctx.rules.activation_setting(t.q.dtype, allowed)] if s[1]]
+    if not hits:
+        return None
+    t, (taken, _) = hits[0]
+    zp = t.q.zero_point.reshape(-1)
+    free = [d for d in ctx.rules.activation_dtypes if ctx.rules.zero_points_allowed(d)]
+    refused = t.q.dtype not in allowed
+    return {"tensor": t.float_name, "zp": int(zp[np.argmax(zp != 0)]), "dtype": taken if refused else t.q.dtype,
+            "also": (f", and no {t.q.dtype} at all (dtype.activation)" if refused else "" if taken == t.q.dtype
+                     else f": as {taken}, which holds negative values at zero point 0"),
+            "qtype": QUANT_TYPES[taken], "overrides": [_override(x, s) for x, s in hits],
+            "only": (f"; the board takes {fmt_dtypes(free)} activations with zero points, so only the {taken} "
+                     f"tensors need it: TensorQuantOverrides {{\"{t.float_name}\": [{{\"quant_type\": "
+                     f"\"{QUANT_TYPES[taken]}\", \"symmetric\": true}}]}} per tensor") if free else ""}
 
 
 @rule("zero_point.weight", "error", "board", quantization_setting=True)
