@@ -342,6 +342,12 @@ VALID = [
     Case("roundtrip-depthwise", _edit("depthwise_a16w8", lambda s: None), valid=True),
 ]
 
+def _bias_scale(spec: dict) -> None:
+    """Channel 1 of the first convolution's bias scaled by 3965, not input scale x weight scale (TFLite's Prepare
+    refuses a bias scale off that product)."""
+    _tensor(spec, 1)["quant"]["scale"][1] = 3965.0
+
+
 # A sound flatbuffer whose operators TFLite's reader takes and its kernels' Prepare would refuse (or compute, for
 # the huge strides and dilations): read_tflite accepts them; the translation and lowering must refuse them (exit 2)
 # or run them, never fail inside (exit 3). ``known``: where that does not hold yet (the exit seen, in a comment).
@@ -359,6 +365,10 @@ OPS = [
          known=_ALL),  # 0: the axis is not checked
     Case("output-scale-1e-30", _edit("conv_int8", _quant(6, scale=np.float32([1e-30]))), valid=True, refused=True,
          known=_ALL),  # check, estimate 0; run 3: multiplier/shift outside TFLite's range
+    Case("bias-scale-mismatch", _edit("conv_a16w8", _bias_scale), valid=True, refused=True,
+         known=_ALL),  # check, estimate 0; run 3: 16x8 accumulator outside [-2**47, 2**47)
+    Case("weight-scale-1e38", _edit("conv_int8", _quant(4, scale=np.float32([0.002] * 7 + [1.5e38]))),
+         valid=True, refused=True, known=_ALL),  # check, estimate 0; run 3: multiplier/shift outside the range
     Case("pool-filter-huge", _edit("pools_int8", _option(2, "FilterWidth", 2 ** 31 - 1)), valid=True,
          refused=True),
     Case("stride-huge", _edit("conv_int8", _option(1, "StrideW", 2 ** 31 - 1)), valid=True),
