@@ -3,6 +3,7 @@ npu_sim.analysis.advisor.board_fix), the check's fix texts derived from them, an
 writing a model that passes `npu-sim check` on its board, or naming the rule that blocks it."""
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -133,7 +134,7 @@ def test_requantize_writes_a_model_that_passes_a_board_forcing_symmetric_activat
     rc = cli_main(["report", str(uint8_model), "--float", str(FLOAT), "--data", str(DATA), "--limit", "24",
                    "--board", str(sym), "--samples", "2", "--no-sensitivity", "--requantize", str(DATA),
                    "--calib-limit", "60", "--fixed-model", str(fixed), "--overrides", str(fix), "--quiet",
-                   "--json", str(tmp_path / "r.json")])
+                   "--json", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html")])
     out = capsys.readouterr().out
     assert rc == 0
     after = npu_sim.check(fixed, board=str(sym), input_shapes=SHAPE)
@@ -144,6 +145,15 @@ def test_requantize_writes_a_model_that_passes_a_board_forcing_symmetric_activat
     rq = json.loads((tmp_path / "r.json").read_text())["advisor"]["requantized"]
     assert rq["check"] == {"board": "sym8", "deployable": True, "errors": 0, "blocking": []}
     assert rq["settings"]["activation_type"] == "QInt8" and rq["after"]["cosine"] > 0.999
+    # the page leads with it: the verdict as it is, what to do, the fix (valid JSON), what it measured
+    page = (tmp_path / "r.html").read_text()
+    verdict = page.split("<div class='verdict'>")[1].split("</div>")[0]
+    assert page.index("<div class='verdict'>") < page.index("<h2>Outputs</h2>")
+    assert "not deployable</b> on board sym8: 2 error(s) (zero_point.activation ×2)" in verdict
+    assert "<b>Quantize as the board requires</b>: activation_type=QuantType.QInt8 (was QUInt8)" in verdict
+    fix_text = html.unescape(verdict.split("<pre>")[1].split("</pre>")[0])
+    assert json.loads(fix_text) == json.loads(fix.read_text())
+    assert "deployable on sym8; cosine " in verdict and "class='ok'" in verdict
 
 
 def test_requantize_names_the_rule_that_blocks_deployment(uint8_model, tmp_path):

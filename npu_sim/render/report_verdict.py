@@ -41,12 +41,12 @@ def _as_is(r: AccuracyReport) -> str:
     return f"<p><b>As it is</b>: {fit}{acc}{where}.</p>"
 
 
-def _promotion(A: dict) -> str | None:
+def _promotion(A: dict, samples: int) -> str | None:
     ch, p, base = A.get("chosen") or [], A.get("chosen_point"), A.get("baseline") or {}
     if not ch or not p:
         return None
     names = ", ".join(_e(t) for t in ch[:_NAMES]) + (f" and {len(ch) - _NAMES} more" if len(ch) > _NAMES else "")
-    return (f"<b>Promote {len(ch)} tensor(s) to int16</b> ({names}): measured cosine "
+    return (f"<b>Promote {len(ch)} tensor(s) to int16</b> ({names}): measured on {samples} sample(s), cosine "
             f"{fmt_value(base.get('cosine'))} → <b>{fmt_value(p['cosine'])}</b>, SQNR "
             f"{fmt_value(base.get('sqnr_db'), '{:.2f}')} → {fmt_value(p['sqnr_db'], '{:.2f}')} dB, "
             f"{p['slowdown']:.3f}× the cycles (within the budget; <a href='#advisor'>the curve</a>).")
@@ -76,7 +76,7 @@ def _todo(r: AccuracyReport) -> list[str]:
         nodes = ", ".join(f"{_e(l['node'])} (channels {_e(str(l['channels'][:8]))})" for l in rem["layers"])
         out.append(f"<b>Keep the int32 biases in range</b> (clipped on {nodes}; onnxruntime #21000, not a precision "
                    f"problem): {_e(rem['remedy'])}.")
-    promo = _promotion(A)
+    promo = _promotion(A, (r.sensitivity or {}).get("samples", 0))
     if promo:
         out.append(promo)
     for w in A.get("weight_int16") or []:
@@ -85,12 +85,26 @@ def _todo(r: AccuracyReport) -> list[str]:
     return out + _blocking(r)
 
 
+def _fix_json(fix: dict) -> str:
+    """The fix as JSON, one line per key and per TensorQuantOverrides tensor."""
+    if not fix:
+        return "{}"
+    items = []
+    for key, value in fix.items():
+        if key == "TensorQuantOverrides":
+            inner = ",\n".join(f"  {json.dumps(n)}: {json.dumps(e)}" for n, e in value.items())
+            items.append(f' "TensorQuantOverrides": {{\n{inner}\n }}')
+        else:
+            items.append(f" {json.dumps(key)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(items) + "\n}"
+
+
 def _how(A: dict) -> list[str]:
     fix, bs = A.get("fix"), A.get("board_settings")
     if not fix and not (bs and bs["changes"]):
         return []
     call = settings_call(bs["settings"]) if bs else "the model's own settings"
-    text = json.dumps(fix or {}, indent=1)
+    text = _fix_json(fix or {})
     out = [f"<p><b>How</b>: <code>quantize_static(float_model, out, calibration_reader, quant_format=QuantFormat.QDQ, "
            f"{_e(call)}, extra_options=FIX)</code>, FIX the quantize_static <code>extra_options</code> below "
            f"(<code>--overrides FIX.json</code> writes it, <code>npu_sim.qdq.recalibrate.load_extra_options</code> "
