@@ -154,6 +154,7 @@ class Geometry:
     groups: int = 1
     out_hw: tuple | None = None
     transpose_a: bool = False
+    axes: tuple | None = None  # the axes a mean averages (ReduceMean, GlobalAveragePool)
 
 
 @dataclass(frozen=True, eq=False)

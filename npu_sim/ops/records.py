@@ -66,7 +66,9 @@ def _requant(p: dict, arith) -> Requant | None:
 
 
 def _geometry(op: str, p: dict) -> Geometry | None:
-    """The window of a convolution or pool, a Gemm's transposed A (None for other nodes)."""
+    """The window of a convolution or pool, a Gemm's transposed A, a mean's axes (None for other nodes)."""
+    if "axes" in p and "stride" not in p:
+        return Geometry(axes=tuple(int(a) for a in p["axes"]))
     if "stride" not in p and "trans_a" not in p:
         return None
     w = p.get("_w")

@@ -206,6 +206,13 @@ def _operands(program, node) -> _Operands:
         out_elems=sum(_elems(tensors[o]) for o in node.outputs))
 
 
+def _plane_mean(node, o) -> bool:
+    """A ReduceMean over the two spatial axes of a 4-D tensor (NCHW's 2, 3 or NHWC's 1, 2): computed as a pool over
+    the whole plane, as Vela lowers MEAN (a depthwise convolution or an average pool)."""
+    g = node.geometry
+    return bool(g is not None and g.axes in ((1, 2), (2, 3)) and o.acts and len(o.acts[0].shape) == 4)
+
+
 def _window(node, cls: str, x, out):
     """(ih, iw, ic), (oh, ow, oc), (kh, kw, sh, sw, dh, dw), groups of a block-computed op."""
     oh, ow, oc = _nhwc(out.shape)
@@ -216,6 +223,11 @@ def _window(node, cls: str, x, out):
         sh, sw = g.stride or (1, 1)
         dh, dw = g.dilation or (1, 1)
         groups = g.groups
+    elif cls == "pool" and g.axes == (1, 2) and len(x.shape) == 4:  # a mean over an NHWC plane (a .tflite's MEAN)
+        ih, iw, ic = x.shape[0] * x.shape[1], x.shape[2], x.shape[3]
+        oh, ow, oc = 1, 1, ic
+        kh, kw, sh, sw, dh, dw = ih, iw, 1, 1, 1, 1
+        groups = ic
     elif cls == "pool":
         if facts_of(node.op).global_pool or g.kernel is None:  # the whole plane
             kh, kw, sh, sw, dh, dw = ih, iw, 1, 1, 1, 1
@@ -308,7 +320,7 @@ _STREAM_AO_CLASSES = {"add": "add", "mul": "mul", "lut": "lut", "requantize": "r
 
 
 def _stream_cost(cfg: CostConfig, o: _Operands) -> _Work:
-    """Elementwise, LUT, resize, normalization ops (and ReduceMean): the output stage per element."""
+    """Elementwise, LUT, resize, normalization ops (and a ReduceMean over other axes than a plane): the output stage per element."""
     ao_cls = _STREAM_AO_CLASSES.get(o.cls, "elementwise")
     elems = o.out_elems if o.cls not in ("normalization", "pool") else max(_elems(t) for t in o.acts)
     w = _Work(compute=math.ceil(_ao_cpe(cfg, ao_cls, o.fused) * elems))
@@ -361,7 +373,8 @@ def _placed(cfg: CostConfig, node, o: _Operands, w: _Work) -> LayerCost:
 def layer_cost(cfg: CostConfig, program, node) -> LayerCost:
     """Cost of one node running on the NPU, from the board's cost section and the node's tensors."""
     o = _operands(program, node)
-    if o.cls in ("conv", "depthwise", "fc", "matmul") or (o.cls == "pool" and facts_of(node.op).window):
+    if o.cls in ("conv", "depthwise", "fc", "matmul") or (o.cls == "pool" and (facts_of(node.op).window
+                                                                               or _plane_mean(node, o))):
         work = _block_cost(cfg, node, o)
     elif o.cls == "movement":
         work = _movement_cost(cfg, o)

@@ -41,6 +41,7 @@ def lower_mean(lowering, onode, args, out, act):
     keep = [ax for ax in range(rank) if ax not in axes]
     m, s = tfl_quantize_multiplier(float32_of(x.q.scale) / float32_of(out.q.scale))
     p = {"x_zp": int(x.q.zero_point), "perm": tuple(keep) + axes, "n": int(np.prod([x.shape[i] for i in axes])),
+         "axes": axes,
          "tfl_mult": m, "tfl_shift": s}
     p.update(out_params(lowering, out, act))
     return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_mean, p, {"axes": axes})
