@@ -87,6 +87,10 @@ def test_board_settings_repin_a_model_input_the_board_refuses():
     assert any(c.startswith("input input: scale 0.0078125") for c in changes)
     new, extra, _ = board_settings(pinned, load_board(U55).rules)        # any input scale, int8 with zero points
     assert extra["TensorQuantOverrides"] == {"input": [{"quant_type": "QInt8"}]}
+    wide = QuantSettings("QUInt16", "QInt8", True, extra_options={
+        "TensorQuantOverrides": {"input": [{"scale": 1e-4, "zero_point": 32768, "dtype": "uint16"}]}})
+    _, extra, _ = board_settings(wide, load_board("default").rules)      # the fixed stub scale is for 8 bits
+    assert extra["TensorQuantOverrides"] == {"input": [{"quant_type": "QInt16", "symmetric": True}]}
 
 
 def test_no_board_per_channel_when_the_board_takes_none(tmp_path):

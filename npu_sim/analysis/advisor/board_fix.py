@@ -8,7 +8,7 @@ only what the board's ``[rules]`` refuse, the cheapest change first (``Rules.act
 int8 -> int16), activations become symmetric only where the dtype the board takes may not have a zero point,
 weights lose their zero points only where the board wants symmetric weights, per-channel weight scales become one
 per layer only where the board takes no per-channel weights, and a pinned model-input quantization the board
-refuses is replaced (the board's fixed input scale, else left to calibration). The same derivation writes the
+refuses is replaced (the board's fixed 8-bit input scale, else left to calibration). The same derivation writes the
 check's own fix texts (``npu_sim.analysis.check.board_rules``), so the advice and the re-quantization agree.
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _input_pins(settings: QuantSettings, rules: Rules, extra: dict, changes: lis
         new, symmetric = rules.activation_setting(pin["dtype"])
         if new == pin["dtype"] and not (symmetric and pin["zero_point"]):
             continue
-        if rules.input_scale:
+        if rules.input_scale and new in ("int8", "uint8"):  # the board's 8-bit input stub
             tqo[name] = [{"scale": rules.input_scale, "zero_point": 0, "dtype": new}]
             how = f"scale {rules.input_scale:g}, zero point 0, as the board's input stub takes"
         else:
