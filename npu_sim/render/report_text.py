@@ -216,11 +216,14 @@ def _advisor_curve(A: dict) -> list[str]:
              + "; every point measured",
              f"  {'k':>3} {'cycles':>12s} {'slowdown':>8s} {'cosine':>8s} {'SQNR dB':>8s}  "
              f"last promoted / segment"]
-    hidden = 0
+    hidden, headed = 0, False
     for pnt in A["curve"]:
         if pnt.get("kind") == "segment" and not pnt.get("chosen") and not pnt["pareto"]:
             hidden += 1
             continue
+        if pnt.get("kind") == "segment" and not headed:  # k restarts: a segment's own count, not a prefix's
+            lines.append("  contiguous segments (k: the segment's layers):")
+            headed = True
         mark = "*" if pnt.get("chosen") else ("p" if pnt["pareto"] else " ")
         over = "" if pnt["within_budget"] else "  over budget"
         lines.append(f"  {pnt['k']:>3} {pnt['cycles']:>12,.0f} {pnt['slowdown']:8.3f} {pnt['cosine']:.5f} "
