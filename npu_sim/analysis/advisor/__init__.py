@@ -44,8 +44,10 @@ into what quantize_static takes (QuantType members).
 **What the board requires** (``board_fix.board_settings``): the model's own settings changed only where the board's
 rules refuse them (a dtype it does not take, a zero point it does not allow, per-channel weights), the cheapest
 change first; their extra_options join the fix. With calibration data and the float model, ``requantize`` runs
-quantize_static with those settings plus the fix; the new model is simulated, checked on the board and reported
-with its verdict (``board_fix.verdict``: deployable, or the rules that block it).
+quantize_static with those settings plus the fix; the new model is checked on the board — where an op's own limit
+still refuses a tensor's type, it is re-quantized once more with the check's per-tensor fixes
+(``board_fix.finding_overrides``) — simulated and reported with its verdict (``board_fix.verdict``: deployable, or
+the rules that block it).
 
 Every measurement (a layer's sensitivity, a curve point) is independent: they run as engine tasks (``tasks``;
 ``annotate(..., engine=EngineOptions(...))``), each worker building the evaluator once, with the same numbers as
