@@ -212,3 +212,14 @@ def test_an_ops_own_limit_is_fixed_per_tensor_in_a_second_pass(tmp_path):
     assert r.advisor["fix"]["TensorQuantOverrides"]["logits"] == [{"quant_type": "QInt8", "symmetric": True}]
     assert rq["check"]["deployable"]
     assert npu_sim.check(tmp_path / "f.onnx", board=str(gemm8), input_shapes=SHAPE).deployable
+
+
+def test_a_costly_board_setting_says_where_advice_on_it_comes_from():
+    from npu_sim.render.report_text import cost_note
+    rq = {"model": "m.fixed.onnx", "before": {"cosine": 0.9984}, "after": {"cosine": 0.9891}}
+    changes = {"changes": ["ActivationSymmetric=True: ..."]}
+    note = cost_note({"requantized": rq, "board_settings": changes})
+    assert "cosine 0.99840 -> 0.98910" in note and "`npu-sim report m.fixed.onnx`" in note
+    assert cost_note({"requantized": rq, "board_settings": {"changes": []}}) is None    # the fix alone: measured
+    better = dict(rq, after={"cosine": 0.9999})
+    assert cost_note({"requantized": better, "board_settings": changes}) is None

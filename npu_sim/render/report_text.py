@@ -277,6 +277,17 @@ def _requantized(rq: dict) -> list[str]:
             f"  verdict: {verdict_line(rq)}"]
 
 
+def cost_note(A: dict) -> str | None:
+    """When the re-quantized model took the board's settings and lost accuracy: the int16 advice was measured on
+    the model as it was, so say where advice on what the board takes comes from."""
+    rq, bs = A.get("requantized") or {}, A.get("board_settings") or {}
+    if not rq or rq.get("error") or not bs.get("changes") or rq["after"]["cosine"] >= rq["before"]["cosine"]:
+        return None
+    return (f"the board's settings cost accuracy here (cosine {rq['before']['cosine']:.5f} -> "
+            f"{rq['after']['cosine']:.5f}); the int16 advice was measured on the model as it was: `npu-sim report "
+            f"{rq['model']}` (same --float and board) measures and advises on what the board takes")
+
+
 def _board_changes(A: dict) -> list[str]:
     bs = A.get("board_settings")
     if not bs or not bs["changes"]:
@@ -315,6 +326,9 @@ def _advisor(A: dict) -> list[str]:
     rq = A.get("requantized")
     if rq:
         lines += _requantized(rq)
+    note = cost_note(A)
+    if note:
+        lines.append(f"  note: {note}")
     return lines
 
 

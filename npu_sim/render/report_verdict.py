@@ -11,7 +11,7 @@ import json
 
 from npu_sim.analysis.accuracy import AccuracyReport
 from npu_sim.render.check import report_rule_groups
-from npu_sim.render.report_text import fmt_value, settings_call, verdict_line
+from npu_sim.render.report_text import cost_note, fmt_value, settings_call, verdict_line
 from npu_sim.render.text import cut_middle
 
 _e = html.escape
@@ -133,7 +133,8 @@ def _measured(A: dict) -> list[str]:
             f"{b['cosine_min_sample']:.5f} → {a['cosine_min_sample']:.5f}, SQNR "
             f"{fmt_value(b['sqnr_db'], '{:.2f}')} → {fmt_value(a['sqnr_db'], '{:.2f}')} dB, cycles {fmt_value(rq['cycles_before'], '{:,.0f}')} → "
             f"{fmt_value(rq['cycles_after'], '{:,.0f}')}, bias.saturated findings after: "
-            f"{rq['bias_saturated_after']}.</p>"]
+            f"{rq['bias_saturated_after']}.</p>"] + ([f"<p class='note'>Note: {_e(cost_note(A))}.</p>"]
+                                                     if cost_note(A) else [])
 
 
 def verdict_section(r: AccuracyReport) -> list[str]:
