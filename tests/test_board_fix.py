@@ -216,10 +216,11 @@ def test_an_ops_own_limit_is_fixed_per_tensor_in_a_second_pass(tmp_path):
 
 def test_a_costly_board_setting_says_where_advice_on_it_comes_from():
     from npu_sim.render.report_text import cost_note
-    rq = {"model": "m.fixed.onnx", "before": {"cosine": 0.9984}, "after": {"cosine": 0.9891}}
+    rq = {"model": "m.fixed.onnx", "before": {"cosine": 0.9984, "sqnr_db": 24.9},
+          "after": {"cosine": 0.9891, "sqnr_db": 16.7}}
     changes = {"changes": ["ActivationSymmetric=True: ..."]}
     note = cost_note({"requantized": rq, "board_settings": changes})
     assert "cosine 0.99840 -> 0.98910" in note and "`npu-sim report m.fixed.onnx`" in note
     assert cost_note({"requantized": rq, "board_settings": {"changes": []}}) is None    # the fix alone: measured
-    better = dict(rq, after={"cosine": 0.9999})
-    assert cost_note({"requantized": better, "board_settings": changes}) is None
+    for after in ({"cosine": 0.9999, "sqnr_db": 40.0}, {"cosine": 0.9983, "sqnr_db": 24.3}):   # better, or < 1 dB
+        assert cost_note({"requantized": dict(rq, after=after), "board_settings": changes}) is None

@@ -278,10 +278,15 @@ def _requantized(rq: dict) -> list[str]:
 
 
 def cost_note(A: dict) -> str | None:
-    """When the re-quantized model took the board's settings and lost accuracy: the int16 advice was measured on
-    the model as it was, so say where advice on what the board takes comes from."""
+    """When the re-quantized model took the board's settings and lost accuracy (more than 1 dB of output SQNR,
+    else cosine): the int16 advice was measured on the model as it was, so say where advice on what the board
+    takes comes from."""
     rq, bs = A.get("requantized") or {}, A.get("board_settings") or {}
-    if not rq or rq.get("error") or not bs.get("changes") or rq["after"]["cosine"] >= rq["before"]["cosine"]:
+    if not rq or rq.get("error") or not bs.get("changes"):
+        return None
+    b, a = rq["before"].get("sqnr_db"), rq["after"].get("sqnr_db")
+    lost = b - a > 1.0 if b is not None and a is not None else rq["after"]["cosine"] < rq["before"]["cosine"] - 1e-4
+    if not lost:
         return None
     return (f"the board's settings cost accuracy here (cosine {rq['before']['cosine']:.5f} -> "
             f"{rq['after']['cosine']:.5f}); the int16 advice was measured on the model as it was: `npu-sim report "
