@@ -256,7 +256,7 @@ def verdict_line(rq: dict) -> str:
     rules = ", ".join(f"{x['rule']} x{x['count']}" for x in v["blocking"])
     why = ("no quantization setting fixes it" if not any(x["quantization_setting"] for x in v["blocking"]) else
            "a quantization setting the re-quantization did not reach")
-    return (f"NOT deployable on {v['board']}: blocked by {rules} ({why}; e.g. {first['example']}); {acc}")
+    return (f"NOT deployable on {v['board']}: blocked by {rules} ({why}; e.g. {first['example'].rstrip('.')}); {acc}")
 
 
 def _requantized(rq: dict) -> list[str]:
