@@ -183,11 +183,21 @@ class Builder:
         data = t.data.reshape(-1).astype(np.int64)
         if data.size != n:
             raise self.refuse_tensor(i, f"(a bias) has {data.size} values for {n} output channels")
+        if self.activation_q(x) is None:
+            raise self.refuse_tensor(x, "(the input of an op with an integer bias) is not an int8/int16 quantized "
+                                        "tensor; npu-sim simulates full-integer models")
+        product = np.broadcast_to(np.float64(self.tensor(x).quant.scale[0])
+                                  * self.tensor(w).quant.scale.astype(np.float32).astype(np.float64), (n,))
         if t.quant is not None:
             scale = np.broadcast_to(t.quant.scale.astype(np.float32), (n,))
+            off = np.abs(product - scale.astype(np.float64)) > 1e-6 * np.minimum(product, scale)
+            if np.any(off):  # TFLite's Prepare (GetQuantizedConvolutionMultipler) checks the same
+                c = int(np.flatnonzero(off)[0])
+                raise self.refuse_tensor(i, f"(a bias) has scale {float(scale[c]):.6g} on channel {c}, not input scale "
+                                            f"x weight scale {float(product[c]):.6g}: LiteRT and TFLite Micro refuse "
+                                            f"it at prepare (re-export the model with the TFLite converter)")
         else:
-            scale = (np.float64(self.tensor(x).quant.scale[0]) * self.tensor(w).quant.scale.astype(np.float64))
-            scale = np.broadcast_to(scale.astype(np.float32), (n,))
+            scale = product.astype(np.float32)
         small = np.iinfo(np.int32)
         dtype = np.int32 if data.min(initial=0) >= small.min and data.max(initial=0) <= small.max else np.int64
         q = self.const(data.astype(dtype), self.names[i])

@@ -187,7 +187,10 @@ def mean(b: Builder, op: TflOperator) -> None:
 def concatenation(b: Builder, op: TflOperator) -> None:
     y = op.outputs[0]
     rank = len(b.tensor(y).shape)
-    axis = int(op.options.get("axis", 0)) % max(rank, 1)
+    axis = int(op.options.get("axis", 0))
+    if not -rank <= axis < rank:
+        raise _refuse(b, op, f"axis {axis} is outside its output's {rank} dimensions")
+    axis %= max(rank, 1)
     f = f"{b.names[y]}/concat"
     b.node("Concat", [b.float_of(i) for i in op.inputs], [f], name=b.names[y], axis=axis)
     b.quantize(f, y, act=op.options.get("fused_activation_function", "NONE"))
@@ -337,6 +340,21 @@ def dequantize(b: Builder, op: TflOperator) -> None:
         raise _refuse(b, op, "its input is not an int8/int16 quantized tensor")
     s, z, _ = b.scale_zp(t, b.names[x])
     b.node("DequantizeLinear", [b.names[x], s, z], [b.names[y]], name=b.names[y])
+
+
+# how many inputs each operator needs (present: not -1); more are optional (a bias, PADV2's value)
+ARITY = {"CONV_2D": 2, "DEPTHWISE_CONV_2D": 2, "FULLY_CONNECTED": 2, "ADD": 2, "SUB": 2, "MUL": 2, "MEAN": 2,
+         "TRANSPOSE": 2, "PAD": 2, "PADV2": 2, "STRIDED_SLICE": 4, "RESIZE_BILINEAR": 2,
+         "RESIZE_NEAREST_NEIGHBOR": 2, "EXPAND_DIMS": 1, "GATHER": 2}
+
+
+def check_arity(b: Builder, op: TflOperator) -> None:
+    """Refuse an operator without the inputs it needs (a damaged or hand-made file)."""
+    need = ARITY.get(op.op, 1)
+    given = list(op.inputs[:need])
+    if len(given) < need or any(i < 0 for i in given) or not op.outputs:
+        raise _refuse(b, op, f"{op.op} needs {need} input(s) and an output; it has inputs {list(op.inputs)} and "
+                             f"outputs {list(op.outputs)} (re-export the model with the TFLite converter)")
 
 
 TRANSLATORS = {

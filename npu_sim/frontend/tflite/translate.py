@@ -15,7 +15,7 @@ from onnx import helper
 from npu_sim.errors import UnsupportedModelError
 from npu_sim.frontend.tflite.builder import ELEM, Builder
 from npu_sim.frontend.tflite.flatbuf import TflModel
-from npu_sim.frontend.tflite.ops import TRANSLATORS, fold
+from npu_sim.frontend.tflite.ops import TRANSLATORS, check_arity, fold
 
 OPSET = 21
 PRODUCER = "npu-sim (TFLite frontend)"
@@ -32,7 +32,10 @@ def translate(m: TflModel) -> Translation:
     """The ONNX QDQ model of ``m`` (module docstring); ``UnsupportedModelError`` naming the first operator it
     cannot translate."""
     b = Builder(m)
+    if not m.operators:
+        raise UnsupportedModelError(f"{m.path}: the model has no operators: nothing to simulate")
     for op in m.operators:
+        check_arity(b, op)
         if fold(b, op):
             continue
         fn = TRANSLATORS.get(op.op)

@@ -14,10 +14,23 @@ from npu_sim.ir import QParams, Tensor
 from npu_sim.lowering.problem import Problem, Refusal, Unsimulated
 
 
-def multipliers(real) -> tuple[np.ndarray, np.ndarray]:
-    """Per-element TFLite (M, s) of an array of real factors (float64)."""
+def quantize_multiplier(real: float, top: int = 30) -> tuple[int, int]:
+    """TFLite's QuantizeMultiplier of a factor its kernels can apply (a left shift of at most ``top`` bits: 30; 7 in
+    the 16x8 requantization); a Problem naming the factor otherwise (scales out of any sensible range)."""
+    if not (math.isfinite(real) and real >= 0):
+        raise Problem(f"its scales give a requantization factor {real!r}, which is not a finite positive number")
+    m, s = tfl_quantize_multiplier(real)
+    if s > top:
+        raise Problem(f"its scales give a requantization factor {real:.6g}, which needs a left shift of {s} bits: "
+                      f"TFLite's kernels shift at most {top} (the scales of its inputs and output are out of any "
+                      f"sensible range: re-calibrate)")
+    return m, s
+
+
+def multipliers(real, top: int = 30) -> tuple[np.ndarray, np.ndarray]:
+    """Per-element TFLite (M, s) of an array of real factors (float64), each checked (``quantize_multiplier``)."""
     flat = np.asarray(real, np.float64).reshape(-1)
-    pairs = [tfl_quantize_multiplier(float(v)) for v in flat]
+    pairs = [quantize_multiplier(float(v), top) for v in flat]
     return (np.array([p[0] for p in pairs], np.int64).reshape(np.shape(real)),
             np.array([p[1] for p in pairs], np.int64).reshape(np.shape(real)))
 
@@ -102,7 +115,7 @@ def rescale_params(src: QParams, out: Tensor, act, float32_ratio: bool, ctx=None
     ``ctx``: the lowering context, for ``activation_range``)."""
     ratio = (float(np.float32(np.float32(src.scale) / np.float32(out.q.scale))) if float32_ratio
              else float32_of(src.scale) / float32_of(out.q.scale))
-    m, s = tfl_quantize_multiplier(ratio)
+    m, s = quantize_multiplier(ratio)
     lo, hi = activation_range(out.q, act, ctx=ctx)
     return {"x_zp": int(src.zero_point), "tfl_mult": m, "tfl_shift": s, "out_zp": int(out.q.zero_point),
             "qmin": lo, "qmax": hi, "_out_dtype": out.q.np_dtype}

@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.tflite_add import tfl_add
-from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 from kernels.tflite_mul import tfl_mul
 
 from npu_sim.ir import Node
 from npu_sim.lowering.problem import Problem
 from npu_sim.ops.common import activation_bounds, attrs
 from npu_sim.ops.tflite.common import (activation_names, act_tensor, apply_rescale, float32_of, input_value,
-                                       out_params, rescale_params, run_rescale)
+                                       out_params, quantize_multiplier, rescale_params, run_rescale)
 
 
 def lower_add(lowering, onode, args, out, act):
@@ -24,9 +23,9 @@ def lower_add(lowering, onode, args, out, act):
         raise Problem("TFLite Add/Sub exists for int8 and int16 only")
     ls = lowering.arith.add_left_shift(bits)
     twice_max = 2.0 * max(float32_of(a.q.scale), float32_of(b.q.scale))
-    m1, s1 = tfl_quantize_multiplier(float32_of(a.q.scale) / twice_max)
-    m2, s2 = tfl_quantize_multiplier(float32_of(b.q.scale) / twice_max)
-    mo, so = tfl_quantize_multiplier(twice_max / float32_of(np.float32(2.0 ** ls) * np.float32(out.q.scale)))
+    m1, s1 = quantize_multiplier(float32_of(a.q.scale) / twice_max)
+    m2, s2 = quantize_multiplier(float32_of(b.q.scale) / twice_max)
+    mo, so = quantize_multiplier(twice_max / float32_of(np.float32(2.0 ** ls) * np.float32(out.q.scale)))
     p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "tfl_mult": (m1, m2, mo), "tfl_shift": (s1, s2, so),
          "left_shift": ls, "subtract": onode.op_type == "Sub", "_ts": (a, b)}
     p.update(out_params(lowering, out, act))
@@ -46,7 +45,7 @@ def lower_mul(lowering, onode, args, out, act):
     a = act_tensor(args[0], "Mul input A")
     b = act_tensor(args[1], "Mul input B")
     real = np.float32(np.float32(a.q.scale) * np.float32(b.q.scale)) / np.float32(out.q.scale)  # float32 in TFLite
-    m, s = tfl_quantize_multiplier(float(np.float32(real)))
+    m, s = quantize_multiplier(float(np.float32(real)))
     p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "tfl_mult": m, "tfl_shift": s, "_ts": (a, b)}
     p.update(out_params(lowering, out, act))
     return Node(lowering.node_name(onode), "Mul", activation_names([a, b]), [out.name], _run_mul, p)

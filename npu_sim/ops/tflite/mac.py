@@ -32,8 +32,11 @@ def _tflite_node(lowering, onode, acc: mac.Accumulation, out, act, run):
     sw = np.broadcast_to(np.asarray(acc.w_scale, np.float32), (n,)).astype(np.float64)
     real = np.float64(np.float32(x_q.scale)) * sw / np.float64(np.float32(out.q.scale))
     p.update(out_params(lowering, out, act, name))
-    p["tfl_mult"], p["tfl_shift"] = multipliers(real)
     p["tfl_wide"] = x_q.bits == 16
+    p["tfl_mult"], p["tfl_shift"] = multipliers(real, 7 if p["tfl_wide"] else 30)
+    if p["tfl_wide"] and np.abs(p["bias"]).max(initial=0) >= 2 ** 47:
+        raise Problem("its 16x8 bias leaves [-2**47, 2**47), the accumulator TFLite's 16x8 kernels keep (is the "
+                      "bias quantized at input scale x weight scale?)")
     return Node(name, acc.op, acc.inputs, [out.name], run, p, acc.shown)
 
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 from kernels.tflite_pool import tfl_avgpool, tfl_mean
 
 from npu_sim.ir import Node
 from npu_sim.lowering.problem import Problem
 from npu_sim.ops import pool
 from npu_sim.ops.common import attrs
-from npu_sim.ops.tflite.common import act_tensor, float32_of, out_params
+from npu_sim.ops.tflite.common import act_tensor, float32_of, out_params, quantize_multiplier
 
 
 def lower_avgpool(lowering, onode, args, out, act):
@@ -39,7 +38,7 @@ def lower_mean(lowering, onode, args, out, act):
     rank = len(x.shape)
     axes = pool.mean_axes(lowering, onode, args, rank)
     keep = [ax for ax in range(rank) if ax not in axes]
-    m, s = tfl_quantize_multiplier(float32_of(x.q.scale) / float32_of(out.q.scale))
+    m, s = quantize_multiplier(float32_of(x.q.scale) / float32_of(out.q.scale))
     p = {"x_zp": int(x.q.zero_point), "perm": tuple(keep) + axes, "n": int(np.prod([x.shape[i] for i in axes])),
          "axes": axes,
          "tfl_mult": m, "tfl_shift": s}
