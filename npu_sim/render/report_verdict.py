@@ -127,14 +127,15 @@ def _measured(A: dict) -> list[str]:
         return [f"<p><b>Measured</b>: {_e(rq['error'])}</p>"]
     b, a = rq["before"], rq["after"]
     cls = "ok" if rq["check"]["deployable"] else "no"
+    note = cost_note(A)
     return [f"<p><b>Measured</b> (re-quantized by onnxruntime on {_e(rq['calibration'])}, written to "
             f"<code>{_e(cut_middle(rq['model'], 80))}</code>, checked on the board and simulated on {rq['samples']} "
             f"sample(s)): <b class='{cls}'>{_e(verdict_line(rq))}</b>. Worst sample cosine "
             f"{b['cosine_min_sample']:.5f} → {a['cosine_min_sample']:.5f}, SQNR "
-            f"{fmt_value(b['sqnr_db'], '{:.2f}')} → {fmt_value(a['sqnr_db'], '{:.2f}')} dB, cycles {fmt_value(rq['cycles_before'], '{:,.0f}')} → "
-            f"{fmt_value(rq['cycles_after'], '{:,.0f}')}, bias.saturated findings after: "
-            f"{rq['bias_saturated_after']}.</p>"] + ([f"<p class='note'>Note: {_e(cost_note(A))}.</p>"]
-                                                     if cost_note(A) else [])
+            f"{fmt_value(b['sqnr_db'], '{:.2f}')} → {fmt_value(a['sqnr_db'], '{:.2f}')} dB, cycles "
+            f"{fmt_value(rq['cycles_before'], '{:,.0f}')} → {fmt_value(rq['cycles_after'], '{:,.0f}')}, "
+            f"bias.saturated findings after: {rq['bias_saturated_after']}.</p>"] + (
+        [f"<p class='note'>Note: {_e(note)}.</p>"] if note else [])
 
 
 def verdict_section(r: AccuracyReport) -> list[str]:
