@@ -371,11 +371,13 @@ OPS = [
          valid=True, refused=True),  # was: check, estimate 0; run 3: multiplier/shift outside the range
     Case("pool-filter-huge", _edit("pools_int8", _option(2, "FilterWidth", 2 ** 31 - 1)), valid=True,
          refused=True),
-    Case("stride-huge", _edit("conv_int8", _option(1, "StrideW", 2 ** 31 - 1)), valid=True),
+    # the file's output shapes do not follow from these geometries: refused (were: slow, and a MemoryError of
+    # 47 and 160 GiB in run)
+    Case("stride-huge", _edit("conv_int8", _option(1, "StrideW", 2 ** 31 - 1)), valid=True, refused=True),
     Case("stride-huge-first", _edit("add_mul_int8", _option(0, "StrideW", 2130706433)), valid=True,
-         known=("run",), greedy=True),  # 3: MemoryError (a 47 GiB array)
+         refused=True),
     Case("dilation-huge", _edit("conv_int8", _option(0, "DilationWFactor", 2 ** 31 - 1)), valid=True,
-         known=("run",), greedy=True),  # 3: MemoryError (a 160 GiB array)
+         refused=True),
 ]
 
 CASES = TARGETED + TRUNCATED + FLIPPED + OVERWRITTEN + VALID + OPS

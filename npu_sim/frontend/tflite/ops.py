@@ -43,12 +43,25 @@ def _const_ints(b: Builder, op: TflOperator, i: int, what: str) -> np.ndarray:
 
 
 def _spatial(b: Builder, op: TflOperator, x: int, kernel) -> dict:
+    """ONNX strides, dilations and pads of a windowed op, checked against the output shape the file declares."""
     o = op.options
     strides = [int(o.get("stride_h", 1)), int(o.get("stride_w", 1))]
     dil = [int(o.get("dilation_h_factor", 1)), int(o.get("dilation_w_factor", 1))]
     hw = list(b.tensor(x).shape[1:3])
-    return {"strides": strides, "dilations": dil,
-            "pads": same_pads(hw, kernel, strides, dil, str(o.get("padding", "VALID")))}
+    padding = str(o.get("padding", "VALID"))
+    want = [-(-n // s) if padding == "SAME" else -(-(n - (k - 1) * d) // s)
+            for n, k, s, d in zip(hw, kernel, strides, dil)]
+    got = list(b.tensor(op.outputs[0]).shape[1:3])
+    span = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    if any(w > max(n, 1) and w > 4096 for w, n in zip(span, hw)):  # taps far in the padding only
+        raise _refuse(b, op, f"its dilated window spans {span[0]}x{span[1]} pixels over a {hw[0]}x{hw[1]} input: "
+                             f"npu-sim refuses windows over 4096 pixels wider than their input")
+    if want != got or min(want) < 1:
+        raise _refuse(b, op, f"its output is {got[0]}x{got[1]} in the file, but a {kernel[0]}x{kernel[1]} window "
+                             f"with strides {strides}, dilations {dil} and {padding} padding over "
+                             f"{hw[0]}x{hw[1]} gives {want[0]}x{want[1]} (re-export the model with the TFLite "
+                             f"converter)")
+    return {"strides": strides, "dilations": dil, "pads": same_pads(hw, kernel, strides, dil, padding)}
 
 
 def conv(b: Builder, op: TflOperator, depthwise: bool = False) -> None:
