@@ -15,7 +15,11 @@ from onnx import helper
 from npu_sim.errors import UnsupportedModelError
 from npu_sim.frontend.tflite.builder import ELEM, Builder
 from npu_sim.frontend.tflite.flatbuf import TflModel
-from npu_sim.frontend.tflite.ops import TRANSLATORS, check_arity, fold
+from npu_sim.frontend.tflite.ops import TRANSLATORS as _BASIC
+from npu_sim.frontend.tflite.ops import check_arity, fold
+from npu_sim.frontend.tflite.ops_more import MORE
+
+TRANSLATORS = {**_BASIC, **MORE}
 
 OPSET = 21
 PRODUCER = "npu-sim (TFLite frontend)"
