@@ -5,6 +5,8 @@ from __future__ import annotations
 from npu_sim.analysis.check.findings import RULES
 from npu_sim.boards import load_board, presets
 from npu_sim.boards.rules import Lint, OpLimits, Rules
+from npu_sim.frontend.tflite.ops import FOLDS
+from npu_sim.frontend.tflite.translate import TRANSLATORS
 from npu_sim.opset import OPS, kind_of
 
 _HEADER = ["# Supported operators and deployability rules", "",
@@ -26,8 +28,20 @@ def supported_ops_markdown() -> str:
     out = list(_HEADER)
     for b in [load_board(p) for p in presets()]:
         out += _board_section(b)
+    out += _tflite_section()
     out += _rules_section()
     return "\n".join(out)
+
+
+def _tflite_section() -> list[str]:
+    """The TFLite builtin operators a .tflite may hold (``npu_sim.frontend.tflite``)."""
+    return ["## TFLite operators", "",
+            "A `.tflite` (full-integer, as the TFLite converter writes it) may hold these builtin operators; each "
+            "becomes the QDQ ONNX group of the matching ONNX op above (docs/ETHOS_U55.md), lowered with TFLite's "
+            "arithmetic on `ethos-u55-128`, and its fused activation (NONE, RELU, RELU6, RELU_N1_TO_1) a clamp:",
+            "", ", ".join(f"`{op}`" for op in sorted(TRANSLATORS)) + ".", "",
+            "Shape arithmetic on constants is computed while reading (Keras' reshape with a batch): "
+            + ", ".join(f"`{op}`" for op in sorted(FOLDS)) + ". Any other operator is refused by name (exit 2).", ""]
 
 
 def _board_section(b) -> list[str]:
