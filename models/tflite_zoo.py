@@ -71,7 +71,11 @@ NETS = {
     "nasnet_mobile": ("NASNetMobile", 128, {}, (-1.0, 1.0)),
     # ReLU instead of hard-swish, no squeeze-excite: the MobileNetV3 that TFLite's 16x8 mode converts
     "mobilenet_v3_small_minimalistic": ("MobileNetV3Small", 128, {"minimalistic": True}, (0.0, 255.0)),
+    "mobilenet_v3_large_minimalistic": ("MobileNetV3Large", 128, {"minimalistic": True}, (0.0, 255.0)),
     "inception_v3": ("InceptionV3", 128, {}, (-1.0, 1.0)),
+    "resnet50_v2": ("ResNet50V2", 128, {}, (-1.0, 1.0)),  # pre-activation: batch norms not folded into a conv
+    "efficientnet_v2_b0": ("EfficientNetV2B0", 128, {}, (0.0, 255.0)),
+    "xception": ("Xception", 128, {}, (-1.0, 1.0)),
 }
 
 
