@@ -140,10 +140,60 @@ def _nets():
         "concat": ((6, 6, 3), concat), "resize": ((4, 4, 3), resize), "activations": ((6, 6, 3), activations),
         "hardswish": ((6, 6, 3), hardswish), "softmax": ((4, 4, 2), softmax),
         "refusal_depthwise": ((6, 6, 3), refusal_depthwise), "refusal_chain": ((6, 6, 3), refusal_chain),
+        **_more_nets(tf, L),
     }
 
 
-PRECISIONS = {"hardswish": ("int8",), "refusal_depthwise": ("a16w8",), "refusal_chain": ("a16w8",)}
+def _more_nets(tf, L):
+    """The networks of the operators Vela 5.2 also puts on the NPU (transposed convolution, the activations
+    with a slope, max/min and the movement ops), each on a convolution's output."""
+    lam = tf.keras.layers.Lambda
+
+    def transpose_conv(x):
+        x = L.Conv2D(4, 1)(x)
+        return L.Conv2DTranspose(3, 3, strides=2, padding="same",
+                                 bias_initializer=tf.keras.initializers.RandomUniform(-0.5, 0.5))(x)
+
+    def leaky(x):
+        x = L.Conv2D(6, 3, padding="same")(x)
+        return L.LeakyReLU(alpha=0.1)(x)
+
+    def prelu(x):
+        x = L.Conv2D(6, 3, padding="same")(x)
+        return L.PReLU(alpha_initializer=tf.keras.initializers.RandomUniform(0.0, 0.5),
+                       shared_axes=[1, 2])(x)
+
+    def maxmin(x):
+        a = L.Conv2D(4, 1)(x)
+        b = L.Conv2D(4, 3, padding="same")(x)
+        return L.Concatenate()([L.Maximum()([a, b]), L.Minimum()([a, b])])
+
+    def split(x):
+        x = L.Conv2D(6, 1)(x)
+        a, b = lam(lambda v: tf.split(v, 2, axis=-1))(x)
+        c, d, e = lam(lambda v: tf.split(v, [1, 2, 3], axis=-1))(x)
+        return L.Concatenate()([b, a, e, c, d])
+
+    def slice_(x):
+        x = L.Conv2D(4, 1)(x)
+        return lam(lambda v: tf.slice(v, [0, 1, 2, 1], [1, 4, 3, 2]))(x)
+
+    def pack(x):
+        x = L.Conv2D(3, 1)(x)
+        parts = lam(lambda v: tf.unstack(v, axis=3))(x)
+        return lam(lambda vs: tf.stack(vs[::-1], axis=1))(parts)
+
+    def mirror_pad(x):
+        x = L.Conv2D(4, 1)(x)
+        x = lam(lambda v: tf.pad(v, [[0, 0], [1, 2], [2, 1], [0, 0]], mode="REFLECT"))(x)
+        return lam(lambda v: tf.clip_by_value(v, 0.0, 1.0))(x)
+
+    return {"transpose_conv": ((4, 4, 3), transpose_conv), "leaky": ((6, 6, 3), leaky), "prelu": ((6, 6, 3), prelu),
+            "maxmin": ((6, 6, 3), maxmin), "split": ((4, 4, 3), split), "slice": ((6, 6, 3), slice_),
+            "pack": ((4, 4, 3), pack), "mirror_pad": ((5, 5, 3), mirror_pad)}
+
+
+PRECISIONS = {"hardswish": ("int8",), "prelu": ("int8",), "refusal_depthwise": ("a16w8",), "refusal_chain": ("a16w8",)}
 
 
 def _convert(model, shape, precision: str, seed: int) -> bytes:
