@@ -198,7 +198,8 @@ def _step(manifest: dict, step: str, target: Path, make) -> bool:
     try:
         make()
     except Exception as exc:  # a converter/tool failure: recorded, the variant's later steps are skipped
-        manifest["failures"][step] = " ".join(f"{type(exc).__name__}: {exc}".split())[:4000]
+        sentences = [x.rstrip(".") for x in " ".join(str(exc).split()).split(". ")]  # once per op: say it once
+        manifest["failures"][step] = f"{type(exc).__name__}: " + ". ".join(dict.fromkeys(sentences))[:4000]
         print(f"  {step}: FAILED {manifest['failures'][step][:300]}", flush=True)
         return False
     manifest["failures"].pop(step, None)
