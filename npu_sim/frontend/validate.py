@@ -5,8 +5,9 @@ entry reads models through them, so ``run``, ``lower``, ``check``, ``estimate``,
 the same models with the same message:
 
 1. ``check_versions``: the IR version and the default-domain opset within what npu-sim implements;
-2. ``check_structure``: unique graph input, initializer and output names, one writer per tensor, every input
-   produced before it is read (topological order), at least one output, every output produced;
+2. ``check_structure``: unique graph input, initializer, output and node names, one writer per tensor, every input
+   produced before it is read (topological order), at least one output, every output produced, every graph input
+   and output typed, no graph input with a zero or negative dimension;
 3. ``npu_sim.frontend.validate_schema.check_attributes``: every attribute against the ONNX operator schema
    (type, required, finite, the spec's choices and ranges);
 4. ``check_onnx``: onnx's own checker (node specs, attribute types, domains);
@@ -68,9 +69,11 @@ def check_structure(graph: onnx.GraphProto, path) -> None:
                     "initializer", path)
     inputs = _unique([i.name for i in graph.input], "graph input", path)
     _unique([o.name for o in graph.output], "graph output", path)
+    _unique([n.name for n in graph.node if n.name], "node", path)  # the IR's node namespace; onnxruntime refuses it
     if not graph.output:
         raise ModelLoadError(f"{path}: the graph declares no outputs, so there is nothing to compute; list the "
                              f"tensors the model returns in graph.output")
+    _check_declared_io(graph, inits, path)
     writer: dict[str, str] = {name: "a graph input" for name in inputs}
     writer.update({name: "an initializer" for name in inits})  # an input shadowed by an initializer is valid
     for i, node in enumerate(graph.node):
@@ -99,6 +102,25 @@ def check_structure(graph: onnx.GraphProto, path) -> None:
         if out.name not in writer:
             raise ModelLoadError(f"{path}: graph output {out.name!r} is produced by no node, graph input or "
                                  f"initializer; fix the output's name")
+
+
+def _check_declared_io(graph: onnx.GraphProto, inits: set[str], path) -> None:
+    """Every graph input and output has a type (the IR requires one; onnx's full check refuses a missing one),
+    and no graph input declares a zero or negative dimension (a free one is a name, dim_param, or left unset)."""
+    for what, infos in (("input", graph.input), ("output", graph.output)):
+        for info in infos:
+            if not info.HasField("type") or info.type.WhichOneof("value") is None:
+                raise ModelLoadError(f"{path}: graph {what} {info.name!r} has no type; ONNX requires a type on "
+                                     f"every graph input and output: declare it (e.g. onnx.helper."
+                                     f"make_tensor_value_info({info.name!r}, onnx.TensorProto.FLOAT, None))")
+    for info in graph.input:
+        dims = info.type.tensor_type.shape.dim if info.type.HasField("tensor_type") else []
+        if info.name not in inits and any(d.HasField("dim_value") and d.dim_value <= 0 for d in dims):
+            shown = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
+            raise ModelLoadError(f"{path}: graph input {info.name!r} declares shape {shown}: a dimension of "
+                                 f"{min(d.dim_value for d in dims if d.HasField('dim_value'))} is an empty (or "
+                                 f"invalid) tensor, which npu-sim does not compute; write a free dimension as a "
+                                 f"name (dim_param) or give its size")
 
 
 def _unique(names: list[str], what: str, path) -> set[str]:

@@ -281,9 +281,11 @@ def check_op(g, node, a: dict, label: str, dq: dict) -> None:
         _check_resize(g, node, label)
     elif op == "Gemm":
         _check_gemm(g, node, a, label)
+        if len(node.input) > 2 and node.input[2]:
+            _check_bias_range(g, node, a, label, dq)
     elif op.startswith("Reduce") or op in ("Squeeze", "Unsqueeze"):
         _check_axes(g, node, a, label)
-    elif op in ("Conv", "ConvTranspose", "Gemm") and len(node.input) > 2 and node.input[2]:
+    elif op in ("Conv", "ConvTranspose") and len(node.input) > 2 and node.input[2]:
         _check_bias_range(g, node, a, label, dq)
     elif op == "Slice" and len(node.input) > 4 and node.input[4] in g.consts and not g.consts[node.input[4]].all():
         raise ModelLoadError(f"{label}: steps {node.input[4]!r} = {g.consts[node.input[4]].tolist()}: a step of 0 "
@@ -352,7 +354,7 @@ def _check_bias_range(g, node, a: dict, label: str, dq: dict) -> None:
     data = np.asarray(g.consts[bias.input[0]], np.float64).reshape(-1)
     if sx.size != 1 or not data.size or any(v.size not in (1, data.size) for v in (sw, sb, zp)):
         return  # the Q/DQ checks of the lowering name a scale or zero point of the wrong length
-    real = (data - zp) * sb
+    real = (data - zp) * sb * float(a.get("beta", 1.0))  # Gemm: beta x C
     with np.errstate(all="ignore"):
         scaled = real / (sx[0] * sw * float(a.get("alpha", 1.0)))
     bad = np.flatnonzero(~(np.abs(scaled) < BIAS_LIMIT))  # NaN fails too
