@@ -17,8 +17,9 @@ For each network (Keras applications, ``weights=None``: seeded random weights, n
 * ``STEM.vela/``        -- Vela 5.2's compile for ethos-u55-128 with ``benchmarks/vela_anchor.py``'s options
   (per-layer CSV, summary CSV, the optimised .tflite), and ``STEM.vela.txt`` its stdout;
 * ``STEM.json``         -- the manifest: what was built (op histogram, sizes, tensor count, Vela's totals: cycles
-  = the sum of the per-layer ``Op Cycles``, SRAM and flash bytes = KiB x 1024, CPU/NPU operator counts) and, per
-  step, any failure (the step is then skipped, the message recorded).
+  = the sum of the per-layer ``Op Cycles`` as benchmarks/vela_anchor.py reads them, ``cycles_summary`` = the
+  summary CSV's ``cycles_total``, SRAM and flash bytes = KiB x 1024, CPU/NPU operator counts) and, per step, any
+  failure (the step is then skipped, the message recorded).
 
 Weights are reproducible: ``tf.keras.utils.set_random_seed`` before the build; batch normalisation gets seeded
 gamma/beta and its moving statistics are set from one training-mode pass (momentum 0) over 16 seeded images, so
@@ -184,6 +185,8 @@ def vela_totals(stem: str, out_dir: Path) -> dict:
     rows = [{k.strip(): (v or "").strip() for k, v in r.items() if k}
             for r in csv.DictReader((out_dir / f"{stem}.vela" / f"{stem}_per-layer.csv").open())]
     totals["cycles"] = sum(float(r["Op Cycles"] or 0) for r in rows)
+    for summary in (out_dir / f"{stem}.vela").glob(f"{stem}_summary_*.csv"):
+        totals["cycles_summary"] = float(next(csv.DictReader(summary.open()))["cycles_total"])
     totals["macs"] = sum(int(float(r["MAC Count"] or 0)) for r in rows)
     totals["layers"] = len(rows)
     totals["cpu_layers"] = sorted({r["Original Operator"] for r in rows if r["Target"] != "NPU"})
