@@ -41,3 +41,26 @@ def test_tally_counts_differing_missing_and_optimized_tensors():
     t = tally(want, got, optimized={"b": np.array([5], np.int8)})
     assert (t["equal"], t["differ"], t["missing"], t["optimized"]) == (1, 2, 1, 1)
     assert any("optimized" in line for line in t["first"]) and any("c: missing" in line for line in t["first"])
+
+
+@pytest.mark.parametrize("stem, op", [("mobilenet_v1_int8", "Mean"), ("mobilenet_v3_large_minimalistic_16x8", "Add")])
+def test_a_litert_optimized_dump_is_explained_on_its_whole_first_divergent_tensor(stem, op, tmp_path):
+    """LiteRT's optimized kernels (the zoo's STEM.optimized.npz, every op output that differs from the reference
+    kernels) against the .tflite: the first divergent node is the MEAN / the 16-bit ADD, and one catalogued cause
+    reproduces every element of it (MobileNet V1's global average pool: 313 elements; the V3's first ADD: 1)."""
+    files = [ZOO / f"{stem}{ext}" for ext in (".tflite", ".npz", ".optimized.npz")]
+    if not all(f.exists() for f in files):
+        pytest.skip(f"the TFLite zoo is not built ({files[0]} absent): run models/tflite_zoo.py in the Vela "
+                    f"virtualenv")
+    opened = npu_sim.open_model(files[0])
+    (name,) = opened.inputs
+    with np.load(files[1]) as ref, np.load(files[2]) as opt:
+        arrays = {name: ref["input"], **{k[2:]: opt[k] for k in opt.files}}
+    np.savez(tmp_path / "dump.npz", **arrays)
+    c = npu_sim.compare_dump(opened, tmp_path / "dump.npz", board="ethos-u55-128")
+    first = next(t for t in c.tensors if t.producer == c.first_divergent)
+    assert first.op == ("ReduceMean" if op == "Mean" else op), first
+    assert "unexplained" not in first.causes and sum(first.causes.values()) == first.differing > 0, first.causes
+    cause = next(iter(first.causes))
+    assert first.reproduces[cause] == [first.total, first.total]
+    assert "LiteRT optimized" in cause

@@ -96,9 +96,11 @@ def _tables(p: dict) -> Tables | None:
 
 
 def _operands(p: dict, arith) -> Operands | None:
-    a, b = p.get("_a"), p.get("_b")
+    a, b = p.get("_ts", (p.get("_a"), p.get("_b")))  # (``_ts``: the tflite arithmetic's Add/Sub and Mul)
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
         return None
+    if "tfl_mult" in p and "left_shift" in p:  # TFLite's Add/Sub: its left shift, its pairs are TFLite's own
+        return Operands(a, b, int(p["left_shift"]))
     if "a_mult" in p:  # the fixed-point three-stage Add/Sub (``ops.elementwise.lower_add``)
         stages = tuple((int(p[f"{k}_mult"]), int(p[f"{k}_shift"])) for k in ("a", "b", "out"))
         return Operands(a, b, int(p["left_shift"]), stages, arith.multiplier_bits)

@@ -7,6 +7,8 @@ shift, ``t = 2 max(sa, sb)``, and each value then offset by ``zy`` and clamped t
   board's and TFLite's) with each rounding rule at every stage (the node's own multiplier/shift pairs, from its
   ``Operands`` record: made at the board's ``multiplier_bits``), and with TFLite's double rounding at every stage;
 * the exact sum ``(da sa + s db sb) / sy`` rounded once, half to even and half up;
+* TFLite's Add with the input stages' rounding shift truncated (or ties to even, or toward +inf): LiteRT's optimized
+  16-bit Add truncates there (measured on the 16x8 ADDs of seven Keras networks, every element);
 * ONNX's definition in float32 (dequantize, add, quantize: round half to even);
 * onnxruntime's QLinearAdd (float32 fused multiply-adds, ``kernels/ort_qladd.py``), for 8-bit Adds.
 """
@@ -20,8 +22,12 @@ from kernels.fixedpoint import quantize_multiplier
 from kernels.ort_qladd import ort_qladd
 from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 
-from npu_sim.analysis.compare.rounding import ROUNDINGS, double_rounding
+from npu_sim.analysis.compare.rounding import ROUNDINGS, double_rounding, floor_shift, half_even, half_up, two_stage
 from npu_sim.ir import Node, Program
+
+
+# measured: reproduces every element of LiteRT's optimized-kernel dumps of the 16x8 ADDs of seven Keras networks
+LITERT_ADD16 = "LiteRT optimized 16-bit Add"
 
 
 def _operands(node: Node, inputs: list, out_shape, tried: np.ndarray):
@@ -72,6 +78,12 @@ def add_candidates(prog: Program, node: Node, inputs: list, tried: np.ndarray) -
         return double_rounding(x, tfl[k][0], tfl[k][1])
     cands.append(("double rounding (TFLite Add)",
                   [tstage(tstage(x << shift, 0) + sign * tstage(y << shift, 1), 2) for x, y in zip(da, db)]))
+    for name, f in ((f"{LITERT_ADD16} (the input stages' second stage truncated toward -inf)", floor_shift),
+                    ("double rounding (TFLite Add), the input stages' second stage ties to even", half_even),
+                    ("double rounding (TFLite Add), the input stages' second stage ties toward +inf", half_up)):
+        def istage(x, k, f=f):  # the input stages' rounding shift other than TFLite's reference (ties away)
+            return two_stage(x, tfl[k][0], tfl[k][1], half_up, f) if k < 2 else tstage(x, k)
+        cands.append((name, [istage(istage(x << shift, 0) + sign * istage(y << shift, 1), 2) for x, y in zip(da, db)]))
     fa, fb, fy = Fraction(sa), Fraction(sb), Fraction(sy)
     exact = [(x * fa + sign * y * fb) / fy for x, y in zip(da, db)]
     cands.append(("one rounding of the exact sum, half to even", [round(v) for v in exact]))

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npu_sim.analysis.compare.mean import mean_candidates
 from npu_sim.analysis.compare.binary import add_candidates
 from npu_sim.analysis.compare.recover import Requant, requant_of
 from npu_sim.analysis.compare.rounding import (ROUNDINGS, floor_shift, float32_rule, half_away, half_even, half_up,
@@ -222,6 +223,9 @@ def _candidates(prog: Program, node: Node, inputs: list, board: np.ndarray, orde
     if lut:
         x = inputs[0].reshape(-1).astype(np.int64)
         return [(name, f(x)) for name, f in lut]
+    means = mean_candidates(prog, node, inputs)
+    if means:
+        return means
     if node.op in ("Add", "Sub") and board.size > MAX_PYTHON:
         return None
     cands = add_candidates(prog, node, inputs, np.arange(board.size))
