@@ -38,7 +38,7 @@ def translate(m: TflModel) -> Translation:
     b = Builder(m)
     if not m.operators:
         raise UnsupportedModelError(f"{m.path}: the model has no operators: nothing to simulate")
-    for op in m.operators:
+    for op in vela_order(m):
         check_arity(b, op)
         if fold(b, op):
             continue
@@ -55,6 +55,36 @@ def translate(m: TflModel) -> Translation:
     used = {n for node in b.nodes for n in (*node.input, *node.output)} | {b.names[i] for i in m.inputs}
     return Translation(model, frozenset(b.layout), {b.names[t.index]: t.index for t in m.tensors
                                                     if b.names[t.index] in used})
+
+
+def vela_order(m: TflModel) -> list:
+    """The operators in the order Vela schedules them (its pass packing: from the graph outputs back, an operator
+    once every consumer of its outputs is placed, its inputs then visited in order; the list reversed): the order
+    the NPU runs and Vela's SRAM figure assumes (on a residual block, the shortcut branch before the main one,
+    where the file lists the main one first). Operators that reach no output keep their place at the end."""
+    producer = {t: op for op in m.operators for t in op.outputs}
+    need: dict[int, int] = {}
+    for op in m.operators:
+        for t in op.inputs:
+            if t >= 0:
+                need[t] = need.get(t, 0) + 1
+    for t in m.outputs:
+        need[t] = need.get(t, 0) + 1
+    seen: dict[int, int] = {}
+    placed: list = []
+    done: set[int] = set()
+    stack = list(reversed(m.outputs))
+    while stack:
+        t = stack.pop()
+        seen[t] = seen.get(t, 0) + 1
+        op = producer.get(t)
+        if op is None or op.index in done or any(seen.get(o, 0) < need.get(o, 0) for o in op.outputs):
+            continue
+        done.add(op.index)
+        placed.append(op)
+        stack.extend(reversed([i for i in op.inputs if i >= 0]))
+    order = placed[::-1]
+    return order + [op for op in m.operators if op.index not in done]
 
 
 def _value_info(b: Builder, i: int):
