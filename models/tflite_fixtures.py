@@ -163,10 +163,11 @@ def _more_nets(tf, L):
         return L.PReLU(alpha_initializer=tf.keras.initializers.RandomUniform(0.0, 0.5),
                        shared_axes=[1, 2])(x)
 
-    def maxmin(x):
+    def maxmin(x):  # each tensor feeds one of them: 16x8 requantizes their inputs (one name per requantization)
         a = L.Conv2D(4, 1)(x)
         b = L.Conv2D(4, 3, padding="same")(x)
-        return L.Concatenate()([L.Maximum()([a, b]), L.Minimum()([a, b])])
+        c = L.Conv2D(4, 3, padding="same")(x)
+        return L.Minimum()([L.Maximum()([a, b]), c])
 
     def split(x):
         x = L.Conv2D(6, 1)(x)

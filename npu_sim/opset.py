@@ -73,6 +73,8 @@ OPS: dict[str, OpFacts] = {
     "Mul": OpFacts("elementwise", cost_class="mul"),
     "Div": OpFacts("elementwise", cost_class="mul"),
     "Concat": OpFacts("elementwise", joins=True),
+    "Max": OpFacts("elementwise"),
+    "Min": OpFacts("elementwise"),
     "Relu": OpFacts("activation"),
     "Clip": OpFacts("activation"),
     "LeakyRelu": OpFacts("activation"),

@@ -340,3 +340,20 @@ def int16_lut(fn, in_min, in_max, out_min, out_max):
 def softmax16_tables():
     """SoftmaxInt16's two tables: exp on [-10, 0] and 1/(1+x) on [0, 1], both with outputs on [-1, 1]."""
     return int16_lut(math.exp, -10.0, 0.0, -1.0, 1.0), int16_lut(lambda x: 1 / (1 + x), 0.0, 1.0, -1.0, 1.0)
+
+
+# ---- leaky relu, prelu, maximum / minimum ---------------------------------------------------------------------------
+def slope(x, alpha, in_zp, alpha_zp, m1, s1, m2, s2, out_zp, qmin, qmax):
+    """TFLite's QuantizeLeakyRelu / BroadcastPrelu4DSlow, one element at a time (``alpha``: one integer per
+    element of ``x``, already broadcast)."""
+    out = []
+    for v, a in zip(np.asarray(x).reshape(-1).tolist(), np.asarray(alpha).reshape(-1).tolist()):
+        v -= in_zp
+        r = mbqm32(v, m1, s1) if v >= 0 else mbqm32(to_i32(v * (a - alpha_zp)), m2, s2)
+        out.append(clampi(r + out_zp, qmin, qmax))
+    return out
+
+
+def maxmin(a, b, maximum, qmin, qmax):
+    return [clampi(max(int(x), int(y)) if maximum else min(int(x), int(y)), qmin, qmax)
+            for x, y in zip(np.asarray(a).reshape(-1).tolist(), np.asarray(b).reshape(-1).tolist())]

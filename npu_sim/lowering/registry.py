@@ -22,6 +22,7 @@ from npu_sim.ops.tflite import lut as tfl_lut
 from npu_sim.ops.tflite import mac as tfl_mac
 from npu_sim.ops.tflite import pool as tfl_pool
 from npu_sim.ops.tflite import resize as tfl_resize
+from npu_sim.ops.tflite import slope as tfl_slope
 from npu_sim.ops.tflite import softmax as tfl_softmax
 
 
@@ -41,6 +42,8 @@ _FAMILIES: dict[str, Callable] = {
     "Mul": elementwise.lower_mul,
     "Div": elementwise.lower_div,
     "Concat": elementwise.lower_concat,
+    "Max": tfl_slope.lower_maxmin,  # exact (a max of integers sharing one quantization) on every board
+    "Min": tfl_slope.lower_maxmin,
     "Relu": elementwise.lower_clamp,
     "Clip": elementwise.lower_clamp,
     "LeakyRelu": elementwise.lower_leaky_relu,
@@ -94,6 +97,11 @@ _TFLITE: dict[str, Callable] = {
     "Concat": tfl_elementwise.lower_concat,
     "Relu": tfl_elementwise.lower_clamp,
     "Clip": tfl_elementwise.lower_clamp,
+    "ConvTranspose": tfl_mac.lower_conv_transpose,
+    "LeakyRelu": tfl_slope.lower_leaky_relu,
+    "PRelu": tfl_slope.lower_prelu,
+    "Max": tfl_slope.lower_maxmin,
+    "Min": tfl_slope.lower_maxmin,
     "AveragePool": tfl_pool.lower_avgpool,
     "GlobalAveragePool": tfl_pool.lower_mean,
     "ReduceMean": tfl_pool.lower_mean,

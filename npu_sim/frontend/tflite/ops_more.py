@@ -6,6 +6,11 @@ The movement operators move the integers as TFLite does: SPLIT and SPLIT_V becom
 (``SYMMETRIC``, which repeats the edge, has no ONNX mode: refused), PACK an ``Unsqueeze`` per input and a
 ``Concat`` (TFLite's PACK requires every input quantized as its output: others are refused). RELU_0_TO_1 is a
 ``Clip`` to 0..1, which the ``tflite`` arithmetic lowers as TFLite's ReluX.
+
+PRELU is an ONNX ``PRelu`` of its quantized alpha, MAXIMUM/MINIMUM ``Max``/``Min`` (of inputs quantized as their
+output, as TFLite requires: others are refused), TRANSPOSE_CONV (inputs: output shape, OHWI weights, input, bias)
+a ``ConvTranspose`` (NCHW, weights ``[I, O, KH, KW]``) whose pads put TFLite's ``SAME`` padding of the output
+(``ops.same_pads`` over the output size) before the first row and column.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import numpy as np
 from npu_sim.errors import UnsupportedModelError
 from npu_sim.frontend.tflite.builder import Builder
 from npu_sim.frontend.tflite.flatbuf import TflOperator
+from npu_sim.frontend.tflite.ops import binary, same_pads
 
 
 def refuse(b: Builder, op: TflOperator, why: str) -> UnsupportedModelError:
@@ -160,7 +166,60 @@ def relu_0_to_1(b: Builder, op: TflOperator) -> None:
     b.quantize(out, y)
 
 
+def prelu(b: Builder, op: TflOperator) -> None:
+    inputs(b, op, 2)
+    binary("PRelu")(b, op)
+
+
+def maxmin(onnx_op: str):
+    def fn(b: Builder, op: TflOperator) -> None:
+        xs = inputs(b, op, 2)
+        y = op.outputs[0]
+        yq = b.activation_q(y)
+        for x in xs:
+            q = b.tensor(x).quant
+            if yq is None or q is None or q.scale.size != 1 or (float(q.scale[0]), int(q.zero_point[0])) != \
+                    (float(yq.quant.scale[0]), int(yq.quant.zero_point[0])):
+                raise refuse(b, op, f"input {b.names[x]!r} is not quantized as its output: TFLite's {op.op} compares "
+                                    f"the integers as they are (re-export the model with the TFLite converter, which "
+                                    f"gives both inputs the output's quantization)")
+        binary(onnx_op)(b, op)
+    return fn
+
+
+def transpose_conv(b: Builder, op: TflOperator) -> None:
+    shape, w, x = inputs(b, op, 3)
+    bias = op.inputs[3] if len(op.inputs) > 3 else -1
+    wt, xs, y = b.tensor(w), b.tensor(x).shape, op.outputs[0]
+    ys = b.tensor(y).shape
+    if wt.data is None or len(wt.shape) != 4 or len(xs) != 4 or len(ys) != 4:
+        raise refuse(b, op, "needs an NHWC input and output and constant 4-D weights")
+    if list(const_ints(b, op, shape, "output shape")) != list(ys):
+        raise refuse(b, op, f"its output shape input {list(const_ints(b, op, shape, 'output shape'))} is not its "
+                            f"output's {list(ys)}")
+    if wt.shape[3] != xs[3] or wt.shape[0] != ys[3]:
+        raise refuse(b, op, f"its weights {list(wt.shape)} (OHWI) do not map {xs[3]} input channels to {ys[3]}")
+    o = op.options
+    strides = [int(o.get("stride_h", 1)), int(o.get("stride_w", 1))]
+    kernel = list(wt.shape[1:3])
+    pads = same_pads(list(ys[1:3]), kernel, strides, [1, 1], str(o.get("padding", "VALID")))
+    ends = [s * (n - 1) + k - p - out for s, n, k, p, out in zip(strides, xs[1:3], kernel, pads[:2], ys[1:3])]
+    if min(strides) < 1 or min(ends) < 0:
+        raise refuse(b, op, f"its {ys[1]}x{ys[2]} output is larger than strides {strides} of a "
+                            f"{kernel[0]}x{kernel[1]} kernel reach from its {xs[1]}x{xs[2]} input: npu-sim "
+                            f"simulates outputs every kernel tap reaches")
+    data = np.ascontiguousarray(wt.data.transpose(3, 0, 1, 2))  # OHWI -> [I, O, KH, KW]
+    args = [b.float_of(x, nchw=True), b.weights(w, data, 1)]
+    if bias >= 0:
+        args.append(b.bias(bias, ys[3], x, w))
+    f = f"{b.names[y]}/conv_transpose"
+    b.node("ConvTranspose", args, [f], name=b.names[y], kernel_shape=kernel, strides=strides,
+           pads=pads[:2] + ends)
+    b.quantize(f, y, nchw=True, act=o.get("fused_activation_function", "NONE"))
+
+
 MORE: dict = {
+    "PRELU": prelu, "MAXIMUM": maxmin("Max"), "MINIMUM": maxmin("Min"), "TRANSPOSE_CONV": transpose_conv,
     "SPLIT": split, "SPLIT_V": split_v, "UNPACK": unpack, "PACK": pack, "SLICE": slice_,
     "MIRROR_PAD": mirror_pad, "RELU_0_TO_1": relu_0_to_1,
 }

@@ -1,14 +1,15 @@
-"""The ``tflite`` arithmetic's multiply-accumulate ops: Conv / depthwise Conv, Gemm, MatMul by constant
-weights. The accumulator is ``ops.mac``'s; the requantization TFLite's: per output channel
-``(M, s) = QuantizeMultiplier(sx*sw[c]/sy)`` (float64 of the float32 scales); 8-bit: int32 accumulator + int32
-bias, ``MultiplyByQuantizedMultiplier`` (double rounding); 16x8: int64 accumulator + int64 bias and the int64
-overload (16-bit reduced multiplier) (``kernels/tflite_requantize.py``).
+"""The ``tflite`` arithmetic's multiply-accumulate ops: Conv / depthwise Conv, ConvTranspose (TRANSPOSE_CONV:
+the same per-channel requantization), Gemm, MatMul by constant weights. The accumulator is ``ops.mac``'s; the
+requantization TFLite's: per output channel ``(M, s) = QuantizeMultiplier(sx*sw[c]/sy)`` (float64 of the float32
+scales); 8-bit: int32 accumulator + int32 bias, ``MultiplyByQuantizedMultiplier`` (double rounding); 16x8: int64
+accumulator + int64 bias and the int64 overload (16-bit reduced multiplier) (``kernels/tflite_requantize.py``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from kernels.conv2d import conv2d_acc
+from kernels.conv_transpose2d import conv_transpose2d_acc
 from kernels.gemm import int_matmul
 from kernels.tflite_requantize import tfl_requantize
 
@@ -92,3 +93,16 @@ def lower_matmul(lowering, onode, args, out, act):
     acc = mac.accumulate_matmul(lowering, onode, args)
     acc.n_channels = acc.params["_w"].shape[1]  # per-tensor weights too: TFLite's multiplier per output column
     return _tflite_node(lowering, onode, acc, out, act, _run_matmul)
+
+
+def _run_conv_transpose(node, inputs, ctx):
+    p = node.params
+    acc = conv_transpose2d_acc(np.ascontiguousarray(inputs[0]), p["x_zp"], p["_w"], p["stride"], p["pads"],
+                               p["dilation"], p["groups"], p["out_hw"])
+    n, c = acc.shape[:2]
+    return [_requant(node, acc, n, c, acc.size // (n * c)).reshape(acc.shape)]
+
+
+def lower_conv_transpose(lowering, onode, args, out, act):
+    acc = mac.accumulate_conv_transpose(lowering, onode, args, out.shape)
+    return _tflite_node(lowering, onode, acc, out, act, _run_conv_transpose)
