@@ -1,0 +1,86 @@
+"""The TFLite operators of ``npu_sim.frontend.tflite.ops_more`` beyond the fixtures (tests/test_tflite_frontend.py
+runs those against LiteRT): what they refuse, by name, and their paths the fixtures do not take (a movement op
+on the graph input itself, RELU_0_TO_1, which the TFLite converter never writes)."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import npu_sim
+from npu_sim.cli.main import main
+from npu_sim.errors import UnsupportedModelError
+from npu_sim.frontend.reader import open_model
+from tests import tflite_writer
+
+FIXTURES = Path(__file__).parent / "fixtures" / "tflite"
+BOARD = "ethos-u55-128"
+
+
+def _edited(tmp_path, fixture: str, edit) -> Path:
+    spec = tflite_writer.read_spec(FIXTURES / fixture)
+    edit(spec, spec["subgraphs"][0])
+    path = tmp_path / f"edited_{fixture}"
+    path.write_bytes(tflite_writer.write(spec))
+    return path
+
+
+def _run(path: Path, x: np.ndarray) -> dict:
+    sim = npu_sim.load(path, board=BOARD)
+    (name,) = sim.inputs
+    res = sim.execute({name: x}, keep_all=True)
+    values = dict(res.values)
+    for out, t in sim.program.outputs.items():
+        values[out] = res.values[t]
+    return values
+
+
+def test_mirror_pad_symmetric_is_refused_by_name(tmp_path):
+    def edit(spec, sg):
+        sg["operators"][1]["options"][1]["Mode"] = 1  # MirrorPadMode.SYMMETRIC
+    path = _edited(tmp_path, "mirror_pad_int8.tflite", edit)
+    with pytest.raises(UnsupportedModelError, match=r"operator 1 \(MIRROR_PAD.*mode SYMMETRIC.*REFLECT only"):
+        open_model(path)
+    assert main(["check", str(path)]) == 2
+
+
+def test_pack_of_an_input_quantized_unlike_its_output_is_refused(tmp_path):
+    def edit(spec, sg):
+        sg["tensors"][7]["quant"]["scale"] = sg["tensors"][7]["quant"]["scale"] * 2
+    with pytest.raises(UnsupportedModelError, match=r"PACK.*is not quantized as its output"):
+        open_model(_edited(tmp_path, "pack_int8.tflite", edit))
+
+
+def test_minimum_of_an_input_quantized_unlike_its_output_is_refused(tmp_path):
+    def edit(spec, sg):  # MINIMUM's constant operand (tensor 2) gets another zero point
+        sg["tensors"][2]["quant"]["zero_point"] = sg["tensors"][2]["quant"]["zero_point"] + 1
+    with pytest.raises(UnsupportedModelError, match=r"MINIMUM.*is not quantized as its output: TFLite's MINIMUM"):
+        open_model(_edited(tmp_path, "mirror_pad_int8.tflite", edit))
+
+
+def test_unpack_and_pack_of_the_graph_input_move_its_integers(tmp_path):
+    def edit(spec, sg):  # drop the convolution: UNPACK reads the graph input; every tensor quantized as it is
+        sg["operators"] = sg["operators"][1:]
+        sg["operators"][0]["inputs"] = np.array([0], np.int32)
+        for t in (4, 5, 6, 7):
+            sg["tensors"][t]["quant"] = copy.deepcopy(sg["tensors"][0]["quant"])
+    path = _edited(tmp_path, "pack_int8.tflite", edit)
+    x = np.random.default_rng(5).integers(-128, 128, (1, 4, 4, 3)).astype(np.int8)
+    values = _run(path, x)
+    assert np.array_equal(values["StatefulPartitionedCall:0"], x.transpose(0, 3, 1, 2)[:, ::-1])
+
+
+def test_relu_0_to_1_clamps_as_relu_n1_to_1_does(tmp_path):
+    # mirror_pad_int8 ends MINIMUM(x, 1.0) -> RELU into scale 1/255, zero point -128; as RELU_0_TO_1 (TFLite's
+    # ReluX too, upper bound 1.0 = the output's qmax) every tensor stays LiteRT's
+    def edit(spec, sg):
+        (code,) = [i for i, c in enumerate(spec["opcodes"]) if c["builtin"] == 19]  # RELU
+        spec["opcodes"][code] = {"deprecated": 127, "builtin": 152, "custom": None, "version": 1}  # RELU_0_TO_1
+    path = _edited(tmp_path, "mirror_pad_int8.tflite", edit)
+    ref = np.load(FIXTURES / "mirror_pad_int8.npz")
+    values = _run(path, ref["input"])
+    out = "StatefulPartitionedCall:0"
+    assert np.array_equal(values[out], ref[f"t:{out}"])
+    assert len(set(values[out].reshape(-1).tolist())) > 10  # not a constant output
