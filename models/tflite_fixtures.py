@@ -32,7 +32,8 @@ message.
 almost empty output range and a tiny output scale, and every one of them is refused.
 
 Needs the optional extra ``tflite-fixtures`` (tensorflow-cpu, tf2onnx) in a virtualenv of its own; npu-sim never
-imports this at run time. Usage: ``python models/tflite_fixtures.py [--only NAME ...] [--out DIR] [--optimized]``.
+imports this at run time. Usage: ``python models/tflite_fixtures.py [--only NAME ...] [--out DIR] [--optimized]``;
+``--relu-0-to-1`` writes ``edited/relu_0_to_1_int8`` (:func:`build_relu_0_to_1`).
 """
 from __future__ import annotations
 
@@ -349,6 +350,34 @@ def build(name: str, precision: str, out_dir: Path, optimized: bool = False) -> 
         _write_optimized(stem, out_dir)
 
 
+def build_relu_0_to_1(out_dir: Path) -> None:
+    """``edited/relu_0_to_1_int8.tflite`` and its ``.npz``: the converter never writes RELU_0_TO_1 (it fuses a clip
+    to 0..1 into the op before it, or writes MINIMUM and RELU), so this is ``mirror_pad_int8.tflite`` with its
+    MINIMUM dropped and its RELU relabelled RELU_0_TO_1, the convolution and MIRROR_PAD outputs at 4x their scale
+    and the output at 2x (so both bounds clamp inside the int8 range); no tf2onnx twin (tf2onnx has no
+    RELU_0_TO_1)."""
+    from tensorflow.lite.tools import flatbuffer_utils as fb
+    from tensorflow.lite.python import schema_py_generated as schema
+    model = fb.convert_bytearray_to_object(bytearray((out_dir / "mirror_pad_int8.tflite").read_bytes()))
+    sg = model.subgraphs[0]
+    ops = schema.BuiltinOperator
+    code = lambda op: max(model.operatorCodes[op.opcodeIndex].builtinCode,  # noqa: E731
+                          model.operatorCodes[op.opcodeIndex].deprecatedBuiltinCode)
+    pad, relu = [op for op in sg.operators if code(op) == ops.MIRROR_PAD][0], \
+        [op for op in sg.operators if code(op) == ops.RELU][0]
+    sg.operators = [op for op in sg.operators if code(op) != ops.MINIMUM]
+    relu.inputs = [pad.outputs[0]]
+    oc = model.operatorCodes[relu.opcodeIndex]
+    oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = ops.RELU_0_TO_1, ops.PLACEHOLDER_FOR_GREATER_OP_CODES, 1
+    for t, k in ((pad.inputs[0], 4), (pad.outputs[0], 4), (relu.outputs[0], 2)):
+        sg.tensors[t].quantization.scale = [float(v) * k for v in sg.tensors[t].quantization.scale]
+    target = out_dir / "edited" / "relu_0_to_1_int8.tflite"
+    target.parent.mkdir(exist_ok=True)
+    target.write_bytes(bytes(fb.convert_object_to_bytearray(model)))
+    np.savez_compressed(target.with_suffix(".npz"), **_oracle(target, SEED))
+    print(f"edited/{target.name}: relabelled and run by LiteRT")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", help="network names (default: all)")
@@ -359,8 +388,13 @@ def main(argv=None) -> None:
                          "from the reference kernels")
     ap.add_argument("--optimized-only", action="store_true",
                     help="only write optimized/NAME.optimized.npz for the fixtures already built in --out")
+    ap.add_argument("--relu-0-to-1", action="store_true",
+                    help="only write edited/relu_0_to_1_int8 (from the mirror_pad_int8 fixture in --out)")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
+    if a.relu_0_to_1:
+        build_relu_0_to_1(a.out)
+        return
     for name in a.only or list(_nets()):
         for prec in a.precision:
             if prec not in PRECISIONS.get(name, (prec,)):

@@ -1,6 +1,6 @@
 """The TFLite operators of ``npu_sim.frontend.tflite.ops_more`` beyond the fixtures (tests/test_tflite_frontend.py
 runs those against LiteRT): what they refuse, by name, and their paths the fixtures do not take (a movement op
-on the graph input itself, RELU_0_TO_1, which the TFLite converter never writes)."""
+on the graph input itself; RELU_0_TO_1, which the TFLite converter never writes, on an edited fixture)."""
 from __future__ import annotations
 
 import copy
@@ -13,6 +13,7 @@ import npu_sim
 from npu_sim.cli.main import main
 from npu_sim.errors import UnsupportedModelError
 from npu_sim.frontend.reader import open_model
+from npu_sim.frontend.tflite.flatbuf import read_tflite
 from tests import tflite_writer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tflite"
@@ -72,15 +73,17 @@ def test_unpack_and_pack_of_the_graph_input_move_its_integers(tmp_path):
     assert np.array_equal(values["StatefulPartitionedCall:0"], x.transpose(0, 3, 1, 2)[:, ::-1])
 
 
-def test_relu_0_to_1_clamps_as_relu_n1_to_1_does(tmp_path):
-    # mirror_pad_int8 ends MINIMUM(x, 1.0) -> RELU into scale 1/255, zero point -128; as RELU_0_TO_1 (TFLite's
-    # ReluX too, upper bound 1.0 = the output's qmax) every tensor stays LiteRT's
-    def edit(spec, sg):
-        (code,) = [i for i, c in enumerate(spec["opcodes"]) if c["builtin"] == 19]  # RELU
-        spec["opcodes"][code] = {"deprecated": 127, "builtin": 152, "custom": None, "version": 1}  # RELU_0_TO_1
-    path = _edited(tmp_path, "mirror_pad_int8.tflite", edit)
-    ref = np.load(FIXTURES / "mirror_pad_int8.npz")
+def test_relu_0_to_1_equals_litert():
+    # edited/relu_0_to_1_int8: the mirror_pad fixture with its RELU relabelled RELU_0_TO_1, run by LiteRT
+    # (models/tflite_fixtures.py --relu-0-to-1); both bounds clamp inside the int8 range
+    path = FIXTURES / "edited" / "relu_0_to_1_int8.tflite"
+    ref = np.load(path.with_suffix(".npz"))
     values = _run(path, ref["input"])
-    out = "StatefulPartitionedCall:0"
-    assert np.array_equal(values[out], ref[f"t:{out}"])
-    assert len(set(values[out].reshape(-1).tolist())) > 10  # not a constant output
+    consts = {t.name for t in read_tflite(path).tensors if t.data is not None}
+    compared = 0
+    for key in ref.files:
+        if key.startswith("t:") and key[2:] not in consts:
+            assert np.array_equal(values[key[2:]], ref[key]), key
+            compared += 1
+    out = ref["t:StatefulPartitionedCall:0"]
+    assert compared == 4 and out.min() == -128 and out.max() == -1  # 1.0 / (2/255) rounds to 127 above the zp
