@@ -11,7 +11,7 @@ from onnx import numpy_helper
 from npu_sim.cli.main import main
 from tests import hostile_edits as e
 from tests.helpers_oracle import ort_session
-from tests.hostile_corpus import demo_base
+from tests.hostile_corpus import demo_base, mixed_base
 
 
 def _same_node_name(m):
@@ -46,6 +46,11 @@ CASES = {  # name: (edit, fragments of the message, who else refuses it)
                                                                            "accumulator units"), None),
     "conv_weight_scale_1e-42_one_channel": (_channel_scale("conv2.weight_scale", 1e-42),
                                             ("node 'conv2' (Conv)", "channel 0", "accumulator units"), None),
+    # an input scale of 1e30: the accumulator's unit (input x weight scale) is so coarse the bias rounds to 0
+    "bias_lost_in_accumulator": (lambda m: e.replace_init(m, "input_scale", np.array(1e30, np.float32)),
+                                 ("node 'conv1' (Conv)", "rounds to 0"), None),
+    "reshape_shape_2d": (lambda m: e.replace_init(m, "shape", np.array([[1, 7, 64]], np.int64)),
+                         ("node 'reshape' (Reshape)", "input 1 'shape' has shape [1, 3]"), "onnxruntime run"),
 }
 
 
@@ -53,6 +58,8 @@ def _others_refuse(model, who) -> bool:
     try:
         if who == "checker":
             onnx.checker.check_model(model, full_check=True)
+        elif who == "onnxruntime run":
+            ort_session(model).run(None, {"x": np.zeros((1, 3, 8, 8), np.float32)})
         else:
             ort_session(model)
     except Exception:
@@ -63,7 +70,7 @@ def _others_refuse(model, who) -> bool:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_refused_alike_by_every_command(name, tmp_path, capsys):
     edit, fragments, who = CASES[name]
-    model = demo_base()
+    model = mixed_base(tmp_path / "mixed") if name.startswith("reshape") else demo_base()
     edit(model)
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))

@@ -113,8 +113,9 @@ def _check_values(node, values: dict, label: str) -> list[str]:
         choices = CHOICES.get((node.op_type, name)) or CHOICES.get((None, name))
         if choices and isinstance(value, bytes):
             text = value.decode("utf-8", "replace")
-            if text not in choices:
-                raise _error(node, f"{label}: attribute {name} = {text!r} is not one of {', '.join(choices)}")
+            if text not in choices:  # a value of 5,000 characters is shown by its start
+                shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
+                raise _error(node, f"{label}: attribute {name} = {shown} is not one of {', '.join(choices)}")
         if name in FLAGS and isinstance(value, int) and value not in (0, 1):
             raise _error(node, f"{label}: attribute {name} = {value}; it is a flag: 0 or 1")
     if node.op_type == "Resize" and values.get("exclude_outside") and values.get("mode", b"nearest") != b"cubic":

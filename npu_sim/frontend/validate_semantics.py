@@ -7,8 +7,9 @@ Run on the read graph (static shapes, constants as arrays), before any lowering:
   shapes (a scale scalar or one per entry of the axis, the zero point of the scale's shape);
 * attribute ranges: strides, dilations and kernels >= 1, pads >= 0 (and inside a pooling window), group dividing
   the channels, the kernel fitting its padded input, a Conv bias 1-D of the output channels, a MAC bias inside
-  2**61 accumulator units, axes in range, constant Gather indices in range, Resize with one of scales > 0 and
-  sizes >= 1, a Reshape keeping the element count, Slice steps not 0, Gemm operands that agree;
+  2**61 accumulator units (and not rounding to 0 there), axes in range, constant Gather indices in range, Resize
+  with one of scales > 0 and sizes >= 1, a Reshape keeping the element count, Slice steps not 0, Gemm operands
+  that agree, constant shapes, axes, pads, scales and sizes 1-D;
 * sizes: every tensor's element count, and the whole program's bytes, before anything is allocated.
 
 Every refusal names the file, node and attribute or tensor (``ModelLoadError``; ``QuantizationError`` for Q/DQ).
@@ -34,6 +35,9 @@ SPATIAL = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool")
 AXIS_OPS = {"Concat": 0, "Softmax": 0, "LogSoftmax": 0, "Hardmax": 0, "Gather": 0, "GatherElements": 0,
             "Split": 0, "Flatten": 1, "ArgMax": 0, "ArgMin": 0, "LayerNormalization": 0}  # op -> axes past the last
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+# op -> its inputs the spec says are 1-D lists (shapes, axes, pads, scales, sizes, Slice's starts ... steps)
+VECTOR_INPUTS = {"Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Resize": (1, 2, 3),
+                 "Pad": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Reduce": (1,)}
 
 
 def type_name(etype) -> str:
@@ -275,6 +279,11 @@ def check_axis(g, node, a: dict, label: str) -> None:
 def check_op(g, node, a: dict, label: str, dq: dict) -> None:
     """The per-op checks; ``dq``: each DequantizeLinear by its output."""
     op = node.op_type
+    for k in VECTOR_INPUTS.get(op, VECTOR_INPUTS["Reduce"] if op.startswith("Reduce") else ()):
+        name = node.input[k] if len(node.input) > k else ""
+        if name in g.consts and np.ndim(g.consts[name]) != 1:
+            raise ModelLoadError(f"{label}: input {k} {name!r} has shape {list(np.shape(g.consts[name]))}; "
+                                 f"{op} reads it as a 1-D list (the spec: a 1-D tensor), as onnxruntime does")
     if op in ("Gather", "GatherElements") and len(node.input) > 1 and node.input[1] in g.consts:
         _check_indices(g, node, a, label)
     elif op == "Resize":
@@ -343,7 +352,8 @@ BIAS_LIMIT = 2.0 ** 61  # the kernels add a bias in accumulator units below 2**6
 
 def _check_bias_range(g, node, a: dict, label: str, dq: dict) -> None:
     """A MAC op's dequantized bias in accumulator units (input scale x weight scale per channel, x alpha) inside
-    what an accumulator adds: a weight scale no calibration writes (1e-30) makes it 1e30, which no integer holds."""
+    what an accumulator adds: a weight scale no calibration writes (1e-30) makes it 1e30, which no integer holds;
+    and not lost: a nonzero bias below half a unit (an input scale of 1e30) rounds to 0 in every integer program."""
     parts = [dq.get(name) for name in node.input[:3]]
     if any(p is None or p.input[1] not in g.consts for p in parts) or parts[2].input[0] not in g.consts:
         return
@@ -364,6 +374,14 @@ def _check_bias_range(g, node, a: dict, label: str, dq: dict) -> None:
                                 f"in accumulator units (input scale {sx[0]:.3g} x weight scale "
                                 f"{float(sw[c % sw.size]):.3g}), beyond the 2**61 an accumulator adds; the weight "
                                 f"scale is one no calibration writes: re-run calibration")
+    lost = np.flatnonzero((real != 0) & (np.abs(scaled) < 0.5))
+    if lost.size:  # calibration writes the bias at input scale x weight scale: 1 unit per step
+        c = int(lost[0])
+        raise QuantizationError(f"{label}: bias {node.input[2]!r} of output channel {c} is {float(real[c]):.3g}, "
+                                f"{float(scaled[c]):.3g} accumulator units (input scale {sx[0]:.3g} x weight scale "
+                                f"{float(sw[c % sw.size]):.3g}): it rounds to 0, so an integer program drops it; "
+                                f"its own scale {float(sb[c % sb.size]):.3g} is far from input scale x weight scale, "
+                                f"which calibration writes: re-run calibration")
 
 
 def _check_gemm(g, node, a: dict, label: str) -> None:
