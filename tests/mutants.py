@@ -188,7 +188,7 @@ def _zp_mutants(label, zp, t):
     yield f"{where} = 0", lambda m: _put(m, zp, np.zeros_like(z))
     yield f"{where} = max", lambda m: _put(m, zp, np.full_like(z, hi))
     yield f"{where} = min", lambda m: _put(m, zp, np.full_like(z, lo))
-    for v in (hi + 1, lo - 1, 2 ** 31 - 1):
+    for v in [v for v in (hi + 1, lo - 1, 2 ** 31 - 1) if -2 ** 31 <= v < 2 ** 31]:  # int32_data holds int32s
         yield f"{where} = {v} (out of range)", lambda m, v=v: _out_of_range(m, zp, t.data_type, z, v)
     for dt in (np.int32, np.float32, np.int16, np.uint8 if z.dtype == np.int8 else np.int8):
         yield f"{where} stored as {np.dtype(dt).name}", lambda m, dt=dt: _put(m, zp, z.astype(dt))
