@@ -78,7 +78,7 @@ def test_report_with_the_advisor_reads_each_model_once(reads, tmp_path, capsys, 
     assert main(["report", str(QDQ), "--data", data, "--float", str(FLOAT), "--limit", "4", "--samples", "2",
                  "--no-sensitivity", "--points", "2", "--workers", "1", "--quiet", "--requantize", data,
                  "--calib-limit", "4", "--fixed-model", str(tmp_path / "fixed.qdq.onnx")]) == 0
-    assert "check of the fixed model" in capsys.readouterr().out
+    assert "verdict: deployable on default" in capsys.readouterr().out  # the fixed model, checked
     assert len(given) == 1 and isinstance(given[0], onnx.ModelProto)
     assert sorted(r for r in reads if r in (QDQ.name, FLOAT.name)) == sorted([QDQ.name, FLOAT.name]), reads
 
