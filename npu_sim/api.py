@@ -52,7 +52,8 @@ def program_for(model, board=None, input_shapes: dict | None = None, feed_shapes
             open_model(program.model_path)
         shapes = {n: program.tensors[t].shape for n, t in program.inputs.items()}
         return lower_for_analysis(opened, load_board(board), shapes)
-    return lower_for_analysis(open_model(model), load_board(board or "default"), input_shapes or {}, feed_shapes)
+    opened = open_model(model)
+    return lower_for_analysis(opened, load_board(board or opened.default_board), input_shapes or {}, feed_shapes)
 
 
 def check(model, board=None, input_shapes: dict | None = None, feeds: dict | None = None) -> CheckResult:
@@ -82,11 +83,15 @@ def estimate(model, board=None, input_shapes=None) -> Estimate:
     ``board`` defaults to the program's board (for a path: ``default``). Returns an ``Estimate``: per-layer
     ``layers`` rows and a ``summary``; ``.to_json()`` / ``.to_csv()`` serialize it."""
     lowered = isinstance(model, (Program, Simulator))
-    brd = load_board(board) if board is not None else (model.board if lowered else load_board("default"))
+    if not lowered:
+        model = open_model(model)
+    brd = load_board(board) if board is not None else (model.board if lowered else load_board(model.default_board))
     if brd.cost is None and not lowered:  # refuse before the (slower) load
         raise BoardError(f"board {brd.name!r} ({brd.source}) has no [cost] section, so it has no latency model: "
                          f"use --board ethos-u55-128 or default, or add a [cost] section")
-    return estimate_program(program_for(model, brd, input_shapes), brd)
+    program = program_for(model, brd, input_shapes)
+    moved = check_program(program).moved if brd.rules.npu_compiler == "vela" else set()
+    return estimate_program(program, brd, moved)
 
 
 def run_dataset(model, data, writer, float_model=None, board="default", input_shapes: dict | None = None,

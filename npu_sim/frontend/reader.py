@@ -80,6 +80,12 @@ class OpenModel:
                 LOG.warning("npu-sim: warning: %s", text)
 
     @property
+    def default_board(self) -> str:
+        """The board it is simulated on when none is named: ``default``; ``ethos-u55-128`` for a .tflite, whose
+        integers are TFLite's."""
+        return "default" if self.tflite is None else "ethos-u55-128"
+
+    @property
     def static(self) -> bool:
         """Every input's shape fixed in the file."""
         return not any(i.dynamic for i in self.inputs.values())

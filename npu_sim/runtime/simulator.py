@@ -139,10 +139,11 @@ class Simulator:
         return feeds
 
 
-def load(model, board="default", input_shapes: dict | None = None, feed_shapes: dict | None = None,
+def load(model, board=None, input_shapes: dict | None = None, feed_shapes: dict | None = None,
          partial: bool = False) -> Simulator:
-    """Load a QDQ ONNX model (a path, an ``onnx.ModelProto``, or a model already open: ``open_model``) and lower it
-    for ``board`` (a preset name, a TOML path, or a Board).
+    """Load a QDQ ONNX model or a .tflite (a path, an ``onnx.ModelProto``, or a model already open: ``open_model``)
+    and lower it for ``board`` (a preset name, a TOML path, or a Board; default ``default``, ``ethos-u55-128`` for
+    a .tflite).
 
     ``input_shapes`` fixes dynamic input dimensions, e.g. ``{"x": (1, 3, 48, 192)}``; ``feed_shapes`` (the shapes
     of the feeds you will pass) resolve dynamic dimensions only. With a batch dimension of 1 (fixed or given),
@@ -151,7 +152,7 @@ def load(model, board="default", input_shapes: dict | None = None, feed_shapes: 
     (``program.refusals``, ``program.not_run``: ``npu_sim.lowering.partial``) instead of raising.
     Raises an ``npu_sim.errors.NpuSimError`` subclass with a clear message on bad input.
     """
-    b = load_board(board)
     opened = open_model(model)
+    b = load_board(board if board is not None else opened.default_board)
     graph = opened.graph(input_shapes, feed_shapes)
     return Simulator(lower_graph(graph, b, partial=partial), opened=opened)

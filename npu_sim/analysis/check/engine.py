@@ -46,6 +46,9 @@ def check_program(program: Program, overflows: dict | None = None) -> CheckResul
                 continue
             for values in _results(r.func(ctx, node)):
                 rep.findings.append(_finding(r, values))
+        if rules.npu_compiler == "vela" and any(f.severity == "error" and f.rule.startswith("limit.")
+                                                for f in rep.findings):
+            rep.placement = "CPU"  # Vela leaves an op its constraints refuse on the CPU (still an error: not all NPU)
         reports.append(rep)
     # nodes npu-sim could not lower: they would run on the CPU (in float), and cannot be simulated
     for name, op, why in program.problems:

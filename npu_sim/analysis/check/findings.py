@@ -57,6 +57,12 @@ class CheckResult:
         out = [("<model>", f) for f in self.model_findings]
         return out + [(n.node, f) for n in self.nodes for f in n.findings]
 
+    @property
+    def moved(self) -> set[str]:
+        """The nodes placed on the CPU although their op is an NPU op (the board's NPU compiler refuses them)."""
+        return {n.node for n in self.nodes if n.placement == "CPU" and any(f.rule.startswith("limit.")
+                                                                           for f in n.findings)}
+
     def count(self, severity: str) -> int:
         return sum(1 for _, f in self.findings if f.severity == severity)
 

@@ -111,18 +111,19 @@ def refuse_old_order(model, dump) -> None:
                          f"command)")
 
 
-def compare_dump(model, dump, board="default", inputs: dict | None = None, input_shapes: dict | None = None,
+def compare_dump(model, dump, board=None, inputs: dict | None = None, input_shapes: dict | None = None,
                  layout: str | None = None) -> Comparison:
     """Compare the tensor dump ``dump`` (folder, .npz or .npy; docs/DUMPS.md) of a board with the simulation of
-    ``model`` (a path or a ``Simulator``) on ``board``. ``inputs``: what the board was fed, by input name (float or
+    ``model`` (a path or a ``Simulator``) on ``board`` (default ``default``, ``ethos-u55-128`` for a .tflite). ``inputs``: what the board was fed, by input name (float or
     integer arrays, NCHW or NHWC); default: the dump's own input tensor. ``layout``: ``nhwc``/``nchw`` for tensors
     whose shape fits both."""
     refuse_old_order(model, dump)
     if layout is not None and layout not in ("nhwc", "nchw"):
         raise InputError(f"--layout {layout!r}: write nhwc or nchw")
     entries = read_dump(dump)
-    sim = model if isinstance(model, Simulator) else _load(open_model(model), board, input_shapes, entries,
-                                                           inputs or {})
+    opened = None if isinstance(model, Simulator) else open_model(model)
+    sim = model if opened is None else _load(opened, board or opened.default_board, input_shapes, entries,
+                                             inputs or {})
     prog = sim.program
     table = name_table(prog, sim.opened.quantized if sim.opened is not None else {})
     wide = dump_layout(entries, table, prog)

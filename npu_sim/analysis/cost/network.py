@@ -87,14 +87,15 @@ def _is_host_input_quantize(program, node) -> bool:
     return kind_of(node.op) == "convert" and program.tensors[node.inputs[0]].q is None
 
 
-def estimate_program(program, board=None) -> Estimate:
-    """The latency estimate of a program on a board (default: the program's): every node costed, and the totals."""
+def estimate_program(program, board=None, moved=frozenset()) -> Estimate:
+    """The latency estimate of a program on a board (default: the program's): every node costed, and the totals;
+    ``moved``: nodes the board's NPU compiler leaves on the CPU (``CheckResult.moved``), costed there."""
     board = board or program.board
     cfg = board.cost
     if cfg is None:
         raise BoardError(f"board {board.name!r} ({board.source or 'preset'}) has no [cost] section, so it has no "
                          f"latency model: use --board ethos-u55-128 or default, or add a [cost] section")
-    placement = board_placement(program)
+    placement = board_placement(program, moved)
     crossings = _crossings(program, placement)
     rows: list[LayerCost] = []
     for node in program.nodes:
