@@ -154,3 +154,17 @@ def test_an_image_feeds_a_tflite_nhwc_int8_input(tmp_path, capsys):
     want = sim.run({name: q.quantize(resized)}, raw=True)
     (out,) = want
     assert np.array_equal(np.load(tmp_path / "o" / f"{out.replace(':', '_')}.int.npy"), want[out])
+
+
+def test_report_on_a_tflite_against_its_own_float_semantics(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(5)
+    for i in range(3):
+        np.save(data / f"s{i}.npy", rng.integers(-128, 128, (1, 8, 8, 3)).astype(np.int8))
+    model = str(FIXTURES / "conv_int8.tflite")
+    assert main(["report", model, "--data", str(data), "--workers", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "board ethos-u55-128" in out and "cosine" in out
+    assert main(["report", model, "--data", str(data), "--float", model]) == 2
+    assert "is a .tflite" in capsys.readouterr().err

@@ -143,6 +143,10 @@ class OpenModel:
         return self.floats[p.resolve()]
 
     def _read_float(self, p: Path) -> onnx.ModelProto:
+        if is_tflite(p):
+            raise FloatReferenceError(f"--float {str(p)!r} is a .tflite: npu-sim reads a float reference as ONNX "
+                                      f"(python -m tf2onnx.convert --tflite {p.name} --output float.onnx); "
+                                      f"without --float the report uses the quantized model's own float semantics")
         try:
             model, _ = load_file(p)
         except ModelLoadError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from npu_sim.opset import MOVEMENT_OPS
 from npu_sim.qdq.graph import DEQUANTIZE, QUANTIZE, const_values, dequantize_const, is_op, quantize_const
 
 
@@ -21,7 +22,8 @@ def derive_float_model(model):
     m.CopyFrom(model)
     g = m.graph
     consts = const_values(g)
-    alias, new_consts, dropped = _fold_dequantize(g, consts)
+    moved = _float_moves(g)
+    alias, new_consts, dropped = _fold_dequantize(g, consts, moved)
 
     def resolve(name: str) -> str:
         seen = 0
@@ -41,10 +43,30 @@ def derive_float_model(model):
     g.node.extend(_in_order(nodes + clips + extra))
     _replace_constants(g, new_consts)
     del g.value_info[:]
+    for o in g.output:  # a moved integer output is float now
+        if o.name in moved:
+            o.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
     return m
 
 
-def _fold_dequantize(g, consts) -> tuple[dict[str, str], dict[str, np.ndarray], set[int]]:
+def _float_moves(g) -> set[str]:
+    """Data movement on the integers between a QuantizeLinear and its DequantizeLinear (a .tflite's changes of
+    layout, tf2onnx's Transposes) rewired onto the float tensor the QuantizeLinear read: the outputs now float."""
+    producer = {o: n for n in g.node for o in n.output}
+    moved: set[str] = set()
+    for n in g.node:  # (topological order)
+        if n.op_type not in MOVEMENT_OPS or not n.input:
+            continue
+        src = producer.get(n.input[0])
+        if src is not None and is_op(src, QUANTIZE):
+            n.input[0] = src.input[0]
+        elif n.input[0] not in moved:
+            continue
+        moved.update(o for o in n.output if o)
+    return moved
+
+
+def _fold_dequantize(g, consts, moved: set[str]) -> tuple[dict[str, str], dict[str, np.ndarray], set[int]]:
     """The DequantizeLinear nodes to drop (indices), with what replaces their outputs: a float constant (of a
     constant, or of a QuantizeLinear of a constant), or the float tensor its QuantizeLinear read (``alias``)."""
     producer = {o: n for n in g.node for o in n.output}
@@ -63,6 +85,8 @@ def _fold_dequantize(g, consts) -> tuple[dict[str, str], dict[str, np.ndarray], 
             new_consts[node.output[0]] = dequantize_const(node, quantize_const(src, w, consts), consts)
         elif src is not None and is_op(src, QUANTIZE):
             alias[node.output[0]] = src.input[0]
+        elif x in moved:  # float already (``_float_moves``)
+            alias[node.output[0]] = x
         else:
             continue  # a DequantizeLinear of a quantized graph input: keep it
         dropped.add(i)
