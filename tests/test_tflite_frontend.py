@@ -168,3 +168,13 @@ def test_report_on_a_tflite_against_its_own_float_semantics(tmp_path, capsys):
     assert "board ethos-u55-128" in out and "cosine" in out
     assert main(["report", model, "--data", str(data), "--float", model]) == 2
     assert "is a .tflite" in capsys.readouterr().err
+
+
+def test_inspect_a_tflite_shows_its_own_operators_and_edge_quantization(capsys):
+    assert main(["inspect", str(FIXTURES / "pools_int8.tflite"), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["producer"].startswith("TFLite schema version 3") and d["opset"] == 0
+    assert d["ops"] == {"AVERAGE_POOL_2D": 1, "CONCATENATION": 1, "CONV_2D": 1, "MAX_POOL_2D": 1}
+    (out,) = d["outputs"]
+    assert out["quant"] is not None and out["quant"]["op"] == "QuantizeLinear"
+    assert d["inputs"][0]["layout"] == "NHWC" and d["inputs"][0]["quant"]["dtype"] == "int8"

@@ -65,6 +65,11 @@ def inspect_model(opened: OpenModel) -> Inspection:
         for name in node.input:
             readers.setdefault(name, []).append(node)
     writer = {out: node for node in graph.node for out in node.output}
+    layout = opened.tflite.layout if opened.tflite is not None else frozenset()
+    for out, node in list(writer.items()):  # a .tflite's output is written through a change of layout
+        while node.name in layout and node.input and node.input[0] in writer:
+            node = writer[node.input[0]]
+        writer[out] = node
     inputs = []
     for inp in opened.inputs.values():  # a float input's QuantizeLinear, an integer one's DequantizeLinear
         q = next((n for n in readers.get(inp.name, []) if n.op_type in QDQ), None)
@@ -78,9 +83,11 @@ def inspect_model(opened: OpenModel) -> Inspection:
         outputs.append(Tensor(out.name, _elem_name(out.type.tensor_type.elem_type), _declared_shape(out), None,
                               _quant(dq, consts) if dq is not None else None))
     producer = " ".join(p for p in (opened.proto.producer_name, opened.proto.producer_version) if p)
-    return Inspection(opened.name, producer or "unknown", opened.opset, inputs, outputs,
-                      _summary(graph, consts, readers), dict(sorted(Counter(n.op_type for n in graph.node).items(),
-                                                                    key=lambda kv: (-kv[1], kv[0]))),
+    ops = Counter(n.op_type for n in graph.node)
+    if opened.tflite is not None:  # the file's own operators, and what wrote it
+        producer, ops = opened.tflite.producer, Counter(opened.tflite.operators)
+    return Inspection(opened.name, producer or "unknown", opened.opset if opened.tflite is None else 0, inputs, outputs,
+                      _summary(graph, consts, readers), dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
                       list(opened.warnings))
 
 

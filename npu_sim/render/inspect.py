@@ -39,7 +39,8 @@ def _counts(entries: dict, keys: tuple[str, ...]) -> str:
 
 
 def format_inspection(ins: Inspection) -> str:
-    lines = [f"model: {ins.path}", f"producer: {ins.producer}; opset {ins.opset}", "", f"inputs ({len(ins.inputs)}):"]
+    origin = f"{ins.producer}; opset {ins.opset}" if ins.opset else ins.producer  # (a .tflite has no opset)
+    lines = [f"model: {ins.path}", f"producer: {origin}", "", f"inputs ({len(ins.inputs)}):"]
     for t in ins.inputs:
         lines += _tensor(t, "not quantized: no QuantizeLinear or DequantizeLinear reads it")
     lines += ["", f"outputs ({len(ins.outputs)}):"]

@@ -30,6 +30,8 @@ class Translation:
     model: onnx.ModelProto
     layout: frozenset[str]       # the ONNX Transpose nodes that only change NHWC <-> NCHW
     tensors: dict[str, int]      # ONNX tensor name -> TFLite tensor index, for every TFLite tensor used
+    operators: tuple[str, ...] = ()  # the file's builtin operators, in its order
+    producer: str = ""           # "TFLite schema version N" and the file's description
 
 
 def translate(m: TflModel) -> Translation:
@@ -53,8 +55,10 @@ def translate(m: TflModel) -> Translation:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name=PRODUCER)
     model.ir_version = 10
     used = {n for node in b.nodes for n in (*node.input, *node.output)} | {b.names[i] for i in m.inputs}
+    producer = f"TFLite schema version {m.version}" + (f" ({m.description})" if m.description else "")
     return Translation(model, frozenset(b.layout), {b.names[t.index]: t.index for t in m.tensors
-                                                    if b.names[t.index] in used})
+                                                    if b.names[t.index] in used},
+                       tuple(op.op for op in m.operators), producer)
 
 
 def vela_order(m: TflModel) -> list:
