@@ -172,8 +172,10 @@ def qdq_param_mutants(model):
                            lambda m, sc=scale, v=v, s=s: _put(m, sc, np.where(np.arange(s.size) == 0, v, s)
                                                               .astype(np.float32)))
             for dt in (np.float16, np.float64):
-                yield f"{where} stored as {np.dtype(dt).name}", lambda m, sc=scale, s=s, dt=dt: _put(m, sc, s.astype(dt))
-            yield f"{where} one value too many", lambda m, sc=scale, s=s: _put(m, sc, np.append(s.reshape(-1), s.reshape(-1)[:1]))
+                yield (f"{where} stored as {np.dtype(dt).name}",
+                       lambda m, sc=scale, s=s, dt=dt: _put(m, sc, s.astype(dt)))
+            yield (f"{where} one value too many",
+                   lambda m, sc=scale, s=s: _put(m, sc, np.append(s.reshape(-1), s.reshape(-1)[:1])))
             yield f"{where} as 2-D", lambda m, sc=scale, s=s: _put(m, sc, s.reshape(1, -1))
         zp = node.input[2] if len(node.input) > 2 else ""
         if zp in inits and zp not in seen:

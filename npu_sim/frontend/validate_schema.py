@@ -180,8 +180,8 @@ def check_types(g, opset: int, producer: str = "") -> list[str]:
             warnings += _clip_bounds(g, node, label)
     if dialect:
         warnings.append(f"{g.path}: {len(dialect)} Q/DQ tensor(s) of types opset {opset} does not allow (e.g. "
-                        f"{dialect[0].removeprefix(f'{g.path}: ')}; ONNX allows 16-bit Q/DQ from opset 21, int64 never): read as tf2onnx "
-                        f"writes TFLite 16x8 models, but onnxruntime refuses this model")
+                        f"{dialect[0].removeprefix(f'{g.path}: ')}; ONNX allows 16-bit Q/DQ from opset 21, int64 "
+                        f"never): read as tf2onnx writes TFLite 16x8 models, but onnxruntime refuses this model")
     return warnings
 
 
