@@ -266,7 +266,8 @@ def _block_cost(cfg: CostConfig, node, o: _Operands) -> _Work:
         kelems = _cdiv(kh, sh) * _cdiv(kw, sw)
         sh = sw = 1
     cin_g = ic // max(groups, 1)
-    kind = cls if cls in ("depthwise", "pool") else "conv"
+    plane = cls == "pool" and (facts.global_pool or _plane_mean(node, o))  # Vela: a depthwise conv over the plane
+    kind = "depthwise" if plane else (cls if cls in ("depthwise", "pool") else "conv")
     dense_groups = groups if kind == "conv" and groups > 1 else 1
     oc_g = oc // dense_groups
     (bh, bw, bc), nu, nblocks = block_geometry(cfg, oh, ow, oc_g)
