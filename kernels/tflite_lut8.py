@@ -1,10 +1,10 @@
-"""TFLite's int8 lookup-table activations (LOGISTIC, TANH): a 256-entry table built in float32, then a lookup.
+"""TFLite's int8 lookup-table activations (LOGISTIC, TANH, EXP): a 256-entry table built in float32, then a lookup.
 
 Table (TFLite PopulateLookupTable, float32 throughout, ``round`` = half away from zero)::
 
     for v in [-128, 127]:  table[uint8(v)] = clamp(round(f(float32(s_in * (v - zp_in))) * (1 / s_out)) + zp_out)
 
-``f`` is 1/(1 + exp(-x)) or tanh(x), evaluated in float64 and rounded to float32 (the correctly rounded value a
+``f`` is 1/(1 + exp(-x)), tanh(x) or exp(x), evaluated in float64 and rounded to float32 (the correctly rounded value a
 float32 libm returns). The run is ``y = table[uint8(x)]``.
 """
 import math
@@ -25,6 +25,7 @@ def _exp_f32(v: float) -> np.float32:
 FUNCTIONS = {
     "Sigmoid": lambda x: np.float32(1.0) / (np.float32(1.0) + _exp_f32(-float(x))),
     "Tanh": lambda x: np.float32(math.tanh(float(x))),
+    "Exp": lambda x: _exp_f32(float(x)),  # EXP's LUTPopulate
 }
 
 

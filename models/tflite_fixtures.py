@@ -190,9 +190,15 @@ def _more_nets(tf, L):
         x = lam(lambda v: tf.pad(v, [[0, 0], [1, 2], [2, 1], [0, 0]], mode="REFLECT"))(x)
         return lam(lambda v: tf.clip_by_value(v, 0.0, 1.0))(x)
 
-    return {"transpose_conv": ((4, 4, 3), transpose_conv), "leaky": ((6, 6, 3), leaky), "prelu": ((6, 6, 3), prelu),
-            "maxmin": ((6, 6, 3), maxmin), "split": ((4, 4, 3), split), "slice": ((6, 6, 3), slice_),
-            "pack": ((4, 4, 3), pack), "mirror_pad": ((5, 5, 3), mirror_pad)}
+    def abs_exp(x):
+        x = L.Conv2D(4, 1)(x)
+        a = lam(lambda v: tf.abs(v))(x)
+        return lam(lambda v: tf.exp(v))(a)
+
+    return {"abs_exp": ((4, 4, 3), abs_exp), "transpose_conv": ((4, 4, 3), transpose_conv),
+            "leaky": ((6, 6, 3), leaky), "prelu": ((6, 6, 3), prelu), "maxmin": ((6, 6, 3), maxmin),
+            "split": ((4, 4, 3), split), "slice": ((6, 6, 3), slice_), "pack": ((4, 4, 3), pack),
+            "mirror_pad": ((5, 5, 3), mirror_pad)}
 
 
 PRECISIONS = {"hardswish": ("int8",), "prelu": ("int8",), "refusal_depthwise": ("a16w8",), "refusal_chain": ("a16w8",)}

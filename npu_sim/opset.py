@@ -73,6 +73,7 @@ OPS: dict[str, OpFacts] = {
     "Mul": OpFacts("elementwise", cost_class="mul"),
     "Div": OpFacts("elementwise", cost_class="mul"),
     "Concat": OpFacts("elementwise", joins=True),
+    "Abs": OpFacts("elementwise"),
     "Max": OpFacts("elementwise"),
     "Min": OpFacts("elementwise"),
     "Relu": OpFacts("activation"),

@@ -357,3 +357,27 @@ def slope(x, alpha, in_zp, alpha_zp, m1, s1, m2, s2, out_zp, qmin, qmax):
 def maxmin(a, b, maximum, qmin, qmax):
     return [clampi(max(int(x), int(y)) if maximum else min(int(x), int(y)), qmin, qmax)
             for x, y in zip(np.asarray(a).reshape(-1).tolist(), np.asarray(b).reshape(-1).tolist())]
+
+
+def abs_(x, in_zp, m, s, out_zp, qmin, qmax, rescale=True):
+    """TFLite's ABS: |x - zp_in| (rescaled where the scales differ) + zp_out, clamped."""
+    return [clampi((mbqm32(abs(int(v) - in_zp), m, s) if rescale else abs(int(v) - in_zp)) + out_zp, qmin, qmax)
+            for v in np.asarray(x).reshape(-1).tolist()]
+
+
+def lut16_float32(fn, s_in, s_out):
+    """LUTPopulateInt16 in float32 (zero points 0), every step rounded to float32 as the C++ float code does."""
+    f = np.float32
+    in_min, in_max = f(s_in) * f(-32768), f(s_in) * f(32767)
+    inv = f(65536) / (f(s_out) * f(32767) - f(s_out) * f(-32768))
+    step = (in_max - in_min) / f(512)
+
+    def r(v):  # an infinity (a float32 sum past its range, as in C++) stays one
+        return v if not math.isfinite(float(v)) else f(math.copysign(math.floor(abs(float(v)) + 0.5), float(v)))
+    table = []
+    for i in range(512):
+        x = in_min + f(i) * step
+        sample = r(fn(x) * inv)
+        interp = r((fn(in_min + f(i + 1) * step) * inv + sample) / f(2))
+        table.append(int(sat16(float(sample - r((interp - r(fn(x + step / f(2)) * inv)) / f(2))))))
+    return table + [int(sat16(float(r(fn(in_max) * inv))))]

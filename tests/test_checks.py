@@ -567,14 +567,14 @@ def test_u55_takes_what_litert_refuses_as_a_hazard(tmp_path):
 
 
 def test_ops_the_board_arithmetic_lacks_are_checked_and_estimated_on_their_structure(tmp_path):
-    path = q(tmp_path, unary_model("Exp"), "exp", sym=False)  # an NPU op on the U55 (EXP)...
+    path = q(tmp_path, unary_model("Elu"), "elu", sym=False)  # an NPU op on the U55 (ELU)...
     with pytest.raises(npu_sim.UnsupportedModelError):  # ...that the tflite arithmetic does not compute yet
         npu_sim.load(path, board=U55)
     r = check(path, board=U55)
     gap = rules_of(r)["npu.arithmetic"][0]
-    assert gap.severity == "info" and "Exp" in gap.message and r.deployable
+    assert gap.severity == "info" and "Elu" in gap.message and r.deployable
     est = npu_sim.estimate(path, board=U55)
-    assert est.summary["total_cycles"] > 0 and any(row.op == "Exp" for row in est.layers)
+    assert est.summary["total_cycles"] > 0 and any(row.op == "Elu" for row in est.layers)
     with pytest.raises(npu_sim.NpuSimError):
         check(path, board=U55, feeds="random")
 

@@ -1,13 +1,18 @@
-"""LEAKY_RELU / PRELU (``kernels/tflite_slope.py``) and MAXIMUM / MINIMUM (``kernels/tflite_maxmin.py``) ==
+"""LEAKY_RELU / PRELU / ABS (``kernels/tflite_slope.py``), MAXIMUM / MINIMUM (``kernels/tflite_maxmin.py``) and the
+int16 EXP table (``kernels/tflite_lut16.py``) ==
 their golden twins (tests/naive_tflite.py), bit for bit, with saturated inputs and extreme scales; the lowering's
 factors are TFLite's Prepare's (float32 products and quotients). (LiteRT is the oracle of the twins' formulas: the
 leaky/prelu/maxmin fixtures, tests/test_tflite_frontend.py.)"""
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.tflite_fixedpoint import tfl_quantize_multiplier
+from kernels.tflite_lut16 import lut16_apply, populate_lut16
+from kernels.tflite_lut8 import build_lut8
 from kernels.tflite_maxmin import tfl_maxmin
 from kernels.tflite_slope import tfl_slope
 from tests import naive_tflite as nt
@@ -92,3 +97,41 @@ def test_kernels_refuse_what_tflite_cannot_compute():
         tfl_slope(x, np.ones(1), 0, 0, 1 << 31, 0, 1 << 30, 0, 0, -128, 127, np.int8)
     with pytest.raises(ValueError):
         tfl_maxmin(x.astype(np.float32), x, True, -128, 127, np.int8)
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.integers(0, 2 ** 32 - 1), DTYPES, st.floats(1e-6, 1e3), st.floats(1e-6, 1e3), st.integers(-128, 127),
+       st.integers(-128, 127), st.booleans(), st.booleans())
+def test_abs_is_the_slope_kernel_with_alpha_minus_one(seed, dtype, s_in, s_out, zi, zo, same_scale, extreme):
+    if same_scale:
+        s_out = s_in  # TFLite copies |x - zp| without rescale; the factor 1 is exact
+    m, s = _factor(float(np.float32(np.float32(s_in) / np.float32(s_out))))
+    if dtype == np.int16:
+        zi = zo = 0
+    x = _ints(np.random.default_rng(seed), dtype, 97, extreme)
+    info = np.iinfo(dtype)
+    got = tfl_slope(x, np.full(1, -1, np.int64), zi, 0, m, s, m, s, zo, info.min, info.max, dtype)
+    assert got.tolist() == nt.abs_(x, zi, m, s, zo, info.min, info.max, rescale=not same_scale)
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.floats(1e-6, 2.7e-3), st.floats(1e-6, 1e-1))  # exp(s_in * 32767) within float32 or just past
+def test_exp16_table_and_lookup(s_in, s_out):
+    exp32 = lambda v: np.float32(math.exp(float(v)))  # noqa: E731
+    try:
+        table = populate_lut16(exp32, s_in, 0, s_out, 0, np.float32)
+    except ValueError:  # the top entries overflow float32 (the lowering refuses these scales)
+        f = np.float32
+        with np.errstate(over="ignore"):
+            inv = f(65536) / (f(s_out) * f(32767) - f(s_out) * f(-32768))
+            assert not np.isfinite(exp32(f(s_in) * f(32767)) * inv)
+        return
+    assert table.tolist() == nt.lut16_float32(exp32, s_in, s_out)
+    x = np.arange(-32768, 32768, 61, dtype=np.int16)
+    assert lut16_apply(x, table).tolist() == [nt.lut16(int(v), table.tolist()) for v in x]
+
+
+def test_exp8_table_saturates():
+    # exp of the largest inputs passes the output range: the table's top entries are the output's qmax
+    table = build_lut8("Exp", 0.1, 0, 0.05, -128)
+    assert table[127] == 127 and table[-128 & 0xFF] == -128

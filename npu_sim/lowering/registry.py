@@ -23,6 +23,7 @@ from npu_sim.ops.tflite import mac as tfl_mac
 from npu_sim.ops.tflite import pool as tfl_pool
 from npu_sim.ops.tflite import resize as tfl_resize
 from npu_sim.ops.tflite import slope as tfl_slope
+from npu_sim.ops.tflite import table as tfl_table
 from npu_sim.ops.tflite import softmax as tfl_softmax
 
 
@@ -102,6 +103,8 @@ _TFLITE: dict[str, Callable] = {
     "PRelu": tfl_slope.lower_prelu,
     "Max": tfl_slope.lower_maxmin,
     "Min": tfl_slope.lower_maxmin,
+    "Abs": tfl_slope.lower_abs,
+    "Exp": tfl_table.lower_exp,
     "AveragePool": tfl_pool.lower_avgpool,
     "GlobalAveragePool": tfl_pool.lower_mean,
     "ReduceMean": tfl_pool.lower_mean,

@@ -7,10 +7,11 @@ The movement operators move the integers as TFLite does: SPLIT and SPLIT_V becom
 ``Concat`` (TFLite's PACK requires every input quantized as its output: others are refused). RELU_0_TO_1 is a
 ``Clip`` to 0..1, which the ``tflite`` arithmetic lowers as TFLite's ReluX.
 
-PRELU is an ONNX ``PRelu`` of its quantized alpha, MAXIMUM/MINIMUM ``Max``/``Min`` (of inputs quantized as their
-output, as TFLite requires: others are refused), TRANSPOSE_CONV (inputs: output shape, OHWI weights, input, bias)
-a ``ConvTranspose`` (NCHW, weights ``[I, O, KH, KW]``) whose pads put TFLite's ``SAME`` padding of the output
-(``ops.same_pads`` over the output size) before the first row and column.
+ABS and EXP are an ONNX ``Abs`` and ``Exp``, PRELU a ``PRelu`` of its quantized alpha, MAXIMUM/MINIMUM
+``Max``/``Min`` (of inputs quantized as their output, as TFLite requires: others are refused), TRANSPOSE_CONV
+(inputs: output shape, OHWI weights, input, bias) a ``ConvTranspose`` (NCHW, weights ``[I, O, KH, KW]``) whose
+pads put TFLite's ``SAME`` padding of the output (``ops.same_pads`` over the output size) before the first row and
+column.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import numpy as np
 from npu_sim.errors import UnsupportedModelError
 from npu_sim.frontend.tflite.builder import Builder
 from npu_sim.frontend.tflite.flatbuf import TflOperator
-from npu_sim.frontend.tflite.ops import binary, same_pads
+from npu_sim.frontend.tflite.ops import binary, same_pads, unary
 
 
 def refuse(b: Builder, op: TflOperator, why: str) -> UnsupportedModelError:
@@ -219,6 +220,7 @@ def transpose_conv(b: Builder, op: TflOperator) -> None:
 
 
 MORE: dict = {
+    "ABS": unary("Abs"), "EXP": unary("Exp"),
     "PRELU": prelu, "MAXIMUM": maxmin("Max"), "MINIMUM": maxmin("Min"), "TRANSPOSE_CONV": transpose_conv,
     "SPLIT": split, "SPLIT_V": split_v, "UNPACK": unpack, "PACK": pack, "SLICE": slice_,
     "MIRROR_PAD": mirror_pad, "RELU_0_TO_1": relu_0_to_1,

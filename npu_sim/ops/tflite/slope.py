@@ -6,6 +6,8 @@ QuantizeMultiplier): the identity ``in_scale / out_scale`` for inputs at or abov
 ``in_scale * alpha / out_scale`` (LEAKY_RELU's float alpha) or ``in_scale * alpha_scale / out_scale`` times the
 integer ``alpha - alpha_zp`` (PRELU's quantized alpha tensor; int8 only: LiteRT has no int16 PRELU). MAXIMUM and
 MINIMUM compare integers: TFLite requires its inputs and output to share one quantization, others are refused.
+ABS is the two-slope kernel with one factor, ``in_scale / out_scale``, and alpha -1 (equal scales: the factor 1,
+which ``MultiplyByQuantizedMultiplier`` applies exactly, as TFLite's copy without rescale).
 """
 from __future__ import annotations
 
@@ -50,6 +52,17 @@ def lower_prelu(lowering, onode, args, out, act):
                                                          / _F32(out.q.scale))))
     p.update({"alpha_zp": int(a.q.zero_point), "_ts": (x, a)})
     return Node(lowering.node_name(onode), "PRelu", activation_names([x, a]), [out.name], _run_slope, p)
+
+
+def lower_abs(lowering, onode, args, out, act):
+    """TFLite's ABS: ``out_zp + |x - in_zp|``, rescaled by ``in_scale / out_scale`` (float32) where the scales
+    differ: the two slopes' kernel with one factor and alpha -1."""
+    x = act_tensor(args[0], "Abs input")
+    if x.q.bits == 16 and (int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0):
+        raise Problem("TFLite's int16 ABS needs zero points 0 (LiteRT refuses others at prepare time)")
+    p = _slope_params(lowering, x, out, act, float(_F32(_F32(x.q.scale) / _F32(out.q.scale))))
+    p.update({"_alpha": np.full(1, -1, np.int64), "alpha_zp": 0})
+    return Node(lowering.node_name(onode), "Abs", [x.name], [out.name], _run_slope, p)
 
 
 def _run_slope(node, inputs, ctx):
