@@ -317,14 +317,15 @@ def _movement_cost(cfg: CostConfig, o: _Operands) -> _Work:
 
 
 _STREAM_AO_CLASSES = {"add": "add", "mul": "mul", "lut": "lut", "requantize": "requantize", "resize": "resize",
-                      "normalization": "normalization", "activation": "relu", "pool": "pool"}
+                      "normalization": "normalization", "pool": "pool"}  # (a standalone activation: elementwise)
 
 
 def _stream_cost(cfg: CostConfig, o: _Operands) -> _Work:
     """Elementwise, LUT, resize, normalization ops (and a ReduceMean over other axes than a plane): the output stage per element."""
     ao_cls = _STREAM_AO_CLASSES.get(o.cls, "elementwise")
     elems = o.out_elems if o.cls not in ("normalization", "pool") else max(_elems(t) for t in o.acts)
-    w = _Work(compute=math.ceil(_ao_cpe(cfg, ao_cls, o.fused) * elems))
+    wide = cfg.int16_factor if ao_cls == "lut" and o.xbits > 8 else 1  # a 16-bit table: half the rate (Vela)
+    w = _Work(compute=math.ceil(_ao_cpe(cfg, ao_cls, o.fused) * elems * wide))
     w.traffic["ifm"] = o.in_bytes
     w.traffic["ofm"] = o.out_bytes
     if o.consts:
@@ -379,9 +380,30 @@ def layer_cost(cfg: CostConfig, program, node) -> LayerCost:
         work = _block_cost(cfg, node, o)
     elif o.cls == "movement":
         work = _movement_cost(cfg, o)
+    elif o.cls == "lut" and _fused_activation(program, node):  # the table slows the layer's output stage
+        t = cfg.output_cycles_per_element
+        work = _Work(compute=math.ceil(max(t["lut"] - t["mac"], 0.0) * o.out_elems))
     else:
         work = _stream_cost(cfg, o)
     return _placed(cfg, node, o, work)
+
+
+def _fused_activation(program, node) -> bool:
+    """A lookup-table activation that alone reads the output of a convolution or fully-connected layer: Vela runs
+    the table in that layer's output stage (measured: MobileNetV3's 19 HARD_SWISH cost no cycles of their own),
+    so it costs only what the table adds to that stage (``lut`` - ``mac`` per element; a change of layout between
+    them is looked through)."""
+    producer = {out: n for n in program.nodes for out in n.outputs}
+    name = node.inputs[0] if node.inputs else ""
+    src = producer.get(name)
+    while src is not None and src.layout and src.inputs:
+        name, src = src.inputs[0], producer.get(src.inputs[0])
+    if src is None or facts_of(src.op).kind != "mac":
+        return False
+
+    def readers(t: str) -> int:
+        return sum(readers(n.outputs[0]) if n.layout else 1 for n in program.nodes if t in n.inputs)
+    return readers(name) == 1
 
 
 def cpu_layer_cost(cfg: CostConfig, program, node, crossing_bytes: list[int]) -> LayerCost:
