@@ -51,6 +51,7 @@ class OpFacts:
     pad: bool = False              # only pads its input (foldable into a consumer that ``folds_pad``)
     joins: bool = False            # joins its inputs into one output under one shared quantization (Concat)
     lut_chain: tuple[str, ...] = ()  # computed as this chain of lookup tables and integer steps
+    in_place: bool = False         # element-wise: Vela may write its output over an input of the same shape
 
     @property
     def matrix(self) -> bool:
@@ -68,14 +69,14 @@ OPS: dict[str, OpFacts] = {
     "ConvTranspose": OpFacts("mac", window=True, transposed=True),
     "Gemm": OpFacts("mac"),
     "MatMul": OpFacts("mac"),
-    "Add": OpFacts("elementwise", cost_class="add"),
-    "Sub": OpFacts("elementwise", cost_class="add"),
-    "Mul": OpFacts("elementwise", cost_class="mul"),
+    "Add": OpFacts("elementwise", cost_class="add", in_place=True),
+    "Sub": OpFacts("elementwise", cost_class="add", in_place=True),
+    "Mul": OpFacts("elementwise", cost_class="mul", in_place=True),
     "Div": OpFacts("elementwise", cost_class="mul"),
     "Concat": OpFacts("elementwise", joins=True),
     "Abs": OpFacts("elementwise"),
-    "Max": OpFacts("elementwise"),
-    "Min": OpFacts("elementwise"),
+    "Max": OpFacts("elementwise", in_place=True),
+    "Min": OpFacts("elementwise", in_place=True),
     "Relu": OpFacts("activation"),
     "Clip": OpFacts("activation"),
     "LeakyRelu": OpFacts("activation"),

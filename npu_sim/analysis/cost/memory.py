@@ -12,7 +12,8 @@
   the end); a view (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) shares its input's buffer, and so
   does a Pad whose consumers are all convolutions or pools (folded into their padding, as Vela does). The live
   set of a node is the bytes of every tensor live while it runs (its inputs and outputs included); the peak is
-  the largest. A float model input is quantized by the host: the board holds its integer copy only.
+  the largest. A float model input is quantized by the host: the board holds its integer copy only. On a Vela
+  board an element-wise op writes over an input it alone reads (``_in_place``).
 * **SRAM used** = peak activations + the constants when ``weight_memory = "sram"``; **flash used** = the
   constants. They fit when at most ``sram_bytes`` / ``flash_bytes`` (0: not limited).
 """
@@ -95,6 +96,7 @@ def buffer_spans(program: Program) -> dict[str, tuple[int, int]]:
             src = node.inputs[0]
             if src in program.tensors and not program.tensors[src].is_const:
                 owner[node.outputs[0]] = owner.get(src, src)
+    _in_place(program, owner)
     span: dict[str, list[int]] = {}
 
     def touch(name: str, at: int) -> None:
@@ -118,6 +120,38 @@ def buffer_spans(program: Program) -> dict[str, tuple[int, int]]:
     for name in program.outputs.values():
         touch(name, len(nodes) - 1)
     return {b: (a, e) for b, (a, e) in span.items()}
+
+
+def _in_place(program: Program, owner: dict[str, str]) -> None:
+    """On a board whose NPU compiler is Vela: an element-wise op (``OpFacts.in_place``) writes its output over an
+    input of the same shape and type that it alone reads (Vela's allocation, its ``ofm_can_reuse_ifm``: the first
+    such input; ResNet's residual Adds, EfficientNet's swish Muls); graph inputs and outputs are not overwritten.
+    ``owner`` updated in place."""
+    if program.board.rules.npu_compiler != "vela":
+        return
+    readers: dict[str, int] = {}
+    for node in program.nodes:
+        for name in ([] if node.layout else node.inputs):
+            readers[owner.get(name, name)] = readers.get(owner.get(name, name), 0) + 1
+    kept = {owner.get(n, n) for n in list(program.inputs.values()) + list(program.outputs.values())}
+    for node in program.nodes:
+        if not facts_of(node.op).in_place or node.layout or len(node.outputs) != 1:
+            continue
+        out = node.outputs[0]
+        t_out = program.tensors.get(out)
+        for name in node.inputs:
+            t = program.tensors.get(name)
+            buf = owner.get(name, name)
+            if (t is None or t.is_const or t.q is None or t_out is None or buf in kept or readers.get(buf) != 1
+                    or tuple(t.shape) != tuple(t_out.shape) or t.q.dtype != t_out.q.dtype
+                    or owner.get(out, out) != out):
+                continue
+            for alias, b in list(owner.items()):
+                if b == out:
+                    owner[alias] = buf
+            owner[out] = buf
+            readers[buf] = readers.get(out, 0)
+            break
 
 
 def live_sets(program: Program, spans: dict | None = None) -> list[int]:
