@@ -8,6 +8,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+import npu_sim
 from npu_sim.cli.main import main
 from tests import hostile_edits as e
 from tests.helpers_oracle import ort_session
@@ -98,3 +99,14 @@ def test_unchanged_demo_still_runs(tmp_path):
     onnx.save(demo_base(), str(path))
     assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 0
     assert np.load(next((tmp_path / "out").glob("*.int.npy"))).size == 10
+
+
+def test_matmul_with_a_3d_constant_weight_runs_as_onnxruntime(tmp_path):
+    """x[1, 7, 64] @ W[1, 64, 10] (a constant of rank 3, broadcast): valid ONNX, which exited 3 (the runtime fed
+    the constant as if it were an activation); board onnx now equals onnxruntime's integers."""
+    model = mixed_base(tmp_path / "mixed")
+    w = numpy_helper.to_array(e.init(model, "M_quantized"))
+    e.replace_init(model, "M_quantized", w[None])
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    got = npu_sim.load(model, board="onnx").run({"x": x})["y"]
+    np.testing.assert_array_equal(got, ort_session(model, int8_fusion=True).run(None, {"x": x})[0])

@@ -453,6 +453,8 @@ def accumulate_matmul(lowering, onode, args) -> Accumulation:
         raise Problem("MatMul of two constants should be folded before quantization")
     if a_t.is_const:  # constant first operand (W @ x)
         params["_a"] = a_t.data.astype(np.int32) - params["a_zp"]
+    elif b_t.is_const:  # a constant second operand of another rank than 2 (x @ W[1, K, N], broadcast)
+        params["_b"] = b_t.data.astype(np.int32) - params["b_zp"]
     return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, b_t.q, b_t.q.scale, 1)
 
 
@@ -494,6 +496,8 @@ def _run_matmul(node, inputs, ctx):
         return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
     if p["_a"] is not None:
         a, b = p["_a"], inputs[0].astype(np.int32) - p["b_zp"]
+    elif p.get("_b") is not None:
+        a, b = inputs[0].astype(np.int32) - p["a_zp"], p["_b"]
     else:
         a, b = inputs[0].astype(np.int32) - p["a_zp"], inputs[1].astype(np.int32) - p["b_zp"]
     acc = _batched_matmul(a, b)
