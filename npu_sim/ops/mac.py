@@ -451,10 +451,9 @@ def accumulate_matmul(lowering, onode, args) -> Accumulation:
         check_per_tensor(t, f"MatMul input {which}")
     if a_t.is_const and b_t.is_const:
         raise Problem("MatMul of two constants should be folded before quantization")
-    if a_t.is_const:  # constant first operand (W @ x)
-        params["_a"] = a_t.data.astype(np.int32) - params["a_zp"]
-    elif b_t.is_const:  # a constant second operand of another rank than 2 (x @ W[1, K, N], broadcast)
-        params["_b"] = b_t.data.astype(np.int32) - params["b_zp"]
+    if a_t.is_const or b_t.is_const:  # a constant operand held here: W @ x, or x @ W[1, K, N] (not 2-D)
+        key, t = ("_a", a_t) if a_t.is_const else ("_b", b_t)
+        params[key] = t.data.astype(np.int32) - params[key[1] + "_zp"]
     return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, b_t.q, b_t.q.scale, 1)
 
 
@@ -494,11 +493,7 @@ def _run_matmul(node, inputs, ctx):
         if p["_per_col"]:
             return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(out_shape)]
         return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
-    if p["_a"] is not None:
-        a, b = p["_a"], inputs[0].astype(np.int32) - p["b_zp"]
-    elif p.get("_b") is not None:
-        a, b = inputs[0].astype(np.int32) - p["a_zp"], p["_b"]
-    else:
-        a, b = inputs[0].astype(np.int32) - p["a_zp"], inputs[1].astype(np.int32) - p["b_zp"]
+    fed = iter(inputs)  # the activations, in order: a constant operand is held in the node (``_a`` or ``_b``)
+    a, b = (p[k] if p.get(k) is not None else next(fed).astype(np.int32) - p[f"{k[1]}_zp"] for k in ("_a", "_b"))
     acc = _batched_matmul(a, b)
     return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
