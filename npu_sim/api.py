@@ -80,12 +80,13 @@ def estimate(model, board=None, input_shapes=None) -> Estimate:
     """Latency estimate of a QDQ model (path, a model already open, a ``Simulator`` or its ``Program``) on a board
     (preset name, .toml path, Board).
 
-    ``board`` defaults to the program's board (for a path: ``default``). Returns an ``Estimate``: per-layer
+    ``board`` defaults to the program's board (for a path: ``default``, ``ethos-u55-128`` for a .tflite). Returns an ``Estimate``: per-layer
     ``layers`` rows and a ``summary``; ``.to_json()`` / ``.to_csv()`` serialize it."""
     lowered = isinstance(model, (Program, Simulator))
-    if not lowered:
-        model = open_model(model)
-    brd = load_board(board) if board is not None else (model.board if lowered else load_board(model.default_board))
+    brd = load_board(board) if board is not None else None
+    if brd is None:  # the program's board, else the model's default
+        model = model if lowered else open_model(model)
+        brd = model.board if lowered else load_board(model.default_board)
     if brd.cost is None and not lowered:  # refuse before the (slower) load
         raise BoardError(f"board {brd.name!r} ({brd.source}) has no [cost] section, so it has no latency model: "
                          f"use --board ethos-u55-128 or default, or add a [cost] section")

@@ -157,7 +157,8 @@ LITERT = sorted(p.name for p in (ROOT / "tests" / "fixtures" / "tflite").glob("*
 def test_litert_fixture_batch_is_single_runs(fixture):
     """The LiteRT fixtures (QDQ models of .tflite files) on the Ethos-U55 board, i.e. TFLite's arithmetic."""
     sim = npu_sim.load(ROOT / "tests" / "fixtures" / "tflite" / fixture, board="ethos-u55-128")
-    assert_batch_identical(sim, True, SEEDS + (41, 53))
+    # tf2onnx writes TFLite's STRIDED_SLICE/SLICE with the batch axis sliced [0:1]: that model runs N single runs
+    assert_batch_identical(sim, not fixture.startswith("slice_"), SEEDS + (41, 53))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -79,8 +79,11 @@ def _label(tensors, index: int, op: str, outputs: tuple[int, ...]) -> str:
 
 
 def is_tflite(path) -> bool:
-    """True when the file's bytes 4..8 are the TFLite identifier (only 8 bytes are read)."""
+    """True when the file's bytes 4..8 are the TFLite identifier (only 8 bytes are read; a FIFO or a device is
+    not opened)."""
     try:
+        if not Path(path).is_file():
+            return False
         with open(path, "rb") as f:
             head = f.read(8)
     except (OSError, ValueError):
