@@ -87,3 +87,30 @@ def test_relu_0_to_1_equals_litert():
             compared += 1
     out = ref["t:StatefulPartitionedCall:0"]
     assert compared == 4 and out.min() == -128 and out.max() == -1  # 1.0 / (2/255) rounds to 127 above the zp
+
+
+def test_transpose_conv_whose_output_shape_input_disagrees_is_refused(tmp_path):
+    def edit(spec, sg):  # the output-shape constant says 9x9, the output tensor 8x8
+        buf = sg["tensors"][sg["operators"][1]["inputs"][0]]["buffer"]
+        spec["buffers"][buf]["data"] = np.array([1, 9, 9, 3], np.int32).tobytes()
+    with pytest.raises(UnsupportedModelError, match=r"TRANSPOSE_CONV.*output shape input \[1, 9, 9, 3\] is not its "
+                                                    r"output's \[1, 8, 8, 3\]"):
+        open_model(_edited(tmp_path, "transpose_conv_int8.tflite", edit))
+
+
+def test_split_along_an_axis_outside_its_input_is_refused(tmp_path):
+    def edit(spec, sg):  # SPLIT's axis constant (shared with SPLIT_V) becomes 7
+        spec["buffers"][sg["tensors"][2]["buffer"]]["data"] = np.array([7], np.int32).tobytes()
+    path = _edited(tmp_path, "split_int8.tflite", edit)
+    with pytest.raises(UnsupportedModelError, match=r"\(SPLIT(_V)?, .*axis 7 is outside its input's 4 dimensions"):
+        open_model(path)
+    assert main(["check", str(path)]) == 2
+
+
+@pytest.mark.parametrize("name", ["transpose_conv_a16w8", "split_int8", "pack_int8", "leaky_int8", "prelu_int8",
+                                  "maxmin_a16w8", "mirror_pad_int8", "abs_exp_a16w8"])
+def test_the_new_operators_cost_as_their_twins_do(name):
+    a = npu_sim.estimate(str(FIXTURES / f"{name}.tflite"), board=BOARD)
+    b = npu_sim.estimate(str(FIXTURES / f"{name}.onnx"), board=BOARD)
+    assert a.summary["total_cycles"] == pytest.approx(b.summary["total_cycles"], rel=0.01)
+    assert not any("@" in r.node for r in a.layers)  # the layout changes are not ops of the model

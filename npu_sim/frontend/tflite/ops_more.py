@@ -132,10 +132,11 @@ def slice_(b: Builder, op: TflOperator) -> None:
     shape = b.tensor(x).shape
     starts, sizes = const_ints(b, op, begin, "begin"), const_ints(b, op, size, "size")
     if starts.size != len(shape) or sizes.size != len(shape):
-        raise refuse(b, op, f"its begin {list(starts)} and size {list(sizes)} need {len(shape)} values each")
+        raise refuse(b, op, f"its begin {starts.tolist()} and size {sizes.tolist()} need {len(shape)} values each")
     ends = [int(n) if s == -1 else int(a + s) for a, s, n in zip(starts, sizes, shape)]
     if any(a < 0 or e > n or e < a for a, e, n in zip(starts, ends, shape)):
-        raise refuse(b, op, f"its begin {list(starts)} and size {list(sizes)} fall outside its input {list(shape)}")
+        raise refuse(b, op, f"its begin {starts.tolist()} and size {sizes.tolist()} fall outside its input "
+                            f"{list(shape)}")
     b.move("Slice", x, op.outputs[0], b.const(starts, "starts"), b.const(np.array(ends, np.int64), "ends"),
            b.const(np.arange(len(shape), dtype=np.int64), "axes"))
 
@@ -196,7 +197,7 @@ def transpose_conv(b: Builder, op: TflOperator) -> None:
     if wt.data is None or len(wt.shape) != 4 or len(xs) != 4 or len(ys) != 4:
         raise refuse(b, op, "needs an NHWC input and output and constant 4-D weights")
     if list(const_ints(b, op, shape, "output shape")) != list(ys):
-        raise refuse(b, op, f"its output shape input {list(const_ints(b, op, shape, 'output shape'))} is not its "
+        raise refuse(b, op, f"its output shape input {const_ints(b, op, shape, 'output shape').tolist()} is not its "
                             f"output's {list(ys)}")
     if wt.shape[3] != xs[3] or wt.shape[0] != ys[3]:
         raise refuse(b, op, f"its weights {list(wt.shape)} (OHWI) do not map {xs[3]} input channels to {ys[3]}")
