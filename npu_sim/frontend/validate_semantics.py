@@ -4,8 +4,7 @@ Run on the read graph (static shapes, constants as arrays), before any lowering:
 
 * the Q/DQ type rules: scale and zero point constants, scale float32 (the type of the float data), zero point of
   the quantized type, a QuantizeLinear -> DequantizeLinear pair of one tensor agreeing in type; the parameter
-  shapes (a scale scalar or one per entry of the axis, the zero point of the scale's shape); an int32 x minus its
-  zero point inside int32;
+  shapes (a scale scalar or one per entry of the axis, the zero point of the scale's shape);
 * attribute ranges: strides, dilations and kernels >= 1, pads >= 0 (and inside a pooling window), group dividing
   the channels, the kernel fitting its padded input, a Conv bias 1-D of the output channels, a MAC bias inside
   2**61 accumulator units (and not rounding to 0 there), axes in range, constant Gather indices in range, Resize
@@ -157,8 +156,6 @@ def check_qdq_shapes(g, node, a: dict, label: str) -> None:
     if zp is not None and zp.shape != scale.shape and not (zp.size == 1 == scale.size):
         raise QuantizationError(f"{label}: zero point {names[2]!r} has shape {list(zp.shape)} but scale "
                                 f"{names[1]!r} has shape {list(scale.shape)}; they must have the same shape")
-    if node.op_type == "DequantizeLinear" and zp is not None and zp.dtype == np.int32 and names[0] in g.consts:
-        _check_int32_difference(g.consts[names[0]], zp, names, label)
     values = np.asarray(scale, np.float64).reshape(-1)
     if not np.all(np.isfinite(values)):
         raise QuantizationError(f"{label}: scale {names[1]!r} contains NaN or infinity; re-run calibration")
@@ -180,20 +177,6 @@ def check_qdq_shapes(g, node, a: dict, label: str) -> None:
     if scale.size != x[axis]:
         raise QuantizationError(f"{label}: per-axis scale has {scale.size} values but axis {axis} of "
                                 f"{names[0]!r} (shape {list(x)}) has {x[axis]}; give one scale per entry")
-
-
-def _check_int32_difference(x, zp, names, label: str) -> None:
-    """An int32 DequantizeLinear (a bias) whose x - zero point leaves int32: onnxruntime computes the difference
-    in int32 (it wraps, flipping the sign), npu-sim exactly; no quantizer writes such a zero point (it writes 0)."""
-    x, z = np.asarray(x, np.int64).reshape(-1), np.asarray(zp, np.int64).reshape(-1)
-    if not x.size:
-        return
-    lo, hi = int(x.min()) - int(z.max()), int(x.max()) - int(z.min())  # exact for a scalar zero point
-    if lo < -2 ** 31 or hi >= 2 ** 31:
-        raise QuantizationError(f"{label}: {names[0]!r} minus its zero point {names[2]!r} ({int(z[0])}"
-                                f"{', ...' if z.size > 1 else ''}) reaches {lo if lo < -2 ** 31 else hi}, outside "
-                                f"int32, where onnxruntime computes it (and wraps); a bias's zero point is 0: "
-                                f"re-run quantization")
 
 
 def check_scales(g, node, label: str) -> None:

@@ -35,6 +35,25 @@ def _bias_saturated(ctx, node):
             "bias_scale": f"{float(scale.min()):.3g}", "channel_list": [int(c) for c in bad]}
 
 
+@rule("bias.range", "error", "hazard")
+def _bias_range(ctx, node):
+    """The bias of {op} is {bias:.4g} accumulator units (input scale x weight scale[c]) on channel(s) {channels},
+    beyond the {bits}-bit accumulator it is added to: the board cannot hold it (a weight scale far smaller than
+    the bias needs on those channels).
+
+    Re-quantize this layer (per-tensor weights, or recalibrate the weights of those channels); an int32 bias that
+    fits needs a weight scale of at least |bias| / (input scale x 2**31)."""
+    rq, acc = node.requant, node.accumulator
+    if rq is None or acc is None or acc.bits >= 64 or bias_tensor(ctx, node) is None:
+        return None
+    bias = np.asarray(rq.bias, np.int64).reshape(-1)
+    bad = np.flatnonzero(np.abs(bias) >= 2 ** (acc.bits - 1))
+    if bad.size == 0:
+        return None
+    return {"op": node.op, "channels": channel_list(bad), "bias": float(np.abs(bias[bad]).max()), "bits": acc.bits,
+            "channel_list": [int(c) for c in bad]}
+
+
 @rule("bias.implausible", "warning", "hazard")
 def _bias_implausible(ctx, node):
     """The bias of {op} alone is {factor:.3g}x the output's whole range on channel(s) {channels} (bias up to
