@@ -47,7 +47,8 @@ def _bias_range(ctx, node):
     if rq is None or acc is None or acc.bits >= 64 or bias_tensor(ctx, node) is None:
         return None
     bias = np.asarray(rq.bias, np.int64).reshape(-1)
-    bad = np.flatnonzero(np.abs(bias) >= 2 ** (acc.bits - 1))
+    bad = np.flatnonzero((bias < -2 ** (acc.bits - 1)) | (bias >= 2 ** (acc.bits - 1)))  # (INT32_MIN fits:
+    #                                                                                       bias.saturated's case)
     if bad.size == 0:
         return None
     return {"op": node.op, "channels": channel_list(bad), "bias": float(np.abs(bias[bad]).max()), "bits": acc.bits,
