@@ -195,7 +195,13 @@ def _more_nets(tf, L):
         a = lam(lambda v: tf.abs(v))(x)
         return lam(lambda v: tf.exp(v))(a)
 
-    return {"abs_exp": ((4, 4, 3), abs_exp), "transpose_conv": ((4, 4, 3), transpose_conv),
+    def dilated(x):  # the converter writes a dilated convolution as SPACE_TO_BATCH_ND -> conv -> BATCH_TO_SPACE_ND
+        x = L.Conv2D(4, 3, padding="same")(x)
+        x = L.Conv2D(6, 3, dilation_rate=(2, 2), padding="same", activation="relu")(x)
+        return L.DepthwiseConv2D(3, dilation_rate=(3, 3), padding="same")(x)
+
+    return {"dilated": ((10, 10, 3), dilated),
+            "abs_exp": ((4, 4, 3), abs_exp), "transpose_conv": ((4, 4, 3), transpose_conv),
             "leaky": ((6, 6, 3), leaky), "prelu": ((6, 6, 3), prelu), "maxmin": ((6, 6, 3), maxmin),
             "split": ((4, 4, 3), split), "slice": ((6, 6, 3), slice_), "pack": ((4, 4, 3), pack),
             "mirror_pad": ((5, 5, 3), mirror_pad)}
