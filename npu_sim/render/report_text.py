@@ -231,7 +231,7 @@ def _advisor_curve(A: dict) -> list[str]:
                      f"{over}")
     lines.append("  (* chosen, p Pareto-optimal"
                  + (f"; {hidden} dominated segment point(s) not shown: JSON, HTML" if hidden else "") + ")")
-    ch = A["chosen"]
+    ch = [A.get("output_names", {}).get(t, t) for t in A["chosen"]]
     shown = ", ".join(ch[:12]) + (f", ... ({len(ch) - 12} more)" if len(ch) > 12 else "")
     seg = A.get("chosen_point") or {}
     lines.append(f"  chosen: {len(ch)} tensor(s) to int16"

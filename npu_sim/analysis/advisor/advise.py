@@ -44,19 +44,22 @@ def bias_remedy(check_result, settings: QuantSettings, sim) -> dict | None:
     return {"layers": layers, "extra_options": fix, "remedy": how}
 
 
-def _label(p: dict) -> str:
+def _label(p: dict, names: dict) -> str:
+    """A curve point as the user reads it (``names``: a graph output's own name for the tensor quantize_static
+    renamed ``X_QuantizeLinear_Input``)."""
+    first, last = (names.get(t, t) for t in (p["tensors"][0], p["tensors"][-1])) if p["tensors"] else ("-", "-")
     if p.get("kind") == "segment":
         a, b, n = p["range"][0], p["range"][1], p["of"]
         if b - a == 1:
-            return f"segment {a + 1} of {n} int16-allowed layers ({p['tensors'][0]})"
-        return f"segment {a + 1}-{b} of {n} int16-allowed layers ({p['tensors'][0]} .. {p['tensors'][-1]})"
-    return p["tensors"][-1] if p["tensors"] else "-"
+            return f"segment {a + 1} of {n} int16-allowed layers ({first})"
+        return f"segment {a + 1}-{b} of {n} int16-allowed layers ({first} .. {last})"
+    return last
 
 
 def advise(ev: Evaluator, layers: list[Layer], sens: list[dict], base_cycles: float | None,
            max_slowdown: float | None = 1.2, budget_ms: float | None = None, clock_hz: float | None = None,
            max_points: int = 10, segment_levels: int = 3, engine: EngineOptions | None = None, built: float = 0.0,
-           progress=None) -> dict:
+           progress=None, names: dict | None = None) -> dict:
     """The int16 advice (see ``npu_sim.analysis.advisor``): the greedy order of the int16 candidates, the measured
     accuracy-latency curve (greedy prefixes and contiguous segments), and the best point within the budget. The
     curve's points are measured as engine tasks (``tasks.measure_all``; ``engine`` None: here), ``progress(done,
@@ -79,7 +82,7 @@ def advise(ev: Evaluator, layers: list[Layer], sens: list[dict], base_cycles: fl
     res["order"] = [{"tensor": r["tensor"], "layer": r["layer"], "gain_sqnr_db": r["gain_sqnr_db"],
                      "delta_cycles": r["delta_cycles"]} for r in cands]
     points = _curve(ev, layers, cands, base_cycles, budget, max_points, segment_levels, (engine, built, progress))
-    _mark_pareto(points)
+    _mark_pareto(points, names or {})
     ok = [p for p in points if p["within_budget"]]
     best = max(ok, key=lambda p: (_sqnr_of(p), -p["cycles"]))
     best["chosen"] = True
@@ -140,13 +143,13 @@ def _sqnr_of(p: dict) -> float:
     return sqnr_key(p["sqnr_db"] if p["sqnr_db"] is not None else math.inf)
 
 
-def _mark_pareto(points: list[dict]) -> None:
+def _mark_pareto(points: list[dict], names: dict) -> None:
     """``pareto``: no other point has at most its cycles and at least its SQNR, and is better in one; ``label``."""
     for p in points:
         p["pareto"] = not any(q is not p and q["cycles"] <= p["cycles"] and _sqnr_of(q) >= _sqnr_of(p) and
                               (q["cycles"] < p["cycles"] or (q["sqnr_db"] or 0) > (p["sqnr_db"] or 0))
                               for q in points)
-        p["label"] = _label(p)
+        p["label"] = _label(p, names)
 
 
 def weight_candidates(sim, sens: list[dict], min_gain_db: float = 1.0, limit: int = 3) -> list[dict]:

@@ -98,7 +98,7 @@ def annotate(report, samples: list[dict], board, float_model=None, input_shapes=
                                   "layers": sens, "candidates": opt.candidates,
                                   "not_measured": [lay.tensor for lay in skipped]}
             adv = advise(ev, layers, sens, base_cycles, opt.max_slowdown, opt.budget_ms, clock, opt.max_points,
-                         engine=engine, built=built, progress=advisor_progress)
+                         engine=engine, built=built, progress=advisor_progress, names=output_aliases(ev.proto))
             adv["weight_int16"] = weight_candidates(ev.base, sens)
         else:
             adv = {"skipped": "sensitivity not measured (--no-sensitivity): no int16 advice", "chosen": [],
@@ -107,6 +107,7 @@ def annotate(report, samples: list[dict], board, float_model=None, input_shapes=
         adv["settings"] = settings.to_dict()
         adv["board_settings"] = {"board": chk.board, "changes": changes, "settings": board_q.to_dict()}
         aliases = output_aliases(ev.proto)
+        adv["output_names"] = aliases  # (the names the chosen list is shown by)
         fix = requant.merge_extra_options(board_extra, make_fix(
             adv["chosen"], remedy, aliases, [w["weight"] for w in adv.get("weight_int16") or []]))
         if opt.calibration is not None:
