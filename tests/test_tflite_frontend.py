@@ -20,6 +20,7 @@ from npu_sim.frontend.reader import open_model
 from npu_sim.frontend.tflite.flatbuf import read_tflite
 from npu_sim.frontend.tflite.ops import same_pads
 from tests import tflite_writer
+from tests.litert_host import litert_host_board
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tflite"
 NAMES = sorted(p.stem for p in FIXTURES.glob("*.npz"))
@@ -178,3 +179,19 @@ def test_inspect_a_tflite_shows_its_own_operators_and_edge_quantization(capsys):
     (out,) = d["outputs"]
     assert out["quant"] is not None and out["quant"]["op"] == "QuantizeLinear"
     assert d["inputs"][0]["layout"] == "NHWC" and d["inputs"][0]["quant"]["dtype"] == "int8"
+
+
+def test_a_softmax_output_vela_takes_and_litert_refuses_is_a_warning_on_the_vela_board(tmp_path, capsys):
+    """An int8 SOFTMAX whose output is not at 1/256: LiteRT refuses it at prepare, Vela compiles it (into NPU
+    operations ending in a rescale npu-sim does not simulate): deployable on ethos-u55-128 with a warning naming
+    that, run simulates the rest (exit 1); on a board whose host runtime prepares every node, a refusal."""
+    spec = tflite_writer.read_spec(FIXTURES / "softmax_int8.tflite")
+    spec["subgraphs"][0]["tensors"][6]["quant"]["scale"] = np.float32([1 / 128])
+    path = tmp_path / "softmax_128.tflite"
+    path.write_bytes(tflite_writer.write(spec))
+    result = npu_sim.check(str(path))
+    assert result.deployable
+    warned = [f for _, f in result.findings if "does not simulate that rescale" in f.message]
+    assert len(warned) == 1 and warned[0].severity == "warning"
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 1
+    assert not npu_sim.check(str(path), board=str(litert_host_board(tmp_path))).deployable

@@ -8,9 +8,21 @@ from kernels.tflite_softmax import (softmax8_params, softmax16_params, softmax16
                                     tfl_softmax16)
 
 from npu_sim.ir import Node
-from npu_sim.lowering.problem import Problem, Refusal
+from npu_sim.lowering.problem import Problem, Refusal, Unsimulated
 from npu_sim.ops.common import attrs
 from npu_sim.ops.tflite.common import act_tensor
+
+
+def _output_refusal(lowering, out, dtype: str, needs: str) -> Refusal:
+    """A SOFTMAX output quantized unlike TFLite's fixed one: LiteRT refuses it at prepare; Vela 5.2 compiles it
+    (its NPU decomposition rescales to any output quantization), which npu-sim does not simulate."""
+    got = f"scale {float(out.q.scale):.6g}, zero point {int(out.q.zero_point)}"
+    if lowering.npu_compiled:
+        return Unsimulated(f"its {dtype} output has {got}; TFLite's SOFTMAX needs {needs} (LiteRT refuses others "
+                           f"at prepare time), Vela 5.2 compiles it into NPU operations ending in a rescale: npu-sim "
+                           f"does not simulate that rescale (quantize the Softmax output at {needs.split(' and')[0]})")
+    return Refusal(f"TFLite's {dtype} SOFTMAX needs output scale {needs} (LiteRT refuses others at prepare time; its "
+                   f"output has {got})")
 
 
 def lower_softmax(lowering, onode, args, out, act):
@@ -25,8 +37,7 @@ def lower_softmax(lowering, onode, args, out, act):
     f32 = np.float32
     if x.q.dtype == "int8" and out.q.dtype == "int8":
         if int(out.q.zero_point) != -128 or f32(out.q.scale) != f32(1 / 256):
-            raise Refusal("TFLite's int8 SOFTMAX needs output scale 1/256 and zero point -128 (LiteRT refuses "
-                           "others at prepare time)")
+            raise _output_refusal(lowering, out, "int8", "1/256 and zero point -128")
         real = float(f32(x.q.scale)) * 2.0 ** 26
         smallest = 1.0
         if not real > 1.0 and lowering.npu_compiled and real >= 0.5:
@@ -45,8 +56,7 @@ def lower_softmax(lowering, onode, args, out, act):
         p = {"wide": False, "m": m, "ls": ls, "diff_min": diff_min}
     elif x.q.dtype == "int16" and out.q.dtype == "int16":
         if int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0 or abs(float(out.q.scale) * 32768 - 1) > 1e-3:
-            raise Refusal("TFLite's int16 SOFTMAX needs zero points 0 and output scale 1/32768 (LiteRT refuses "
-                           "others at prepare time)")
+            raise _output_refusal(lowering, out, "int16", "1/32768 and zero points 0")
         m, sh = softmax16_params(float(x.q.scale))
         exp_lut, recip_lut = softmax16_tables()
         p = {"wide": True, "m": m, "s": sh, "_exp": exp_lut, "_recip": recip_lut}
