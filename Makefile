@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test clean
+.PHONY: demo test test-full clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ demo: $(VENV)/.installed-report
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -n auto
+
+# The long runs CI does besides the suite: the full mutation fuzzer (1,000 seeded mutants through every command and
+# board, against onnx's checker and onnxruntime; docs/TESTING.md). Exits non-zero on any finding.
+test-full: $(VENV)/.installed-test
+	$(BIN)/python -m tests.mutant_runner --count 1000 --seed 1
 
 clean:
 	rm -rf $(VENV) build
