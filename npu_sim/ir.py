@@ -106,9 +106,10 @@ class Tensor:
 
 # ---- typed parameter records of a node: what the layers above the op families read about it ----------------------
 # The op families (``npu_sim.ops``) prepare a node's integer parameters once, at lowering, and describe them in these
-# frozen records (``npu_sim.ops.records.describe`` fills them for every node of a program). ``Node.params`` holds the
-# run functions' own arguments; its private keys (``_w``, ``_in_q``, ...) are read by ``npu_sim.ops`` and
-# ``npu_sim.lowering`` only (``tests/test_architecture.py``).
+# frozen records where they make the node, from the values they have just computed (``npu_sim.ops.records`` has the
+# shared constructors; no layer guesses a record from params keys). ``Node.params`` holds the run functions' own
+# arguments; its private keys (``_in_q``, ...) are read by ``npu_sim.ops`` and ``npu_sim.lowering`` only
+# (``tests/test_architecture.py``).
 @dataclass(frozen=True, eq=False)
 class Requant:
     """``y = clamp(rule(acc + bias[c]) + out_zp, qmin, qmax)`` per output channel ``c``.

@@ -26,7 +26,6 @@ from npu_sim.lowering.problem import Problem
 from npu_sim.lowering.registry import lowering_of
 from npu_sim.opset import CONVERT_OPS, LUT_OPS, MAC_OPS, MOVEMENT_OPS, OPS, facts_of
 from npu_sim.ops import lut
-from npu_sim.ops.records import describe
 
 from qdq_models import build_model, quantize, rng_for, weights
 from test_lut_errors import MEASURED_16
@@ -150,17 +149,6 @@ def test_lowered_tables_are_in_the_record(tmp_path, op, want):
                                 calib_count=2), board="default")
     node = next(n for n in sim.program.nodes if n.op == op)
     assert set(node.tables.entries) == want and lut_bytes(node.tables) > 0
-
-
-def test_every_family_table_is_in_the_record():
-    """The families' table keys (a nested reciprocal table, exponential and reciprocal tables) are named in the
-    record; other arrays are not tables."""
-    node = Node("n", "Div", [], [], lambda *a: [],
-                {"_recip": {"table": np.arange(513, dtype=np.int32) * 60, "qmin": 0}, "_exp_lut": np.ones(4, np.int64),
-                 "bias": np.ones(8, np.int64), "table": np.zeros(256, np.int8)})
-    describe(node, load_board("default").arithmetic)
-    assert set(node.tables.entries) == {"recip", "exp", "table"}
-    assert lut_bytes(node.tables) == 513 * 2 + 4 + 256
 
 
 # -- the LUT activation table -----------------------------------------------------------------------------------

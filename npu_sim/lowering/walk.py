@@ -34,7 +34,6 @@ from npu_sim.lowering.problem import Problem, Refusal, Unsimulated
 from npu_sim.lowering.registry import lowering_of
 from npu_sim.opset import NONLINEAR, OPS
 from npu_sim.ops.common import activation_bounds
-from npu_sim.ops.records import describe
 
 ELEM_DTYPES = {
     TensorProto.INT8: "int8", TensorProto.UINT8: "uint8", TensorProto.INT16: "int16",
@@ -170,8 +169,6 @@ class Lowering:
             raise UnsupportedModelError(
                 f"{self.g.path}: {len(self.problems)} node(s) cannot run as integer ops on board "
                 f"'{self.board}':\n{lines}", self.problems)
-        for node in self.nodes:
-            describe(node, self.arith)  # the typed records every other layer reads
         program = Program(self.tensors, self.nodes, self.inputs, self.outputs, self.board, self.g.path, self.g.opset)
         for name in self.g.own_names & self.tensors.keys():  # a .tflite: its tensors go by its names
             self.tensors[name].float_name = name

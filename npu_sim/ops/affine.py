@@ -16,8 +16,9 @@ import numpy as np
 
 from kernels.affine import bind as affine_bind
 
-from npu_sim.ir import Node, Tensor
+from npu_sim.ir import Affine, Node, Tensor
 from npu_sim.lowering.problem import Problem
+from npu_sim.ops import records
 from npu_sim.ops.common import attrs, bound_closure, check_per_tensor, const_value, layout_memo, output_params
 
 BN_FRACTION_BITS = 16
@@ -44,9 +45,9 @@ def lower_batchnorm(lowering, onode, args, out: Tensor, act) -> Node:
     w = np.rint(a_c * sx / sy * one).astype(np.int64)
     if np.any(np.abs(w) >= 2**31):
         raise Problem("BatchNormalization scale is too large relative to the output scale (factor >= 2^15)")
-    p = _affine_params(x, w, np.rint(b_c / sy * one), BN_FRACTION_BITS, "BatchNormalization offset")
-    p.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), "BatchNormalization", [x.name], [out.name], _run_affine, p)
+    p, recs = _affine_prepared(lowering, x, w, np.rint(b_c / sy * one), BN_FRACTION_BITS,
+                               "BatchNormalization offset", out, act)
+    return Node(lowering.node_name(onode), "BatchNormalization", [x.name], [out.name], _run_affine, p, **recs)
 
 
 def lower_batchnorm_onnx(lowering, onode, args, out: Tensor, act) -> Node:
@@ -115,21 +116,26 @@ def lower_add_constant(lowering, onode, args, out: Tensor, act) -> Node | None:
     one = 2.0 ** f_bits
     w = np.full(channels, int(np.rint(sign_x * ratio * one)), np.int64)
     offset = np.rint(sign_c * per / sy * (1 << CONST_FRACTION_BITS)).astype(np.int64)  # Q.16 output units
-    p = _affine_params(x, w, offset.astype(np.float64) * 2.0 ** (f_bits - CONST_FRACTION_BITS), f_bits,
-                       f"{onode.op_type} constant")
-    p.update(output_params(lowering, out, act))
+    p, recs = _affine_prepared(lowering, x, w, offset.astype(np.float64) * 2.0 ** (f_bits - CONST_FRACTION_BITS),
+                               f_bits, f"{onode.op_type} constant", out, act)
     return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_affine, p,
-                {"constant": "per channel" if c.size > 1 else float(per[0]), "fraction_bits": f_bits})
+                {"constant": "per channel" if c.size > 1 else float(per[0]), "fraction_bits": f_bits}, **recs)
 
 
-def _affine_params(x: Tensor, w: np.ndarray, b, f_bits: int, what: str) -> dict:
-    """Params of ``kernels.affine``: ``(x - zx) w[c] + b[c]`` rounded once at ``f_bits`` fraction bits."""
+def _affine_prepared(lowering, x: Tensor, w: np.ndarray, b, f_bits: int, what: str, out: Tensor,
+                     act) -> tuple[dict, dict]:
+    """Params of ``kernels.affine``: ``(x - zx) w[c] + b[c]`` rounded once at ``f_bits`` fraction bits, to
+    ``out`` (clamped to ``act``); and the node's records (``Node(..., **records)``)."""
     b = np.asarray(b, np.float64)
     dev = max(abs(x.q.qmin - int(x.q.zero_point)), abs(x.q.qmax - int(x.q.zero_point)))
     if not np.all(np.isfinite(b)) or dev * float(np.abs(w).max()) + float(np.abs(b).max()) >= 2.0 ** 61:
         raise Problem(f"{what} is too large relative to the output scale for the board's 64-bit affine unit")
-    return {"x_zp": int(x.q.zero_point), "w": np.ascontiguousarray(w, np.int64),
-            "b": np.ascontiguousarray(b.astype(np.int64)), "f_bits": int(f_bits)}
+    w, b, zx = np.ascontiguousarray(w, np.int64), np.ascontiguousarray(b.astype(np.int64)), int(x.q.zero_point)
+    o = output_params(lowering, out, act)
+    p = {"x_zp": zx, "w": w, "b": b, "f_bits": int(f_bits), **o}
+    return p, {"affine": Affine(records.per_channel(w, np.int64), records.per_channel(b, np.int64), int(f_bits), zx,
+                                o["out_zp"], o["qmin"], o["qmax"]),
+               "clamp": records.clamp(o["qmin"], o["qmax"])}
 
 
 def _run_affine(node, inputs, ctx):

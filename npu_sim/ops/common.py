@@ -16,8 +16,9 @@ from kernels.requantize import (by_columns, requantize, requantize_columns, requ
                                 saturation_bounds)
 
 from npu_sim.frontend.reader import attrs  # noqa: F401  (the families read attributes through here)
-from npu_sim.ir import Node, QParams, Tensor
+from npu_sim.ir import Node, QParams, Requant, Tensor
 from npu_sim.lowering.problem import Problem
+from npu_sim.ops import records
 
 
 def activation_bounds(lowering, onode) -> tuple[float, float]:
@@ -67,7 +68,7 @@ def fixed_multipliers(real, bits: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand_bits, bias=None, alpha=1.0,
-                    acc_bound: int | None = None):
+                    acc_bound: int | None = None) -> tuple:
     """Fill ``params`` with the requantization of an accumulator in units of ``sx*sw[c]`` to output scale ``sy``.
 
     ``acc_bound`` (a proven bound on |acc| before the bias, e.g. max|x - zx| * max_c sum|w[c]|) lets the run
@@ -75,6 +76,7 @@ def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand
 
     fixedpoint: ``mult, shift`` from ``sx*sw[c]*alpha/sy`` (computed in float64 from the float32 scales).
     onnx: onnxruntime's float32 ratio ``float32(float32(sx*sw[c]) / sy)``.
+    Returns ``(mult, shift, ratio)`` (None where the arithmetic has no such part), for ``requant_record``.
     """
     arith = lowering.arith
     sw = np.broadcast_to(np.asarray(sw, np.float32), (n_channels,))
@@ -87,11 +89,21 @@ def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand
     if arith.own_recipe:
         real = np.float64(sx) * sw.astype(np.float64) * alpha / np.float64(sy)
         params["mult"], params["shift"] = fixed_multipliers(real, arith.multiplier_bits)
-    else:
-        ratio = (np.float32(sx) * sw).astype(np.float32)
-        if alpha != 1.0:
-            ratio = (ratio * np.float32(alpha)).astype(np.float32)
-        params["scale"] = (ratio / np.float32(sy)).astype(np.float32)
+        return params["mult"], params["shift"], None
+    ratio = (np.float32(sx) * sw).astype(np.float32)
+    if alpha != 1.0:
+        ratio = (ratio * np.float32(alpha)).astype(np.float32)
+    params["scale"] = (ratio / np.float32(sy)).astype(np.float32)
+    return None, None, params["scale"]
+
+
+def requant_record(lowering, scales: tuple, out: dict, bias, in_zp) -> Requant:
+    """The ``Requant`` record of ``prepare_requant``'s ``scales`` with the output stage ``out``
+    (``output_params``)."""
+    mult, shift, ratio = scales
+    if mult is not None:
+        return records.fixed_requant(lowering.arith, mult, shift, out["out_zp"], out["qmin"], out["qmax"], bias, in_zp)
+    return records.float_requant(lowering.arith, ratio, out["out_zp"], out["qmin"], out["qmax"], bias, in_zp)
 
 
 # what the requantize kernels read directly (narrow integers are quantized tensors whose zero point is in the bias)
@@ -183,11 +195,19 @@ def mac_bound(x_q: QParams, w_int: np.ndarray) -> int:
 
 def rescale_params(lowering, src: QParams, out: Tensor, act=None) -> dict:
     """Params that requantize integers of quantization ``src`` to ``out``'s: ``R(q - zi, si/so) + zo``, clamped."""
-    p = {"x_zp": int(src.zero_point), "bias": np.zeros(1, np.int64), "acc_bits": 64}
-    p["mult"], p["shift"] = fixed_multipliers(np.array([float(src.scale) / float(out.q.scale)]),
-                                              lowering.arith.multiplier_bits)
-    p.update(output_params(lowering, out, act))
-    return p
+    return rescale_prepared(lowering, src, out, act)[0]
+
+
+def rescale_prepared(lowering, src: QParams, out: Tensor, act=None) -> tuple[dict, dict]:
+    """``rescale_params`` and the records of a node that runs them (``Node(..., **records)``)."""
+    bias = np.zeros(1, np.int64)
+    p = {"x_zp": int(src.zero_point), "bias": bias, "acc_bits": 64}
+    mult, shift = fixed_multipliers(np.array([float(src.scale) / float(out.q.scale)]), lowering.arith.multiplier_bits)
+    p["mult"], p["shift"] = mult, shift
+    o = output_params(lowering, out, act)
+    p.update(o)
+    return p, {"requant": requant_record(lowering, (mult, shift, None), o, bias, src.zero_point),
+               "accumulator": records.accumulator(64, o["_saturate"]), "clamp": records.clamp(o["qmin"], o["qmax"])}
 
 
 def rescale(node: Node, ctx, q: np.ndarray, params: dict, memo: dict) -> np.ndarray:

@@ -13,7 +13,7 @@ import numpy as np
 from kernels.quantize_linear import OUT_DTYPES, quantize_linear
 
 from npu_sim.ir import Node, Tensor
-from npu_sim.ops.common import rescale_params
+from npu_sim.ops.common import rescale_prepared
 from npu_sim.ops.elementwise import scalar_rescale
 
 
@@ -33,8 +33,8 @@ def _run_quantize(node, inputs, ctx):
 
 
 def lower_requantize(lowering, onode, src: Tensor, out: Tensor) -> Node:
-    return Node(lowering.node_name(onode), "Requantize", [src.name], [out.name], _run_requantize,
-                rescale_params(lowering, src.q, out))
+    p, recs = rescale_prepared(lowering, src.q, out)
+    return Node(lowering.node_name(onode), "Requantize", [src.name], [out.name], _run_requantize, p, **recs)
 
 
 def lower_requantize_onnx(lowering, onode, src: Tensor, out: Tensor) -> Node:

@@ -55,10 +55,11 @@ from kernels.ort_qladd import ort_qladd
 from kernels.ort_qlmul import ort_qlmul
 
 from npu_sim.errors import QuantizationError
-from npu_sim.ir import Node, QParams, Tensor
+from npu_sim.ir import Node, Operands, QParams, Tensor
+from npu_sim.ops import records
 from npu_sim.ops.affine import affine_closure, lower_add_constant
 from npu_sim.ops.common import (activation_bounds, attrs, check_per_tensor, const_value, fixed_multipliers, layout_memo,
-                                operand, output_params, requantize_acc, rescale, rescale_params)
+                                operand, output_params, requantize_acc, rescale, rescale_params, rescale_prepared)
 from npu_sim.ops.lut import lower_div_by_activation
 from npu_sim.ops.onnx_arith import lower_float_reference
 
@@ -120,12 +121,14 @@ def lower_add(lowering, onode, args, out: Tensor, act) -> Node:
     t = 2.0 * max(sa, sb)
     p = {"a_zp": int(a.q.zero_point), "b_zp": int(b.q.zero_point), "left_shift": left,
          "sign_b": -1 if onode.op_type == "Sub" else 1}
-    p["a_mult"], p["a_shift"] = _mr(lowering, sa / t)
-    p["b_mult"], p["b_shift"] = _mr(lowering, sb / t)
-    p["out_mult"], p["out_shift"] = _mr(lowering, t / (2.0 ** left * sy))
-    p.update(output_params(lowering, out, act))
+    stages = (_mr(lowering, sa / t), _mr(lowering, sb / t), _mr(lowering, t / (2.0 ** left * sy)))
+    (p["a_mult"], p["a_shift"]), (p["b_mult"], p["b_shift"]), (p["out_mult"], p["out_shift"]) = stages
+    o = output_params(lowering, out, act)
+    p.update(o)
     p["_a"], p["_b"] = a, b
-    return Node(lowering.node_name(onode), onode.op_type, _ins([a, b]), [out.name], _run_add, p)
+    return Node(lowering.node_name(onode), onode.op_type, _ins([a, b]), [out.name], _run_add, p,
+                operands=Operands(a, b, left, stages, lowering.arith.multiplier_bits),
+                clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _value(t: Tensor, inputs, i):
@@ -189,9 +192,13 @@ def lower_mul(lowering, onode, args, out: Tensor, act) -> Node:
     b = operand(lowering, args[1], "Mul input B")
     p = {"a_zp": int(a.q.zero_point), "b_zp": int(b.q.zero_point)}
     p["mult"], p["shift"] = _mr(lowering, float(a.q.scale) * float(b.q.scale) / float(out.q.scale))
-    p.update(output_params(lowering, out, act))
+    o = output_params(lowering, out, act)
+    p.update(o)
     p["_a"], p["_b"] = a, b
-    return Node(lowering.node_name(onode), "Mul", _ins([a, b]), [out.name], _run_mul, p)
+    return Node(lowering.node_name(onode), "Mul", _ins([a, b]), [out.name], _run_mul, p,
+                requant=records.fixed_requant(lowering.arith, p["mult"], p["shift"], o["out_zp"], o["qmin"],
+                                              o["qmax"], in_zp=p["a_zp"]),
+                operands=Operands(a, b), clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_mul(node, inputs, ctx):
@@ -288,7 +295,7 @@ def _lower_ort_binary(lowering, onode, args, out: Tensor, kernel: str) -> Node:
          "_a": a, "_b": b, "_swap": swap, "_out_dtype": out.q.np_dtype,
          "_q": [(float(t.q.scale), int(t.q.zero_point)) for t in (a, b, out)]}
     return Node(lowering.node_name(onode), onode.op_type, _ins([a, b]), [out.name], _run_ort_binary, p,
-                {"arithmetic": f"onnxruntime {kernel} (MLAS x86-64)"})
+                {"arithmetic": f"onnxruntime {kernel} (MLAS x86-64)"}, operands=Operands(a, b))
 
 
 def _run_ort_binary(node, inputs, ctx):
@@ -336,8 +343,12 @@ def lower_div(lowering, onode, args, out: Tensor, act) -> Node:
     real_full = np.broadcast_to(real, out.shape) if real.size > 1 else real.reshape(1)
     p = {"x_zp": int(a.q.zero_point), "bias": np.zeros(real_full.size, np.int64), "acc_bits": 64}
     p["mult"], p["shift"] = fixed_multipliers(real_full.reshape(-1), lowering.arith.multiplier_bits)
-    p.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), "Div", [a.name], [out.name], _run_div, p, {"divisor": c.size})
+    o = output_params(lowering, out, act)
+    p.update(o)
+    return Node(lowering.node_name(onode), "Div", [a.name], [out.name], _run_div, p, {"divisor": c.size},
+                requant=records.fixed_requant(lowering.arith, p["mult"], p["shift"], o["out_zp"], o["qmin"],
+                                              o["qmax"], p["bias"], p["x_zp"]),
+                accumulator=records.accumulator(64, o["_saturate"]), clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_div(node, inputs, ctx):
@@ -376,9 +387,10 @@ def lower_concat(lowering, onode, args, out: Tensor, act) -> Node:
         same = t.q.same_as(out.q) and act is None
         parts.append((t, None if same else rescale_params(lowering, t.q, out)))
     p = {"axis": axis, "_parts": parts, "requantized": sum(1 for _, r in parts if r is not None)}
-    p.update(output_params(lowering, out, act))
+    o = output_params(lowering, out, act)
+    p.update(o)
     return Node(lowering.node_name(onode), "Concat", _ins([t for t, _ in parts]), [out.name], _run_concat, p,
-                {"axis": axis})
+                {"axis": axis}, clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_concat(node, inputs, ctx):
@@ -410,8 +422,8 @@ def lower_clamp(lowering, onode, args, out: Tensor, act) -> Node:
     act = _clamp_bounds(lowering, onode, act)
     x = args[0]
     check_per_tensor(x, f"{onode.op_type} input")
-    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_rescale,
-                rescale_params(lowering, x.q, out, act))
+    p, recs = rescale_prepared(lowering, x.q, out, act)
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_rescale, p, **recs)
 
 
 def _run_rescale(node, inputs, ctx):
@@ -433,8 +445,10 @@ def lower_leaky_relu(lowering, onode, args, out: Tensor, act) -> Node:
     p = {"x_zp": int(x.q.zero_point), "_layout": layout}
     p["pos_mult"], p["pos_shift"] = (int(v) for v in fixed_multipliers(np.array(sx / sy), bits))
     p["neg_mult"], p["neg_shift"] = fixed_multipliers(slope * sx / sy, bits)
-    p.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_leaky, p)
+    o = output_params(lowering, out, act)
+    p.update(o)
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_leaky, p,
+                clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_leaky(node, inputs, ctx):

@@ -47,8 +47,9 @@ from onnx.reference import ReferenceEvaluator
 
 from kernels.layernorm import layernorm
 
-from npu_sim.ir import Node, Tensor
+from npu_sim.ir import Geometry, Node, Tensor
 from npu_sim.lowering.problem import Problem
+from npu_sim.ops import records
 from npu_sim.ops.common import attrs, check_per_tensor, const_value, fixed_multipliers, output_params
 from npu_sim.ops.onnx_arith import append_clip, lower_float_reference, run_float_reference
 from npu_sim.ops.softmax import lut_bits_of, to_rows
@@ -183,11 +184,14 @@ def lower_layernorm(lowering, onode, args, out: Tensor, act) -> Node:
          "_bias": np.rint(b_unit * 2.0 ** norm_bits).astype(np.int64),
          "_mult": mult.astype(np.int64), "_shift": shift.astype(np.int64),
          "_rsqrt_lut": rsqrt_table(lut_bits_of(lowering) - 2)}
-    p.update(output_params(lowering, out, act))
+    o = output_params(lowering, out, act)
+    p.update(o)
     extra = {"axes": axes, "epsilon": eps}
     if chain is not None:
         extra["fused"] = [nd.name for nd in chain["nodes"]]
-    return Node(lowering.node_name(onode), "LayerNormalization", [x.name], [out.name], _run_layernorm, p, extra)
+    return Node(lowering.node_name(onode), "LayerNormalization", [x.name], [out.name], _run_layernorm, p, extra,
+                geometry=Geometry(axes=tuple(int(a) for a in axes)), tables=records.tables({"rsqrt": p["_rsqrt_lut"]}),
+                clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_layernorm(node, inputs, ctx):

@@ -82,8 +82,9 @@ from kernels.lut8 import lut8
 from kernels.mul import mul
 
 from npu_sim.activations import LUT_ACTIVATIONS, ActivationError, Function
-from npu_sim.ir import Node, QParams, Tensor
+from npu_sim.ir import Node, Operands, QParams, Tensor
 from npu_sim.lowering.problem import Problem
+from npu_sim.ops import records
 from npu_sim.ops.common import attrs, check_per_tensor, clamp_bounds, const_value, operand
 
 CORRECTIONS = ("midpoint", "none")
@@ -258,7 +259,8 @@ def _lut_node(lowering, onode, x: Tensor, out: Tensor, act, f: Function, shown: 
     p = table_params(clipped(f, act), x.q, out.q, lo, hi, lowering.arith.lut_entries_16)
     p["_out_dtype"] = out.q.np_dtype
     p["_const"] = x.data if x.is_const else None  # a constant input (executors feed only activations)
-    return Node(lowering.node_name(onode), op_label, [x.name], [out.name], _run_lut, p, shown)
+    return Node(lowering.node_name(onode), op_label, [x.name], [out.name], _run_lut, p, shown,
+                tables=records.tables({"table": p["table"]}, x.q), clamp=records.clamp(lo, hi))
 
 
 def lower_lut(lowering, onode, args, out: Tensor, act) -> Node:
@@ -301,15 +303,19 @@ def lower_div_by_activation(lowering, onode, args, out: Tensor, act) -> Node:
         raise Problem("Div: the reciprocal of the divisor is out of range of an int16 scale")
     rq = QParams("int16", np.array(s_r, np.float32), np.array(0, np.int64))
     p = {"recip_scale": float(s_r), "min_divisor": 1.0 / (RECIP_QMAX * float(s_r))}
-    p["_recip"] = table_params(lambda x: 1.0 / x, b.q, rq, -RECIP_QMAX, RECIP_QMAX, lowering.arith.lut_entries_16)
-    p["recip_entries"] = p["_recip"]["entries"]
+    recip = table_params(lambda x: 1.0 / x, b.q, rq, -RECIP_QMAX, RECIP_QMAX, lowering.arith.lut_entries_16)
+    p["_recip"] = recip
+    p["recip_entries"] = recip["entries"]
     p["a_zp"] = int(a.q.zero_point)
-    p["mult"], p["shift"] = quantize_multiplier(sa * float(s_r) / sy, lowering.arith.multiplier_bits)
+    p["mult"], p["shift"] = mult, shift = quantize_multiplier(sa * float(s_r) / sy, lowering.arith.multiplier_bits)
     p.update({"out_zp": zy, "qmin": lo, "qmax": hi, "_out_dtype": out.q.np_dtype, "_a": a, "_b": b, "_sy": sy,
               "_mult_bits": lowering.arith.multiplier_bits, "_a_max": a_max, "_lossless": r_max == r_lossless})
     ins = [t.name for t in (a, b) if not t.is_const]
     return Node(lowering.node_name(onode), "Div", ins, [out.name], _run_div_by_activation, p,
-                {"divisor": "activation (reciprocal table)"})
+                {"divisor": "activation (reciprocal table)"},
+                requant=records.fixed_requant(lowering.arith, mult, shift, zy, lo, hi, in_zp=a.q.zero_point),
+                tables=records.tables({"recip": recip["table"]}), operands=Operands(a, b),
+                clamp=records.clamp(lo, hi))
 
 
 def _const_over(c: float) -> Function:

@@ -16,18 +16,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.conv2d_common import sub_zero_point
 from kernels.conv2d_direct import bind_direct, bind_direct_requantized
 from kernels.conv2d_gemm import bind_gemm_requantized, bind_matmul_requantized, conv2d_gemm_blocks
-from kernels.conv2d_hilo import combine_hilo, HILO_MIN_K, hilo_ok, split_hilo
-from kernels.gemm import abs_max, float_dtype, int_matmul, plan
-from kernels import conv_amx, conv_int16, pointwise_small
+from kernels.gemm import int_matmul
+from kernels import conv_amx, pointwise_small
 from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tiles, tiled, untile
 
-from npu_sim.ir import Node, QParams, Tensor
+from npu_sim.ir import Geometry, Node, QParams, Tensor, Weights
 from npu_sim.lowering.problem import Problem
+from npu_sim.ops import records
 from npu_sim.ops.common import (attrs, bound_closure, check_per_tensor, layout_memo, mac_bound, output_params,
-                                prepare_requant, requantize_acc)
+                                prepare_requant, requant_record, requantize_acc)
+from npu_sim.ops.mac_pointwise import PAIR_BLOCK, POINTWISE_BLOCK, is_pointwise, prepare_pointwise, run_pointwise
 
 
 @dataclass
@@ -46,16 +46,24 @@ class Accumulation:
     bias: np.ndarray | None = None    # int64 per channel in accumulator units (sx * sw[c] * alpha)
     alpha: float = 1.0
     acc_bound: int | None = None      # a proven bound on |acc| before the bias (``common.mac_bound``)
+    in_zp: int = 0                    # the input's zero point subtracted before the multiply
+    weights: Weights | None = None    # the node's records: its constant weights, its window
+    geometry: Geometry | None = None
 
 
 def requantized(lowering, onode, acc: Accumulation, out: Tensor, act, run) -> Node:
     """The node of ``acc`` with the board's requantization to ``out`` (``common.prepare_requant``): fixed-point
     multiplier/shift, or onnxruntime's float32 ratio under the ``onnx`` arithmetic."""
     params = dict(acc.params)
-    prepare_requant(lowering, params, float(acc.x_q.scale), acc.w_scale, float(out.q.scale), acc.n_channels,
-                    (acc.x_q.bits, acc.w_q.bits), acc.bias, acc.alpha, acc_bound=acc.acc_bound)
-    params.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), acc.op, acc.inputs, [out.name], run, params, acc.shown)
+    scales = prepare_requant(lowering, params, float(acc.x_q.scale), acc.w_scale, float(out.q.scale),
+                             acc.n_channels, (acc.x_q.bits, acc.w_q.bits), acc.bias, acc.alpha,
+                             acc_bound=acc.acc_bound)
+    o = output_params(lowering, out, act)
+    params.update(o)
+    return Node(lowering.node_name(onode), acc.op, acc.inputs, [out.name], run, params, acc.shown,
+                requant=requant_record(lowering, scales, o, params["bias"], acc.in_zp), weights=acc.weights,
+                geometry=acc.geometry, accumulator=records.accumulator(params["acc_bits"], o["_saturate"]),
+                clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _weights(w, axis_expected: int, what: str):
@@ -148,7 +156,9 @@ def accumulate_conv(lowering, onode, args) -> Accumulation:
     return Accumulation("Conv", params, [x.name, w.name] + ([b.name] if isinstance(b, Tensor) else []),
                         {"kernel": k, "stride": s, "pads": pads, "dilation": d, "group": params["groups"]},
                         x.q, wq, wq.scale, cout, _bias(lowering, b, float(x.q.scale), wq.scale, cout, "Conv"),
-                        acc_bound=mac_bound(x.q, wi))
+                        acc_bound=mac_bound(x.q, wi), in_zp=params["x_zp"],
+                        weights=Weights(params["_w"], 0, True, is1d),
+                        geometry=Geometry(k, s, pads, d, params["groups"]))
 
 
 def _run_conv(node, inputs, ctx):
@@ -168,7 +178,7 @@ def _run_conv(node, inputs, ctx):
         return [requantize_acc(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
     pw = m.get("pw")
     if pw and pw["key"] == (x.dtype, x.shape[1:]):
-        return [_run_pointwise(node, ctx, x, pw).reshape(out_shape)]
+        return [run_pointwise(node, ctx, x, pw).reshape(out_shape)]
     y = np.empty((n_img, cout, 1 if p["_is1d"] else out_shape[2], out_shape[-1]), p["_out_dtype"])
     cg = cout // p["groups"]
     # GEMM path: requantize each block of columns while it is still in cache
@@ -205,16 +215,16 @@ def _bind_fused(p, m, x, out_shape):
     hw = shape4[2] * shape4[3]
     if w.shape[1] == 1:  # depthwise (or one input channel): the direct loop, int32 accumulator
         run = bind_direct_requantized(x4, *args, np.empty(shape4, dt))
-    elif _is_pointwise(p) and hw <= pointwise_small.MAX_PIXELS:
+    elif is_pointwise(p) and hw <= pointwise_small.MAX_PIXELS:
         small = _small_prep(p, m, x.dtype, w.reshape(cout, -1))
         run = None
         if small is not None:
             run3 = pointwise_small.bind(x4.reshape(n_img, -1, hw), small, np.empty((n_img, cout, hw), dt))
             run = lambda x4, y: run3(x4.reshape(n_img, -1, hw), y.reshape(n_img, cout, hw))  # noqa: E731
     else:
-        if _is_pointwise(p) and "pw" not in m:
-            m["pw"] = _prepare_pointwise(p, x4) or {}  # {}: not this path (decided once: dtype and weights)
-        if _is_pointwise(p) and m["pw"]:
+        if is_pointwise(p) and "pw" not in m:
+            m["pw"] = prepare_pointwise(p, x4) or {}  # {}: not this path (decided once: dtype and weights)
+        if is_pointwise(p) and m["pw"]:
             return None  # the exact float GEMM, requantized separately
         run = bind_gemm_requantized(x4, *args, np.empty(shape4, dt), max(1, PAIR_BLOCK // (cout // p["groups"])))
     return None if run is None else bound_closure(run, x4.shape, shape4, out_shape, dt)
@@ -248,73 +258,6 @@ def _bind_quads(p, a, zp):
     run = bind_matmul_requantized(a, zp, p["_w"], p["bias"], p["mult"], p["shift"], p["out_zp"], p["qmin"],
                                   p["qmax"], p["acc_bits"], out, max(1, PAIR_BLOCK // out.shape[1]))
     return None if run is None else bound_closure(run, a.shape, out.shape, out.shape, out.dtype)
-
-
-def _is_pointwise(p) -> bool:
-    w = p["_w"]
-    return (w.shape[2] == 1 and w.shape[3] == 1 and tuple(p["stride"]) == (1, 1) and not any(p["pads"])
-            and p["groups"] == 1)
-
-
-POINTWISE_BLOCK = 1 << 21  # accumulator elements per GEMM call (8 MiB of float32): rows of output channels
-PAIR_BLOCK = 1 << 16  # int32 accumulators per block of the fused int16-pair kernel (256 KiB: stays in L2)
-
-
-def _prepare_pointwise(p, x) -> dict | None:
-    """What a 1x1 convolution needs on every call: the same exact single-chunk GEMM as conv2d_gemm_blocks
-    (centred activations, float weights, the centring folded into the bias) with the requantization of whole
-    rows of output channels, which are contiguous. None where one exact float chunk does not cover K, or where
-    the int16-pair kernel of conv2d_gemm_blocks (faster) applies."""
-    w = p["_w"]
-    cout, k = w.shape[0], w.shape[1]
-    center = conv_int16.x_center(x.dtype)
-    info = np.iinfo(x.dtype)
-    x_dev = max(abs(int(info.min) - center), abs(int(info.max) - center))
-    wmax = abs_max(w)
-    if (x[0, 0].size >= conv_int16.NB
-            and conv_int16.plan(x.dtype, None, int(np.abs(w.reshape(cout, k).astype(np.int64)).sum(axis=1).max()))):
-        return None  # conv2d_gemm_blocks' int16-pair kernel: faster than the float GEMMs below but on tiny planes
-    method, kc = plan(x_dev * wmax, k)
-    single = method in ("f32", "f64") and kc >= k
-    split = not (method == "f32" and single) and (k >= HILO_MIN_K or not single) and hilo_ok(x.dtype, None, wmax, k)
-    if not (single or split):
-        return None
-    dt = np.float32 if split else float_dtype(method)
-    wsum = w.reshape(cout, k).astype(np.int64).sum(axis=1)
-    params = dict(p)
-    # sum((x - zx) w) = sum((x - c) w) + (c - zx) sum(w); the byte split adds 128 sum(w) (v = 256 hi + lo + 128)
-    params["bias"] = p["bias"] + (center - p["x_zp"] + (128 if split else 0)) * wsum
-    hw = int(np.prod(x.shape[2:]))
-    rows = max(1, min(cout, POINTWISE_BLOCK // max(1, hw)))
-    if split:  # the GEMM result holds both halves: twice the columns per row
-        rows = max(1, min(cout, POINTWISE_BLOCK // max(1, 2 * hw)))
-    return {"key": (x.dtype, x.shape[1:]), "w": np.ascontiguousarray(w.reshape(cout, k).astype(dt)), "dt": dt,
-            "center": center, "params": params, "rows": rows, "split": split,
-            "memo": {}}  # requantize_acc's memo for these params
-
-
-def _run_pointwise(node, ctx, x, pw):
-    n_img, cin = x.shape[:2]
-    hw = x.size // (n_img * cin)
-    cout = pw["w"].shape[0]
-    y = np.empty((n_img, cout, hw), node.params["_out_dtype"])
-    split = pw["split"]
-    # byte split (16-bit activations): the bytes side by side, [hi | lo], one GEMM for both
-    xf = np.empty((cin, 2 * hw) if split else (cin, hw), pw["dt"])
-    rows = pw["rows"]
-    for n in range(n_img):
-        if split:
-            split_hilo(x[n].reshape(cin, hw), pw["center"], xf[:, :hw], xf[:, hw:])
-        else:
-            sub_zero_point(x[n].reshape(cin, hw), pw["center"], xf)
-        for r0 in range(0, cout, rows):
-            r1 = min(cout, r0 + rows)
-            acc = pw["w"][r0:r1] @ xf
-            if split:  # 256*hi + lo, exact in float64
-                acc = combine_hilo(acc[:, :hw], acc[:, hw:], np.empty((r1 - r0, hw), np.float64))
-            requantize_acc(node, ctx, acc, 1, r1 - r0, hw, params=pw["params"], out=y[n:n + 1, r0:r1],
-                           channel_slice=slice(r0, r1), memo=pw["memo"])
-    return y
 
 
 def lower_conv_transpose(lowering, onode, args, out: Tensor, act) -> Node:
@@ -356,7 +299,9 @@ def accumulate_conv_transpose(lowering, onode, args, out_shape) -> Accumulation:
               "out_hw": tuple(out_hw), "_w": np.ascontiguousarray(wi)}
     return Accumulation("ConvTranspose", params, [x.name, w.name] + ([b.name] if isinstance(b, Tensor) else []),
                         {"kernel": k, "stride": s, "pads": pads, "dilation": d, "group": groups}, x.q, wq, sw, cout,
-                        _bias(lowering, b, float(x.q.scale), sw, cout, "ConvTranspose"))
+                        _bias(lowering, b, float(x.q.scale), sw, cout, "ConvTranspose"), in_zp=params["x_zp"],
+                        weights=Weights(params["_w"], 1, True),
+                        geometry=Geometry(k, s, pads, d, groups, params["out_hw"]))
 
 
 def _run_conv_transpose(node, inputs, ctx):
@@ -405,7 +350,8 @@ def accumulate_gemm(lowering, onode, args) -> Accumulation:
         bias = _bias(lowering, c_t, sx, np.asarray(wq.scale, np.float64) * alpha, n, "Gemm")
     return Accumulation("Gemm", params, [a_t.name, b_t.name] + ([c_t.name] if isinstance(c_t, Tensor) else []),
                         {"transA": trans_a, "transB": trans_b, "alpha": alpha}, a_t.q, wq, wq.scale, n, bias, alpha,
-                        mac_bound(a_t.q, wi.T))
+                        mac_bound(a_t.q, wi.T), params["x_zp"], Weights(params["_w"], 1, True),
+                        Geometry(transpose_a=bool(trans_a)))
 
 
 def _run_gemm(node, inputs, ctx):
@@ -446,7 +392,8 @@ def accumulate_matmul(lowering, onode, args) -> Accumulation:
         wi, wq = _weights(b_t, 1, f"MatMul weight {onode.input[1]!r}")
         n = 1 if wq.per_tensor else wi.shape[1]
         params.update({"_w": np.ascontiguousarray(wi), "_per_col": not wq.per_tensor})
-        return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, wq, wq.scale, n)
+        return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, wq, wq.scale, n, in_zp=params["a_zp"],
+                            weights=Weights(params["_w"], 1, not wq.per_tensor))
     for t, which in ((a_t, "A"), (b_t, "B")):
         check_per_tensor(t, f"MatMul input {which}")
     if a_t.is_const and b_t.is_const:
@@ -454,7 +401,7 @@ def accumulate_matmul(lowering, onode, args) -> Accumulation:
     if a_t.is_const or b_t.is_const:  # a constant operand held here: W @ x, or x @ W[1, K, N] (not 2-D)
         key, t = ("_a", a_t) if a_t.is_const else ("_b", b_t)
         params[key] = t.data.astype(np.int32) - params[key[1] + "_zp"]
-    return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, b_t.q, b_t.q.scale, 1)
+    return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, b_t.q, b_t.q.scale, 1, in_zp=params["a_zp"])
 
 
 def _batched_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -29,10 +29,11 @@ from kernels.pool2d import avgpool2d, maxpool2d
 from kernels.row_sum import bind_requantized as bind_row_sums_requantized
 from kernels.row_sum import row_sums
 
-from npu_sim.ir import Node, Tensor
+from npu_sim.ir import Geometry, Node, Tensor
 from npu_sim.lowering.problem import Problem
+from npu_sim.ops import records
 from npu_sim.ops.common import (attrs, bound_closure, check_per_tensor, clamp_bounds, fixed_multipliers, int_const,
-                     layout_memo, output_params, prepare_requant, requantize_acc)
+                     layout_memo, output_params, prepare_requant, requant_record, requantize_acc)
 from npu_sim.ops.elementwise import ort_fuses_qdq_group
 from npu_sim.ops.onnx_arith import lower_float_reference
 
@@ -80,11 +81,13 @@ def lower_maxpool(lowering, onode, args, _out, _act) -> list[str]:
     name = onode.output[0]
     out = lowering.add_tensor(Tensor(name, name, lowering.shape(name), x.q))
     if onode.op_type == "GlobalMaxPool":
-        p = {"global": True}
+        p, geometry = {"global": True}, None
     else:
         k, s, pads, d, is1d = pool_window(onode, x, out)
         p = {"global": False, "kernel": k, "stride": s, "pads": pads, "dilation": d, "_is1d": is1d}
-    lowering.emit(Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_maxpool, p))
+        geometry = Geometry(k, s, pads, d)
+    lowering.emit(Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_maxpool, p,
+                       geometry=geometry))
     return [out.name]
 
 
@@ -116,7 +119,8 @@ def lower_avgpool_onnx(lowering, onode, args, out: Tensor, act) -> Node:
              "_sy": np.float32(out.q.scale), "out_zp": int(out.q.zero_point), "qmin": qmin, "qmax": qmax,
              "_out_dtype": out.q.np_dtype}
         return Node(lowering.node_name(onode), "AveragePool", [x.name], [out.name], _run_ort_qlavgpool, p,
-                    {"arithmetic": "onnxruntime QLinearAveragePool"})
+                    {"arithmetic": "onnxruntime QLinearAveragePool"}, geometry=Geometry(k, s, pads),
+                    clamp=records.clamp(qmin, qmax))
     return lower_float_reference(lowering, onode, args, [out], act)
 
 
@@ -131,11 +135,13 @@ def lower_avgpool(lowering, onode, args, out: Tensor, act) -> Node:
     mult, shift = fixed_multipliers(real, lowering.arith.multiplier_bits)
     p = {"x_zp": int(x.q.zero_point), "kernel": k, "stride": s, "pads": pads, "dilation": d,
          "count_include_pad": include, "_mult": mult, "_shift": shift, "_is1d": is1d}
-    p.update(output_params(lowering, out, act))
+    o = output_params(lowering, out, act)
+    p.update(o)
     if d != (1, 1):
         raise Problem("AveragePool with dilations is not supported")
     return Node(lowering.node_name(onode), "AveragePool", [x.name], [out.name], _run_avgpool, p,
-                {"kernel": k, "stride": s, "pads": pads})
+                {"kernel": k, "stride": s, "pads": pads}, geometry=Geometry(k, s, pads, d),
+                clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_ort_qlavgpool(node, inputs, ctx):
@@ -203,11 +209,15 @@ def lower_mean(lowering, onode, args, out: Tensor, act) -> Node:
     axes, n = _mean_extent(lowering, onode, args)
     p = {"x_zp": int(x.q.zero_point), "axes": axes, "n": n}
     # sum(x - x_zp) = sum(x) - x_zp * n: the zero point goes into the bias
-    prepare_requant(lowering, p, float(x.q.scale), 1.0 / n, float(out.q.scale), 1, (x.q.bits,),
-                    bias=-int(x.q.zero_point) * n)
+    scales = prepare_requant(lowering, p, float(x.q.scale), 1.0 / n, float(out.q.scale), 1, (x.q.bits,),
+                             bias=-int(x.q.zero_point) * n)
     p["acc_bits"] = 64
-    p.update(output_params(lowering, out, act))
-    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_mean, p, {"axes": axes, "n": n})
+    o = output_params(lowering, out, act)
+    p.update(o)
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_mean, p, {"axes": axes, "n": n},
+                requant=requant_record(lowering, scales, o, p["bias"], p["x_zp"]),
+                accumulator=records.accumulator(64, o["_saturate"]),
+                geometry=Geometry(axes=tuple(int(a) for a in axes)), clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_ort_qlgavgpool(node, inputs, ctx):

@@ -20,6 +20,7 @@ from kernels.resize_nearest import X_DTYPES, resize_nearest
 
 from npu_sim.ir import Node, Tensor
 from npu_sim.lowering.problem import Problem
+from npu_sim.ops import records
 from npu_sim.ops.common import attrs, check_per_tensor, fixed_multipliers, output_params, requantize_acc, rescale_params
 from npu_sim.ops.elementwise import scalar_rescale
 from npu_sim.ops.onnx_arith import lower_float_reference
@@ -134,9 +135,13 @@ def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
               "acc_bits": 64})
     p["mult"], p["shift"] = fixed_multipliers(np.array([float(x.q.scale) / (float(out.q.scale) * 4.0 ** F)]),
                                               lowering.arith.multiplier_bits)
-    p.update(output_params(lowering, out, act))
+    o = output_params(lowering, out, act)
+    p.update(o)
     return Node(lowering.node_name(onode), "Resize", [x.name], [out.name], _run_linear, p,
-                {"mode": mode, "coordinate_transformation_mode": cmode})
+                {"mode": mode, "coordinate_transformation_mode": cmode},
+                requant=records.fixed_requant(lowering.arith, p["mult"], p["shift"], o["out_zp"], o["qmin"],
+                                              o["qmax"], p["bias"], p["x_zp"]),
+                accumulator=records.accumulator(64, o["_saturate"]), clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_nearest(node, inputs, ctx):

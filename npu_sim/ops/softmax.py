@@ -50,8 +50,9 @@ from kernels.ort_qlsoftmax import defined as ort_softmax_defined
 from kernels.ort_qlsoftmax import qlinear_softmax
 
 from npu_sim.ops.elementwise import ort_fuses_qdq_group
-from npu_sim.ir import Node, Tensor
+from npu_sim.ir import Geometry, Node, Tensor
 from npu_sim.lowering.problem import Problem
+from npu_sim.ops import records
 from npu_sim.ops.common import attrs, check_per_tensor, output_params
 from npu_sim.ops.onnx_arith import lower_float_reference
 
@@ -172,9 +173,12 @@ def lower_softmax(lowering, onode, args, out: Tensor, act) -> Node:
         except ValueError as exc:
             raise Problem(str(exc)) from None
         p["_exp_lut"] = exp2_table(k)
-    p.update(output_params(lowering, out, act))
+    o = output_params(lowering, out, act)
+    p.update(o)
     return Node(lowering.node_name(onode), "Softmax", [x.name], [out.name], _run_softmax, p,
-                {"axes": axes, "variant": p["variant"]})
+                {"axes": axes, "variant": p["variant"]}, geometry=Geometry(axes=tuple(int(a) for a in axes)),
+                tables=records.tables({"recip": p["_recip_lut"], "exp": p["_exp_lut"]}),
+                clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_ort_qlsoftmax(node, inputs, ctx):

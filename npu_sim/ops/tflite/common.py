@@ -12,6 +12,7 @@ from kernels.tflite_rescale import tfl_rescale
 
 from npu_sim.ir import QParams, Tensor
 from npu_sim.lowering.problem import Problem, Refusal, Unsimulated
+from npu_sim.ops import records
 
 
 def quantize_multiplier(real: float, top: int = 30) -> tuple[int, int]:
@@ -113,12 +114,19 @@ def activation_names(ts):
 def rescale_params(src: QParams, out: Tensor, act, float32_ratio: bool, ctx=None) -> dict:
     """Params of TFLite's rescale from ``src`` to ``out`` (QUANTIZE; ``float32_ratio``: ReluX's float32 ratio;
     ``ctx``: the lowering context, for ``activation_range``)."""
+    return rescale_prepared(src, out, act, float32_ratio, ctx)[0]
+
+
+def rescale_prepared(src: QParams, out: Tensor, act, float32_ratio: bool, ctx=None) -> tuple[dict, dict]:
+    """``rescale_params`` and the records of a node that runs them (``Node(..., **records)``)."""
     ratio = (float(np.float32(np.float32(src.scale) / np.float32(out.q.scale))) if float32_ratio
              else float32_of(src.scale) / float32_of(out.q.scale))
     m, s = quantize_multiplier(ratio)
     lo, hi = activation_range(out.q, act, ctx=ctx)
-    return {"x_zp": int(src.zero_point), "tfl_mult": m, "tfl_shift": s, "out_zp": int(out.q.zero_point),
-            "qmin": lo, "qmax": hi, "_out_dtype": out.q.np_dtype}
+    p = {"x_zp": int(src.zero_point), "tfl_mult": m, "tfl_shift": s, "out_zp": int(out.q.zero_point),
+         "qmin": lo, "qmax": hi, "_out_dtype": out.q.np_dtype}
+    return p, {"requant": records.tflite_requant(m, s, out.q.zero_point, lo, hi, in_zp=src.zero_point),
+               "clamp": records.clamp(lo, hi)}
 
 
 def apply_rescale(x, p):

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from npu_sim.ir import Node, Tensor
-from npu_sim.ops.tflite.common import rescale_params, run_rescale
+from npu_sim.ops.tflite.common import rescale_prepared, run_rescale
 
 
 def lower_requantize(lowering, onode, src: Tensor, out: Tensor) -> Node:
     """TFLite QUANTIZE from integers to integers: mbqm32(q - zp_in, QuantizeMultiplier(s_in/s_out)) + zp_out."""
-    return Node(lowering.node_name(onode), "Requantize", [src.name], [out.name], run_rescale,
-                rescale_params(src.q, out, None, float32_ratio=False))
+    p, recs = rescale_prepared(src.q, out, None, float32_ratio=False)
+    return Node(lowering.node_name(onode), "Requantize", [src.name], [out.name], run_rescale, p, **recs)
 
 
 def lower_quantize(lowering, onode, src: Tensor, out: Tensor) -> Node:

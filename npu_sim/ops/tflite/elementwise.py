@@ -8,11 +8,13 @@ import numpy as np
 from kernels.tflite_add import tfl_add
 from kernels.tflite_mul import tfl_mul
 
-from npu_sim.ir import Node
+from npu_sim.ir import Node, Operands
 from npu_sim.lowering.problem import Problem
+from npu_sim.ops import records
 from npu_sim.ops.common import activation_bounds, attrs
 from npu_sim.ops.tflite.common import (activation_names, act_tensor, apply_rescale, float32_of, input_value,
-                                       out_params, quantize_multiplier, rescale_params, run_rescale)
+                                       out_params, quantize_multiplier, rescale_params, rescale_prepared,
+                                       run_rescale)
 
 
 def lower_add(lowering, onode, args, out, act):
@@ -28,8 +30,10 @@ def lower_add(lowering, onode, args, out, act):
     mo, so = quantize_multiplier(twice_max / float32_of(np.float32(2.0 ** ls) * np.float32(out.q.scale)))
     p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "tfl_mult": (m1, m2, mo), "tfl_shift": (s1, s2, so),
          "left_shift": ls, "subtract": onode.op_type == "Sub", "_ts": (a, b)}
-    p.update(out_params(lowering, out, act))
-    return Node(lowering.node_name(onode), onode.op_type, activation_names([a, b]), [out.name], _run_add, p)
+    o = out_params(lowering, out, act)
+    p.update(o)
+    return Node(lowering.node_name(onode), onode.op_type, activation_names([a, b]), [out.name], _run_add, p,
+                operands=Operands(a, b, ls), clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_add(node, inputs, ctx):
@@ -47,8 +51,11 @@ def lower_mul(lowering, onode, args, out, act):
     real = np.float32(np.float32(a.q.scale) * np.float32(b.q.scale)) / np.float32(out.q.scale)  # float32 in TFLite
     m, s = quantize_multiplier(float(np.float32(real)))
     p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "tfl_mult": m, "tfl_shift": s, "_ts": (a, b)}
-    p.update(out_params(lowering, out, act))
-    return Node(lowering.node_name(onode), "Mul", activation_names([a, b]), [out.name], _run_mul, p)
+    o = out_params(lowering, out, act)
+    p.update(o)
+    return Node(lowering.node_name(onode), "Mul", activation_names([a, b]), [out.name], _run_mul, p,
+                requant=records.tflite_requant(m, s, o["out_zp"], o["qmin"], o["qmax"]), operands=Operands(a, b),
+                clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_mul(node, inputs, ctx):
@@ -65,8 +72,8 @@ def lower_clamp(lowering, onode, args, out, act):
     bounds = activation_bounds(lowering, onode)
     if act is not None:
         bounds = (max(bounds[0], act[0]), min(bounds[1], act[1]))
-    p = rescale_params(x.q, out, bounds, float32_ratio=True, ctx=lowering)
-    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], run_rescale, p)
+    p, recs = rescale_prepared(x.q, out, bounds, float32_ratio=True, ctx=lowering)
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], run_rescale, p, **recs)
 
 
 def lower_concat(lowering, onode, args, out, act):

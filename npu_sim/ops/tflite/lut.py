@@ -12,6 +12,7 @@ from kernels.tflite_sigmoid16 import input_rescale, tfl_sigmoid16
 
 from npu_sim.ir import Node
 from npu_sim.lowering.problem import Problem, Refusal
+from npu_sim.ops import records
 from npu_sim.ops.tflite.common import act_tensor, activation_range
 
 
@@ -25,7 +26,7 @@ def lower_lut(lowering, onode, args, out, act):
     lo, hi = activation_range(out.q, act)
     table = build_lut8(onode.op_type, x.q.scale, int(x.q.zero_point), out.q.scale, int(out.q.zero_point), lo, hi)
     return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_lut, {"_table": table},
-                {"table": "256 entries"})
+                {"table": "256 entries"}, tables=records.tables({"table": table}))
 
 
 def _run_lut(node, inputs, ctx):

@@ -15,7 +15,7 @@ from kernels.tflite_requantize import tfl_requantize
 
 from npu_sim.ir import Node, Tensor
 from npu_sim.lowering.problem import Problem
-from npu_sim.ops import mac
+from npu_sim.ops import mac, records
 from npu_sim.ops.tflite.common import multipliers, out_params
 
 
@@ -32,13 +32,18 @@ def _tflite_node(lowering, onode, acc: mac.Accumulation, out, act, run):
     # TFLite's 16x8 ops have zero zero points; a non-zero one (onnxruntime A16W8 models) is subtracted exactly
     sw = np.broadcast_to(np.asarray(acc.w_scale, np.float32), (n,)).astype(np.float64)
     real = np.float64(np.float32(x_q.scale)) * sw / np.float64(np.float32(out.q.scale))
-    p.update(out_params(lowering, out, act, name))
+    o = out_params(lowering, out, act, name)
+    p.update(o)
     p["tfl_wide"] = x_q.bits == 16
     p["tfl_mult"], p["tfl_shift"] = multipliers(real, 7 if p["tfl_wide"] else 30)
     if p["tfl_wide"] and np.abs(p["bias"]).max(initial=0) >= 2 ** 47:
         raise Problem("its 16x8 bias leaves [-2**47, 2**47), the accumulator TFLite's 16x8 kernels keep (is the "
                       "bias quantized at input scale x weight scale?)")
-    return Node(name, acc.op, acc.inputs, [out.name], run, p, acc.shown)
+    return Node(name, acc.op, acc.inputs, [out.name], run, p, acc.shown,
+                requant=records.tflite_requant(p["tfl_mult"], p["tfl_shift"], o["out_zp"], o["qmin"], o["qmax"],
+                                               p["bias"], acc.in_zp),
+                weights=acc.weights, geometry=acc.geometry, accumulator=records.accumulator(p["acc_bits"]),
+                clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _requant(node, acc, outer, channels, inner, out=None):

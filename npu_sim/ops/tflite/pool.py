@@ -8,9 +8,9 @@ import numpy as np
 
 from kernels.tflite_pool import tfl_avgpool, tfl_mean
 
-from npu_sim.ir import Node
+from npu_sim.ir import Geometry, Node
 from npu_sim.lowering.problem import Problem
-from npu_sim.ops import pool
+from npu_sim.ops import pool, records
 from npu_sim.ops.common import attrs
 from npu_sim.ops.tflite.common import act_tensor, float32_of, out_params, quantize_multiplier
 
@@ -23,9 +23,11 @@ def lower_avgpool(lowering, onode, args, out, act):
     if d != (1, 1) or is1d or int(attrs(onode).get("count_include_pad", 0)):
         raise Problem("the tflite arithmetic supports 2-D AveragePool without dilation or count_include_pad")
     p = {"kernel": k, "stride": s, "pads": pads}
-    p.update(out_params(lowering, out, act))
+    o = out_params(lowering, out, act)
+    p.update(o)
     return Node(lowering.node_name(onode), "AveragePool", [x.name], [out.name], _run_avgpool, p,
-                {"kernel": k, "stride": s, "pads": pads})
+                {"kernel": k, "stride": s, "pads": pads}, geometry=Geometry(k, s, pads),
+                clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_avgpool(node, inputs, ctx):
@@ -42,8 +44,11 @@ def lower_mean(lowering, onode, args, out, act):
     p = {"x_zp": int(x.q.zero_point), "perm": tuple(keep) + axes, "n": int(np.prod([x.shape[i] for i in axes])),
          "axes": axes,
          "tfl_mult": m, "tfl_shift": s}
-    p.update(out_params(lowering, out, act))
-    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_mean, p, {"axes": axes})
+    o = out_params(lowering, out, act)
+    p.update(o)
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_mean, p, {"axes": axes},
+                requant=records.tflite_requant(m, s, o["out_zp"], o["qmin"], o["qmax"], in_zp=x.q.zero_point),
+                geometry=Geometry(axes=tuple(int(a) for a in axes)), clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_mean(node, inputs, ctx):

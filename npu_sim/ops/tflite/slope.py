@@ -16,20 +16,23 @@ import numpy as np
 from kernels.tflite_maxmin import tfl_maxmin
 from kernels.tflite_slope import tfl_slope
 
-from npu_sim.ir import Node
+from npu_sim.ir import Node, Operands
 from npu_sim.lowering.problem import Problem
+from npu_sim.ops import records
 from npu_sim.ops.common import attrs
 from npu_sim.ops.tflite.common import act_tensor, activation_names, input_value, out_params, quantize_multiplier
 
 _F32 = np.float32
 
 
-def _slope_params(lowering, x, out, act, negative: float) -> dict:
+def _slope_params(lowering, x, out, act, negative: float) -> tuple[dict, tuple]:
+    """The kernel's params and the output clamp."""
     m1, s1 = quantize_multiplier(float(_F32(_F32(x.q.scale) / _F32(out.q.scale))))
     m2, s2 = quantize_multiplier(negative)
     p = {"in_zp": int(x.q.zero_point), "tfl_mult": (m1, m2), "tfl_shift": (s1, s2)}
-    p.update(out_params(lowering, out, act))
-    return p
+    o = out_params(lowering, out, act)
+    p.update(o)
+    return p, records.clamp(o["qmin"], o["qmax"])
 
 
 def lower_leaky_relu(lowering, onode, args, out, act):
@@ -37,9 +40,9 @@ def lower_leaky_relu(lowering, onode, args, out, act):
     alpha = _F32(attrs(onode).get("alpha", 0.01))
     if not alpha >= 0:
         raise Problem(f"LeakyRelu alpha {float(alpha):g}: TFLite's integer LEAKY_RELU needs alpha >= 0")
-    p = _slope_params(lowering, x, out, act, float(_F32(_F32(_F32(x.q.scale) * alpha) / _F32(out.q.scale))))
+    p, clamp = _slope_params(lowering, x, out, act, float(_F32(_F32(_F32(x.q.scale) * alpha) / _F32(out.q.scale))))
     p.update({"_alpha": np.ones(1, np.int64), "alpha_zp": 0, "alpha": float(alpha)})
-    return Node(lowering.node_name(onode), "LeakyRelu", [x.name], [out.name], _run_slope, p)
+    return Node(lowering.node_name(onode), "LeakyRelu", [x.name], [out.name], _run_slope, p, clamp=clamp)
 
 
 def lower_prelu(lowering, onode, args, out, act):
@@ -48,10 +51,11 @@ def lower_prelu(lowering, onode, args, out, act):
     if x.q.bits != 8 or a.q.bits != 8:
         raise Problem(f"TFLite's PRELU computes int8 only (input {x.q.dtype}, alpha {a.q.dtype}): LiteRT has no "
                       f"16-bit PRELU")
-    p = _slope_params(lowering, x, out, act, float(_F32(_F32(_F32(x.q.scale) * _F32(a.q.scale))
-                                                         / _F32(out.q.scale))))
+    p, clamp = _slope_params(lowering, x, out, act, float(_F32(_F32(_F32(x.q.scale) * _F32(a.q.scale))
+                                                                / _F32(out.q.scale))))
     p.update({"alpha_zp": int(a.q.zero_point), "_ts": (x, a)})
-    return Node(lowering.node_name(onode), "PRelu", activation_names([x, a]), [out.name], _run_slope, p)
+    return Node(lowering.node_name(onode), "PRelu", activation_names([x, a]), [out.name], _run_slope, p,
+                operands=Operands(x, a), clamp=clamp)
 
 
 def lower_abs(lowering, onode, args, out, act):
@@ -60,9 +64,9 @@ def lower_abs(lowering, onode, args, out, act):
     x = act_tensor(args[0], "Abs input")
     if x.q.bits == 16 and (int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0):
         raise Problem("TFLite's int16 ABS needs zero points 0 (LiteRT refuses others at prepare time)")
-    p = _slope_params(lowering, x, out, act, float(_F32(_F32(x.q.scale) / _F32(out.q.scale))))
+    p, clamp = _slope_params(lowering, x, out, act, float(_F32(_F32(x.q.scale) / _F32(out.q.scale))))
     p.update({"_alpha": np.full(1, -1, np.int64), "alpha_zp": 0})
-    return Node(lowering.node_name(onode), "Abs", [x.name], [out.name], _run_slope, p)
+    return Node(lowering.node_name(onode), "Abs", [x.name], [out.name], _run_slope, p, clamp=clamp)
 
 
 def _run_slope(node, inputs, ctx):
@@ -88,8 +92,10 @@ def lower_maxmin(lowering, onode, args, out, act):
                           f"{int(t.q.zero_point)}) unlike its output (scale {float(out.q.scale):.6g}, zero point "
                           f"{int(out.q.zero_point)}): TFLite's MAXIMUM/MINIMUM compare the integers as they are")
     p = {"maximum": op == "Max", "_ts": tuple(ts)}
-    p.update(out_params(lowering, out, act))
-    return Node(lowering.node_name(onode), op, activation_names(ts), [out.name], _run_maxmin, p)
+    o = out_params(lowering, out, act)
+    p.update(o)
+    return Node(lowering.node_name(onode), op, activation_names(ts), [out.name], _run_maxmin, p,
+                operands=Operands(ts[0], ts[1]), clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
 def _run_maxmin(node, inputs, ctx):

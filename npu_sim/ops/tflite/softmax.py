@@ -9,6 +9,7 @@ from kernels.tflite_softmax import (softmax8_params, softmax16_params, softmax16
 
 from npu_sim.ir import Node
 from npu_sim.lowering.problem import Problem, Refusal, Unsimulated
+from npu_sim.ops import records
 from npu_sim.ops.common import attrs
 from npu_sim.ops.tflite.common import act_tensor
 
@@ -54,16 +55,19 @@ def lower_softmax(lowering, onode, args, out, act):
                              "needs a negative shift and raises)" if lowering.npu_compiled else ")"))
         m, ls, diff_min = softmax8_params(float(x.q.scale), smallest=smallest)
         p = {"wide": False, "m": m, "ls": ls, "diff_min": diff_min}
+        tables = None  # computed in fixed point, no tables
     elif x.q.dtype == "int16" and out.q.dtype == "int16":
         if int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0 or abs(float(out.q.scale) * 32768 - 1) > 1e-3:
             raise _output_refusal(lowering, out, "int16", "1/32768 and zero points 0")
         m, sh = softmax16_params(float(x.q.scale))
         exp_lut, recip_lut = softmax16_tables()
         p = {"wide": True, "m": m, "s": sh, "_exp": exp_lut, "_recip": recip_lut}
+        tables = records.tables({"exp": exp_lut, "recip": recip_lut})
     else:
         raise Problem(f"TFLite computes SOFTMAX int8 -> int8 or int16 -> int16 here, not {x.q.dtype} -> "
                        f"{out.q.dtype}")
-    return Node(lowering.node_name(onode), "Softmax", [x.name], [out.name], _run_softmax, p, {"axis": rank - 1})
+    return Node(lowering.node_name(onode), "Softmax", [x.name], [out.name], _run_softmax, p, {"axis": rank - 1},
+                tables=tables)
 
 
 def _run_softmax(node, inputs, ctx):

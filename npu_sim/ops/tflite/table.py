@@ -12,6 +12,7 @@ from kernels.tflite_lut8 import build_lut8, lut8_lookup
 
 from npu_sim.ir import Node
 from npu_sim.lowering.problem import Problem, Refusal
+from npu_sim.ops import records
 from npu_sim.ops.tflite.common import act_tensor, activation_range
 
 # the float type of LiteRT 2.15's int16 EXP table: measured on every int16 input at 4 input scales (float64
@@ -31,7 +32,7 @@ def lower_exp(lowering, onode, args, out, act):
         table = build_lut8("Exp", x.q.scale, int(x.q.zero_point), out.q.scale, int(out.q.zero_point),
                            *activation_range(out.q, None))
         return Node(lowering.node_name(onode), "Exp", [x.name], [out.name], _run_lut8, {"_table": table},
-                    {"table": "256 entries"})
+                    {"table": "256 entries"}, tables=records.tables({"table": table}))
     if x.q.dtype == "int16" and out.q.dtype == "int16":
         if int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0:
             raise Refusal("TFLite's int16 EXP needs zero points 0 (LiteRT refuses others at prepare time)")
@@ -42,7 +43,7 @@ def lower_exp(lowering, onode, args, out, act):
                           f"top of the int16 input range overflows float32 in TFLite's int16 EXP table, which is "
                           f"undefined there (re-calibrate)") from None
         return Node(lowering.node_name(onode), "Exp", [x.name], [out.name], _run_lut16, {"_table": table},
-                    {"table": "513 entries, interpolated"})
+                    {"table": "513 entries, interpolated"}, tables=records.tables({"table": table}))
     raise Problem(f"TFLite computes EXP int8 -> int8 or int16 -> int16, not {x.q.dtype} -> {out.q.dtype}")
 
 
