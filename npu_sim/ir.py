@@ -274,6 +274,9 @@ class Program:
     compiler_notes: list = field(default_factory=list)  # (onnx node, op, hazard) the NPU compiler takes as it is
     not_run: list = field(default_factory=list)  # (node or output, reason) left out downstream of a refusal
     unsimulated: set = field(default_factory=set)  # refusals the board runs all the same (problem.Unsimulated)
+    # ONNX graph output -> the float program input it is (a graph input that is also an output): no integers, no
+    # op; ``Simulator.run`` and ``npu-sim run`` return it as fed
+    passthrough: dict = field(default_factory=dict)
 
     def layout_copies(self) -> dict[str, str]:
         """NCHW tensor -> the NHWC tensor it is a transposed copy of, for every change of layout (``Node.layout``:

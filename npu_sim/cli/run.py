@@ -205,6 +205,13 @@ def _write_outputs(prog, result, folder: Path, shown: Path) -> dict[str, list[st
         stem = _unique(name, (".int.npy", ".npy"), used)
         files.setdefault(tname, []).extend([f"{stem}.int.npy", f"{stem}.npy"])
         _write_output(name, prog.tensors[tname], result.values[tname], folder, shown, stem)
+    for name, tname in prog.passthrough.items():  # a float graph input that is also an output
+        stem = _unique(name, (".npy",), used)
+        value = result.values[tname]
+        save_npy(folder / f"{stem}.npy", value)
+        files.setdefault(tname, []).append(f"{stem}.npy")
+        print(f"output {name}: float32{list(value.shape)}, the model input {name!r} itself (a graph input that is "
+              f"also an output) -> {shown / (stem + '.npy')}")
     return files
 
 

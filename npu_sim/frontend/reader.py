@@ -243,8 +243,11 @@ def _inferred(model: onnx.ModelProto, path, opset: int, declared: bool = True, s
     # Stale intermediate shapes (often with symbolic dims) would survive inference: drop them and re-infer (the
     # declarations are compared with the result below). An output that is a graph input keeps its shape.
     del graph.value_info[:]
+    given = {i.name: i for i in graph.input}
     for out in graph.output:
-        if out.type.HasField("tensor_type") and out.name not in {i.name for i in graph.input} | init_names:
+        if out.name in given:  # a graph input also an output: the input's type, its shape as fixed here (a
+            out.type.CopyFrom(given[out.name].type)  # free batch left in the output's copy hid every shape)
+        elif out.type.HasField("tensor_type") and out.name not in init_names:
             out.type.tensor_type.ClearField("shape")
             out.type.tensor_type.elem_type = 0
     _standardize_qdq_domain(model)

@@ -28,7 +28,7 @@ def prune_refused(program: Program, model_outputs) -> Program:
             program.not_run.append((node.name, f"{node.op}: not simulated (it depends on refused {refused})"))
     program.nodes = kept
     for name in model_outputs:
-        if name in program.outputs and program.outputs[name] in have:
+        if name in program.passthrough or (name in program.outputs and program.outputs[name] in have):
             continue
         program.outputs.pop(name, None)
         program.not_run.append((name, f"model output: not computed (it depends on refused {refused})"))

@@ -178,6 +178,7 @@ class Lowering:
         program.refusals = list(self.refusals)
         program.compiler_notes = list(self.compiler_notes)
         program.unsimulated = set(self.unsimulated)
+        program.passthrough = dict(self.passthrough)
         return prune_refused(program, self.g.outputs) if partial and self.refusals and not self.tolerant else program
 
     def visit(self, onode) -> None:
@@ -419,6 +420,7 @@ class Lowering:
 
     def _outputs(self) -> None:
         self.outputs: dict[str, str] = {}
+        self.passthrough: dict[str, str] = {}
         for name in self.g.outputs:
             if name in self.failed:
                 continue
@@ -426,14 +428,14 @@ class Lowering:
                 self.outputs[name] = self.deq[name]
             elif name in self.ints:
                 self.outputs[name] = self.ints[name]
+            elif name in self.inputs and self.tensors[self.inputs[name]].q is None:
+                self.passthrough[name] = self.inputs[name]  # a float graph input that is also an output
             elif name in self.pending:
                 p = self.pending[name]
                 self.problems.append((p.node.name, p.node.op_type,
                                       f"model output {name!r} is computed in float (no QuantizeLinear after it)"))
             elif not any(pr[0] for pr in self.problems):
                 self.problems.append((name, "output", f"model output {name!r} is not a quantized tensor"))
-
-
 
 
 def _merge_act(a, b):

@@ -111,7 +111,8 @@ _PLANS: "weakref.WeakKeyDictionary[Program, tuple]" = weakref.WeakKeyDictionary(
 def _plan(program: Program, keep_all: bool) -> list:
     """Per node, in order: ``(node, names of its activation inputs, names whose last use it is)`` -- what the
     loop needs, worked out once per program (kept here, not on the IR; rebuilt when its nodes or outputs change)."""
-    key = (tuple(map(id, program.nodes)), tuple(program.outputs.values()), keep_all)
+    key = (tuple(map(id, program.nodes)), tuple(program.outputs.values()), tuple(program.passthrough.values()),
+           keep_all)
     cached = _PLANS.get(program)
     if cached is not None and cached[0] == key:
         return cached[1]
@@ -121,7 +122,7 @@ def _plan(program: Program, keep_all: bool) -> list:
         for i, node in enumerate(program.nodes):
             for name in node.inputs:
                 last_use[name] = i
-        for name in program.outputs.values():
+        for name in list(program.outputs.values()) + list(program.passthrough.values()):
             last_use[name] = len(program.nodes)
     plan = []
     for i, node in enumerate(program.nodes):

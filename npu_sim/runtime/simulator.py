@@ -65,6 +65,8 @@ class Simulator:
         for name, tname in self.program.outputs.items():
             q = result.values[tname]
             out[name] = q if raw else self.program.tensors[tname].q.dequantize(q)
+        for name, tname in self.program.passthrough.items():  # a float input that is also an output: as fed
+            out[name] = result.values[tname]
         return out
 
     def trace(self, feeds: dict) -> dict[str, np.ndarray]:
