@@ -230,6 +230,9 @@ class Node:
     # a change of layout only (the .tflite frontend's NHWC <-> NCHW Transpose around ONNX's NCHW ops): not an op
     # of the model, so check, cost and memory leave it out (its output is its input's buffer)
     layout: bool = False
+    # the record values the program listing shows after the public params, by name (``LISTED``), for a node whose
+    # params leave them to its records (``ops.mac``)
+    listed: tuple[str, ...] = ()
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -242,7 +245,16 @@ class Node:
             if key.startswith("_"):
                 continue
             parts.append(f"{key}={_short(value)}")
+        parts += [f"{key}={_short(LISTED[key](self))}" for key in self.listed]
         return " ".join(parts)
+
+
+# the typed records of a node (its fields above), and the record values a program listing can show by name
+RECORDS = ("requant", "weights", "geometry", "affine", "tables", "accumulator", "operands", "clamp")
+LISTED: dict[str, Callable[[Node], Any]] = {
+    "bias": lambda n: n.requant.bias, "acc_bits": lambda n: n.accumulator.bits, "mult": lambda n: n.requant.mult,
+    "shift": lambda n: n.requant.shift, "scale": lambda n: n.requant.ratio, "out_zp": lambda n: n.requant.out_zp,
+    "qmin": lambda n: n.requant.qmin, "qmax": lambda n: n.requant.qmax}
 
 
 def _short(value) -> str:

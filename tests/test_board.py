@@ -62,7 +62,7 @@ def test_multiplier_bits_change_the_integers(tmp_path):
     ref = npu_sim.load(MODEL, feed_shapes={"input": x.shape}).trace({"input": x})
     coarse = npu_sim.load(MODEL, board=_board(tmp_path, multiplier_bits=8), feed_shapes={"input": x.shape})
     conv = next(n for n in coarse.program.nodes if n.op == "Conv")
-    assert int(conv.params["mult"].max()) < 256  # 8-bit multipliers were prepared
+    assert int(conv.requant.mult.max()) < 256  # 8-bit multipliers were prepared
     got = coarse.trace({"input": x})
     assert any(not np.array_equal(got[k], ref[k]) for k in ref)
 

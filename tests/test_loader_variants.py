@@ -252,7 +252,7 @@ def test_variant_loads_and_matches_onnxruntime(quantized, vid, board):
         assert w.q.per_tensor != v.per_channel, (node.name, w.q.describe())
         if v.bias:
             assert len(node.inputs) == 3 and prog.tensors[node.inputs[2]].q.dtype == "int32", node.inputs
-            assert np.any(node.params["bias"] != 0)
+            assert np.any(node.requant.bias != 0)
     if v.extra.get("WeightSymmetric") is False:  # asymmetric weights: the zero points are not all 0
         assert any(np.any(prog.tensors[n.inputs[1]].q.zero_point != 0) for n in convs), prog.format()
     if v.expect_ops and "Requantize" in v.expect_ops:
@@ -279,7 +279,7 @@ def test_int32_bias_is_used_as_written(quantized):
     conv1 = next(n for n in sim.program.nodes if n.op == "Conv" and "conv1" in n.name)
     b_name = sim.program.tensors[conv1.inputs[2]].name
     assert inits[b_name].dtype == np.int32
-    np.testing.assert_array_equal(conv1.params["bias"], inits[b_name].astype(np.int64))
+    np.testing.assert_array_equal(conv1.requant.bias, inits[b_name].astype(np.int64))
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ fixed-point boards get ``(multiplier, shift)`` pairs from ``kernels.fixedpoint.q
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -67,43 +68,82 @@ def fixed_multipliers(real, bits: int) -> tuple[np.ndarray, np.ndarray]:
     return m.reshape(real.shape), r.reshape(real.shape)
 
 
-def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand_bits, bias=None, alpha=1.0,
-                    acc_bound: int | None = None) -> tuple:
-    """Fill ``params`` with the requantization of an accumulator in units of ``sx*sw[c]`` to output scale ``sy``.
+class Scales(NamedTuple):
+    """A requantization prepared by ``requant_scales``: the bias in accumulator units, the board's accumulator
+    width, which channels the run must check against it, and the board's multipliers (``mult, shift``) or
+    onnxruntime's float32 ``ratio`` (the other None)."""
+    bias: np.ndarray
+    acc_bits: int
+    acc_check: np.ndarray
+    mult: np.ndarray | None
+    shift: np.ndarray | None
+    ratio: np.ndarray | None
+
+
+def requant_scales(lowering, sx, sw, sy, n_channels: int, operand_bits, bias=None, alpha=1.0,
+                   acc_bound: int | None = None) -> Scales:
+    """The requantization of an accumulator in units of ``sx*sw[c]`` to output scale ``sy``.
 
     ``acc_bound`` (a proven bound on |acc| before the bias, e.g. max|x - zx| * max_c sum|w[c]|) lets the run
     skip the accumulator-width check when ``acc_bound + max|bias|`` cannot pass the board's width.
 
     fixedpoint: ``mult, shift`` from ``sx*sw[c]*alpha/sy`` (computed in float64 from the float32 scales).
     onnx: onnxruntime's float32 ratio ``float32(float32(sx*sw[c]) / sy)``.
-    Returns ``(mult, shift, ratio)`` (None where the arithmetic has no such part), for ``requant_record``.
     """
     arith = lowering.arith
     sw = np.broadcast_to(np.asarray(sw, np.float32), (n_channels,))
-    params["bias"] = (np.zeros(n_channels, np.int64) if bias is None
-                      else np.broadcast_to(np.asarray(bias, np.int64), (n_channels,)).copy())
-    params["acc_bits"] = arith.accumulator_bits(*operand_bits)
+    bias = (np.zeros(n_channels, np.int64) if bias is None
+            else np.broadcast_to(np.asarray(bias, np.int64), (n_channels,)).copy())
+    acc_bits = arith.accumulator_bits(*operand_bits)
     # per channel: whether acc + bias can pass the board's width (then the run checks and counts it)
-    params["_acc_check"] = np.array([acc_bound is None or acc_bound + abs(int(b)) >= 2 ** (params["acc_bits"] - 1)
-                                     for b in params["bias"]], bool)
+    check = np.array([acc_bound is None or acc_bound + abs(int(b)) >= 2 ** (acc_bits - 1) for b in bias], bool)
     if arith.own_recipe:
         real = np.float64(sx) * sw.astype(np.float64) * alpha / np.float64(sy)
-        params["mult"], params["shift"] = fixed_multipliers(real, arith.multiplier_bits)
-        return params["mult"], params["shift"], None
+        mult, shift = fixed_multipliers(real, arith.multiplier_bits)
+        return Scales(bias, acc_bits, check, mult, shift, None)
     ratio = (np.float32(sx) * sw).astype(np.float32)
     if alpha != 1.0:
         ratio = (ratio * np.float32(alpha)).astype(np.float32)
-    params["scale"] = (ratio / np.float32(sy)).astype(np.float32)
-    return None, None, params["scale"]
+    return Scales(bias, acc_bits, check, None, None, (ratio / np.float32(sy)).astype(np.float32))
+
+
+def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand_bits, bias=None, alpha=1.0,
+                    acc_bound: int | None = None) -> Scales:
+    """``requant_scales`` written into ``params`` (``bias``, ``acc_bits``, ``_acc_check``, ``mult`` and ``shift``
+    or ``scale``), the form ``requantize_acc`` reads."""
+    r = requant_scales(lowering, sx, sw, sy, n_channels, operand_bits, bias, alpha, acc_bound)
+    params["bias"], params["acc_bits"], params["_acc_check"] = r.bias, r.acc_bits, r.acc_check
+    if r.mult is not None:
+        params["mult"], params["shift"] = r.mult, r.shift
+    else:
+        params["scale"] = r.ratio
+    return r
 
 
 def requant_record(lowering, scales: tuple, out: dict, bias, in_zp) -> Requant:
-    """The ``Requant`` record of ``prepare_requant``'s ``scales`` with the output stage ``out``
-    (``output_params``)."""
-    mult, shift, ratio = scales
+    """The ``Requant`` record of ``(mult, shift, ratio)`` (a ``Scales``' or a fixed-point pair's) with the output
+    stage ``out`` (``output_params``)."""
+    mult, shift, ratio = scales[-3:]
     if mult is not None:
         return records.fixed_requant(lowering.arith, mult, shift, out["out_zp"], out["qmin"], out["qmax"], bias, in_zp)
     return records.float_requant(lowering.arith, ratio, out["out_zp"], out["qmin"], out["qmax"], bias, in_zp)
+
+
+def record_params(node: Node) -> dict:
+    """The params ``requantize_acc`` reads, made once from the node's ``Requant`` and ``Accumulator`` records and
+    kept in its memo (for a node whose params leave the requantization to its records: ``ops.mac``)."""
+    view = node.memo.get("record_params")
+    if view is None:
+        rq, acc = node.requant, node.accumulator
+        view = {"bias": rq.bias, "acc_bits": acc.bits, "out_zp": rq.out_zp, "qmin": rq.qmin, "qmax": rq.qmax,
+                "_acc_check": node.params["_acc_check"], "_saturate": acc.saturate,
+                "_out_dtype": node.params["_out_dtype"]}
+        if rq.mult is not None:
+            view["mult"], view["shift"] = rq.mult, rq.shift
+        else:
+            view["scale"] = rq.ratio
+        node.memo["record_params"] = view
+    return view
 
 
 # what the requantize kernels read directly (narrow integers are quantized tensors whose zero point is in the bias)

@@ -26,15 +26,16 @@ from npu_sim.ir import Geometry, Node, QParams, Tensor, Weights
 from npu_sim.lowering.problem import Problem
 from npu_sim.ops import records
 from npu_sim.ops.common import (attrs, bound_closure, check_per_tensor, layout_memo, mac_bound, output_params,
-                                prepare_requant, requant_record, requantize_acc)
+                                record_params, requant_record, requant_scales, requantize_acc)
 from npu_sim.ops.mac_pointwise import PAIR_BLOCK, POINTWISE_BLOCK, is_pointwise, prepare_pointwise, run_pointwise
 
 
 @dataclass
 class Accumulation:
     """The accumulator side of a MAC node, the same under every arithmetic: ``params`` hold what the
-    accumulation reads (zero points, geometry, the centred integer weights ``_w``); the requantization is the
-    arithmetic's to add (``requantized`` below; ``ops.tflite.mac`` has TFLite's)."""
+    accumulation reads besides its records (zero points, geometry; the centred integer weights are the
+    ``weights`` record's); the requantization is the arithmetic's to add (``requantized`` below;
+    ``ops.tflite.mac`` has TFLite's)."""
     op: str
     params: dict
     inputs: list[str]
@@ -52,18 +53,20 @@ class Accumulation:
 
 
 def requantized(lowering, onode, acc: Accumulation, out: Tensor, act, run) -> Node:
-    """The node of ``acc`` with the board's requantization to ``out`` (``common.prepare_requant``): fixed-point
-    multiplier/shift, or onnxruntime's float32 ratio under the ``onnx`` arithmetic."""
-    params = dict(acc.params)
-    scales = prepare_requant(lowering, params, float(acc.x_q.scale), acc.w_scale, float(out.q.scale),
-                             acc.n_channels, (acc.x_q.bits, acc.w_q.bits), acc.bias, acc.alpha,
-                             acc_bound=acc.acc_bound)
+    """The node of ``acc`` with the board's requantization to ``out`` (``common.requant_scales``): fixed-point
+    multiplier/shift, or onnxruntime's float32 ratio under the ``onnx`` arithmetic. The requantization, the
+    accumulator width and the weights live in the node's records only (its run functions read them there);
+    ``params`` keep the accumulation's own arguments, the channels to check and the output dtype."""
+    r = requant_scales(lowering, float(acc.x_q.scale), acc.w_scale, float(out.q.scale), acc.n_channels,
+                       (acc.x_q.bits, acc.w_q.bits), acc.bias, acc.alpha, acc_bound=acc.acc_bound)
     o = output_params(lowering, out, act)
-    params.update(o)
+    params = dict(acc.params, _acc_check=r.acc_check, _out_dtype=o["_out_dtype"])
+    listed = ("bias", "acc_bits") + (("mult", "shift") if r.mult is not None else ("scale",)) + (
+        "out_zp", "qmin", "qmax")
     return Node(lowering.node_name(onode), acc.op, acc.inputs, [out.name], run, params, acc.shown,
-                requant=requant_record(lowering, scales, o, params["bias"], acc.in_zp), weights=acc.weights,
-                geometry=acc.geometry, accumulator=records.accumulator(params["acc_bits"], o["_saturate"]),
-                clamp=records.clamp(o["qmin"], o["qmax"]))
+                requant=requant_record(lowering, r, o, r.bias, acc.in_zp), weights=acc.weights,
+                geometry=acc.geometry, accumulator=records.accumulator(r.acc_bits, o["_saturate"]),
+                clamp=records.clamp(o["qmin"], o["qmax"]), listed=listed)
 
 
 def _weights(w, axis_expected: int, what: str):
@@ -152,30 +155,36 @@ def accumulate_conv(lowering, onode, args) -> Accumulation:
         pads = _pads_2d(a, x.shape[2:], k, s, d)
     cout = wi.shape[0]
     params = {"x_zp": int(x.q.zero_point), "stride": s, "pads": pads, "dilation": d, "groups": int(a.get("group", 1)),
-              "_w": np.ascontiguousarray(wi), "_is1d": is1d}
+              "_is1d": is1d}
     return Accumulation("Conv", params, [x.name, w.name] + ([b.name] if isinstance(b, Tensor) else []),
                         {"kernel": k, "stride": s, "pads": pads, "dilation": d, "group": params["groups"]},
                         x.q, wq, wq.scale, cout, _bias(lowering, b, float(x.q.scale), wq.scale, cout, "Conv"),
                         acc_bound=mac_bound(x.q, wi), in_zp=params["x_zp"],
-                        weights=Weights(params["_w"], 0, True, is1d),
+                        weights=Weights(np.ascontiguousarray(wi), 0, True, is1d),
                         geometry=Geometry(k, s, pads, d, params["groups"]))
+
+
+def _requantize(node, ctx, acc, outer, channels, inner, **kw):
+    """``common.requantize_acc`` with the node's records (``common.record_params``) and its memo."""
+    return requantize_acc(node, ctx, acc, outer, channels, inner, record_params(node), memo=node.memo, **kw)
 
 
 def _run_conv(node, inputs, ctx):
     p, m = node.params, node.memo
     x = np.ascontiguousarray(inputs[0])
-    fused = layout_memo(m, "fused", (x.shape, x.dtype), lambda: _bind_fused(p, m, x, ctx.shape_of(node.outputs[0])))
+    fused = layout_memo(m, "fused", (x.shape, x.dtype),
+                        lambda: _bind_fused(node, x, ctx.shape_of(node.outputs[0])))
     if fused is not None:
         return [fused(x)]
     if p["_is1d"]:
         x = x[:, :, None, :]
-    w = p["_w"]
+    w = node.weights.data
     out_shape = ctx.shape_of(node.outputs[0])
     n_img, cout = x.shape[0], w.shape[0]
     if w.shape[1] == 1:  # depthwise: direct loop, int32 accumulator (set up once per input layout)
         acc = layout_memo(m, "direct", (x.shape, x.dtype), lambda: bind_direct(
             x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], compact=True))(x)
-        return [requantize_acc(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
+        return [_requantize(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
     pw = m.get("pw")
     if pw and pw["key"] == (x.dtype, x.shape[1:]):
         return [run_pointwise(node, ctx, x, pw).reshape(out_shape)]
@@ -187,7 +196,7 @@ def _run_conv(node, inputs, ctx):
                                                      p["groups"], block_cols=_block_cols(cg),
                                                      w_cache=m.setdefault("w_cache", {})):
         rows = slice(g * cg, (g + 1) * cg)
-        requantize_acc(node, ctx, acc, 1, cg, c1 - c0, out=y[n:n + 1, rows, c0:c1], channel_slice=rows, offset=off)
+        _requantize(node, ctx, acc, 1, cg, c1 - c0, out=y[n:n + 1, rows, c0:c1], channel_slice=rows, offset=off)
     return [y.reshape(out_shape)]
 
 
@@ -197,66 +206,76 @@ def _block_cols(cout_g: int) -> int:
     return max(8192, POINTWISE_BLOCK // max(1, cout_g))
 
 
-def _bind_fused(p, m, x, out_shape):
+def _fixed_point(node):
+    """The node's requantization as the fused kernels take it: ``(bias, mult, shift, out_zp, qmin, qmax,
+    acc_bits)`` from its records, or None under onnxruntime's float32 ratio (no fused kernel)."""
+    rq = node.requant
+    if rq.mult is None:
+        return None
+    return rq.bias, rq.mult, rq.shift, rq.out_zp, rq.qmin, rq.qmax, node.accumulator.bits
+
+
+def _bind_fused(node, x, out_shape):
     """The node's convolution with its requantization fused into one kernel, set up once for inputs shaped and
     typed like ``x``: ``conv(x) -> y`` (shaped ``out_shape``), or None where no fused kernel is proven exact
     (then ``_run_conv`` accumulates and requantizes separately; for 1x1 convolutions that take the float GEMM,
     the node's memo ``m["pw"]`` is set here)."""
-    if "mult" not in p:
+    p, m, rq = node.params, node.memo, _fixed_point(node)
+    if rq is None:
         return None
-    w = p["_w"]
+    w = node.weights.data
     is1d = p["_is1d"]
     x4 = x[:, :, None, :] if is1d else x
     n_img, cout = x4.shape[0], w.shape[0]
     shape4 = (n_img, cout, 1 if is1d else out_shape[2], out_shape[-1])
     dt = p["_out_dtype"]
-    args = (p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], p["bias"], p["mult"], p["shift"],
-            p["out_zp"], p["qmin"], p["qmax"], p["acc_bits"])
+    args = (p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"]) + rq
     hw = shape4[2] * shape4[3]
     if w.shape[1] == 1:  # depthwise (or one input channel): the direct loop, int32 accumulator
         run = bind_direct_requantized(x4, *args, np.empty(shape4, dt))
-    elif is_pointwise(p) and hw <= pointwise_small.MAX_PIXELS:
-        small = _small_prep(p, m, x.dtype, w.reshape(cout, -1))
+    elif is_pointwise(p, w) and hw <= pointwise_small.MAX_PIXELS:
+        small = _small_prep(node, p["x_zp"], x.dtype, w.reshape(cout, -1))
         run = None
         if small is not None:
             run3 = pointwise_small.bind(x4.reshape(n_img, -1, hw), small, np.empty((n_img, cout, hw), dt))
             run = lambda x4, y: run3(x4.reshape(n_img, -1, hw), y.reshape(n_img, cout, hw))  # noqa: E731
     else:
-        if is_pointwise(p) and "pw" not in m:
-            m["pw"] = prepare_pointwise(p, x4) or {}  # {}: not this path (decided once: dtype and weights)
-        if is_pointwise(p) and m["pw"]:
+        if is_pointwise(p, w) and "pw" not in m:
+            # {}: not this path (decided once: dtype and weights)
+            m["pw"] = prepare_pointwise(p, w, record_params(node), x4) or {}
+        if is_pointwise(p, w) and m["pw"]:
             return None  # the exact float GEMM, requantized separately
         run = bind_gemm_requantized(x4, *args, np.empty(shape4, dt), max(1, PAIR_BLOCK // (cout // p["groups"])))
     return None if run is None else bound_closure(run, x4.shape, shape4, out_shape, dt)
 
 
-def _small_prep(p, m, x_dtype, w2):
+def _small_prep(node, x_zp, x_dtype, w2):
     """``kernels.pointwise_small.prepare`` for this node and input dtype (None: not proven), kept in the node's
-    memo ``m``."""
+    memo."""
     key = "small_" + x_dtype.str
-    if key not in m:
-        m[key] = pointwise_small.prepare(x_dtype, p["x_zp"], w2, p["bias"], p["mult"], p["shift"], p["out_zp"],
-                                         p["qmin"], p["qmax"], p["acc_bits"])
-    return m[key]
+    if key not in node.memo:
+        node.memo[key] = pointwise_small.prepare(x_dtype, x_zp, w2, *_fixed_point(node))
+    return node.memo[key]
 
 
-def _bind_small_gemm(p, m, a):
+def _bind_small_gemm(node, a, zp):
     """``f(a) -> y`` of a Gemm/MatMul with few rows ``a`` (M, K) on ``kernels.pointwise_small`` (M pixels of K
     channels), set up once for such inputs; None where its fused requantization is not proven exact."""
-    small = _small_prep(p, m, a.dtype, p["_w"].T)
+    w, dt = node.weights.data, node.params["_out_dtype"]
+    small = _small_prep(node, zp, a.dtype, w.T)
     if small is None:
         return None
-    m, n = a.shape[0], p["_w"].shape[1]
-    run = pointwise_small.bind(np.ascontiguousarray(a).reshape(m, -1, 1), small, np.empty((m, n, 1), p["_out_dtype"]))
-    return bound_closure(run, (m, -1, 1), (m, n, 1), (m, n), p["_out_dtype"])
+    m, n = a.shape[0], w.shape[1]
+    run = pointwise_small.bind(np.ascontiguousarray(a).reshape(m, -1, 1), small, np.empty((m, n, 1), dt))
+    return bound_closure(run, (m, -1, 1), (m, n, 1), (m, n), dt)
 
 
-def _bind_quads(p, a, zp):
+def _bind_quads(node, a, zp):
     """``f(a) -> y`` of a Gemm/MatMul with constant weights on ``kernels.conv2d_gemm.bind_matmul_requantized``
     (None: not that kernel)."""
-    out = np.empty((a.shape[0], p["_w"].shape[1]), p["_out_dtype"])
-    run = bind_matmul_requantized(a, zp, p["_w"], p["bias"], p["mult"], p["shift"], p["out_zp"], p["qmin"],
-                                  p["qmax"], p["acc_bits"], out, max(1, PAIR_BLOCK // out.shape[1]))
+    w = node.weights.data
+    out = np.empty((a.shape[0], w.shape[1]), node.params["_out_dtype"])
+    run = bind_matmul_requantized(a, zp, w, *_fixed_point(node), out, max(1, PAIR_BLOCK // out.shape[1]))
     return None if run is None else bound_closure(run, a.shape, out.shape, out.shape, out.dtype)
 
 
@@ -296,30 +315,30 @@ def accumulate_conv_transpose(lowering, onode, args, out_shape) -> Accumulation:
     if sw.ndim == 1:  # per output channel within a group: repeat for every group
         sw = np.tile(sw, groups)
     params = {"x_zp": int(x.q.zero_point), "stride": s, "pads": pads, "dilation": d, "groups": groups,
-              "out_hw": tuple(out_hw), "_w": np.ascontiguousarray(wi)}
+              "out_hw": tuple(out_hw)}
     return Accumulation("ConvTranspose", params, [x.name, w.name] + ([b.name] if isinstance(b, Tensor) else []),
                         {"kernel": k, "stride": s, "pads": pads, "dilation": d, "group": groups}, x.q, wq, sw, cout,
                         _bias(lowering, b, float(x.q.scale), sw, cout, "ConvTranspose"), in_zp=params["x_zp"],
-                        weights=Weights(params["_w"], 1, True),
+                        weights=Weights(np.ascontiguousarray(wi), 1, True),
                         geometry=Geometry(k, s, pads, d, groups, params["out_hw"]))
 
 
 def _run_conv_transpose(node, inputs, ctx):
     p, m = node.params, node.memo
     x = np.ascontiguousarray(inputs[0])
-    w = p["_w"]
+    w = node.weights.data
     if m.setdefault("tiled", tiled(x.shape, w.shape, p["stride"], p["pads"], p["dilation"], p["out_hw"])):
         # every output pixel gets exactly one tap: the GEMM result is the accumulator, requantized in its
         # tap-major layout (per channel, element by element: the same results and overflow count) and rearranged
         acc = conv_transpose2d_tiles(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"],
                                      p["out_hw"], w_cache=m.setdefault("w_cache", {}))
         n, c, cols = acc.shape
-        y = requantize_acc(node, ctx, acc, n, c, cols).reshape(n, c, cols)
+        y = _requantize(node, ctx, acc, n, c, cols).reshape(n, c, cols)
         return [untile(y, w.shape[2], w.shape[3], x.shape[2], x.shape[3])]
-    acc = conv_transpose2d_acc(np.ascontiguousarray(inputs[0]), p["x_zp"], p["_w"], p["stride"], p["pads"],
+    acc = conv_transpose2d_acc(np.ascontiguousarray(inputs[0]), p["x_zp"], w, p["stride"], p["pads"],
                                p["dilation"], p["groups"], p["out_hw"])
     n, c, h, w = acc.shape
-    return [requantize_acc(node, ctx, acc, n, c, h * w).reshape(acc.shape)]
+    return [_requantize(node, ctx, acc, n, c, h * w).reshape(acc.shape)]
 
 
 def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
@@ -339,7 +358,7 @@ def accumulate_gemm(lowering, onode, args) -> Accumulation:
         wi = wi.T
     n = wi.shape[1]
     sx = float(a_t.q.scale)
-    params = {"x_zp": int(a_t.q.zero_point), "trans_a": trans_a, "_w": np.ascontiguousarray(wi)}
+    params = {"x_zp": int(a_t.q.zero_point), "trans_a": trans_a}
     bias = None
     if c_t is not None:
         if isinstance(c_t, Tensor) and not c_t.is_const:
@@ -350,30 +369,31 @@ def accumulate_gemm(lowering, onode, args) -> Accumulation:
         bias = _bias(lowering, c_t, sx, np.asarray(wq.scale, np.float64) * alpha, n, "Gemm")
     return Accumulation("Gemm", params, [a_t.name, b_t.name] + ([c_t.name] if isinstance(c_t, Tensor) else []),
                         {"transA": trans_a, "transB": trans_b, "alpha": alpha}, a_t.q, wq, wq.scale, n, bias, alpha,
-                        mac_bound(a_t.q, wi.T), params["x_zp"], Weights(params["_w"], 1, True),
+                        mac_bound(a_t.q, wi.T), params["x_zp"], Weights(np.ascontiguousarray(wi), 1, True),
                         Geometry(transpose_a=bool(trans_a)))
 
 
 def _run_gemm(node, inputs, ctx):
     p, m = node.params, node.memo
     a = inputs[0].T if p["trans_a"] else inputs[0]
-    if "mult" in p and a.shape[0] <= pointwise_small.MAX_PIXELS and not _tiles_first(p):  # the fused small kernel
-        small = layout_memo(m, "small_run", (a.shape, a.dtype), lambda: _bind_small_gemm(p, m, a))
+    fixed = node.requant.mult is not None
+    if fixed and a.shape[0] <= pointwise_small.MAX_PIXELS and not _tiles_first(node):  # the fused small kernel
+        small = layout_memo(m, "small_run", (a.shape, a.dtype), lambda: _bind_small_gemm(node, a, p["x_zp"]))
         if small is not None:
             return [small(a)]
-    if "mult" in p:  # 8-bit rows on the byte quads, as a 1x1 convolution
-        quads = layout_memo(m, "quads", (a.shape, a.dtype), lambda: _bind_quads(p, a, p["x_zp"]))
+    if fixed:  # 8-bit rows on the byte quads, as a 1x1 convolution
+        quads = layout_memo(m, "quads", (a.shape, a.dtype), lambda: _bind_quads(node, a, p["x_zp"]))
         if quads is not None:
             return [quads(a)]
     a = a.astype(np.int32) - p["x_zp"]
-    acc = int_matmul(np.ascontiguousarray(a), p["_w"], compact=True, b_cache=m.setdefault("w_cache", {}))
-    return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
+    acc = int_matmul(np.ascontiguousarray(a), node.weights.data, compact=True, b_cache=m.setdefault("w_cache", {}))
+    return [_requantize(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
 
 
-def _tiles_first(p) -> bool:
+def _tiles_first(node) -> bool:
     """A Gemm of a few rows goes to the AMX tiles before the small kernel where the CPU has them and the weights
     hold 2**17+ values (measured: 0.7x at 1280 x 1000, 0.6x at 960 x 240; below, the tiles' fixed cost wins)."""
-    return conv_amx.AVAILABLE and p["_w"].size >= 1 << 17
+    return conv_amx.AVAILABLE and node.weights.data.size >= 1 << 17
 
 
 def lower_matmul(lowering, onode, args, out: Tensor, act) -> Node:
@@ -386,14 +406,13 @@ def accumulate_matmul(lowering, onode, args) -> Accumulation:
         if not isinstance(t, Tensor):
             raise Problem(f"MatMul input {which} must be quantized (DequantizeLinear)")
     params = {"a_zp": int(a_t.q.zero_point) if a_t.q.per_tensor else 0,
-              "b_zp": int(b_t.q.zero_point) if b_t.q.per_tensor else 0, "_per_col": False, "_a": None, "_w": None}
+              "b_zp": int(b_t.q.zero_point) if b_t.q.per_tensor else 0, "_a": None}
     if b_t.is_const and not a_t.is_const and b_t.data.ndim == 2:
         check_per_tensor(a_t, "MatMul input A")
         wi, wq = _weights(b_t, 1, f"MatMul weight {onode.input[1]!r}")
         n = 1 if wq.per_tensor else wi.shape[1]
-        params.update({"_w": np.ascontiguousarray(wi), "_per_col": not wq.per_tensor})
         return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, wq, wq.scale, n, in_zp=params["a_zp"],
-                            weights=Weights(params["_w"], 1, not wq.per_tensor))
+                            weights=Weights(np.ascontiguousarray(wi), 1, not wq.per_tensor))
     for t, which in ((a_t, "A"), (b_t, "B")):
         check_per_tensor(t, f"MatMul input {which}")
     if a_t.is_const and b_t.is_const:
@@ -426,21 +445,21 @@ def _batched_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _run_matmul(node, inputs, ctx):
-    p = node.params
+    p, wt = node.params, node.weights
     out_shape = tuple(ctx.shape_of(node.outputs[0]))
-    if p["_w"] is not None:  # activation @ constant weights
-        if "mult" in p:  # 8-bit rows on the byte quads, as a 1x1 convolution
-            a = inputs[0].reshape(-1, p["_w"].shape[0])
-            quads = layout_memo(node.memo, "quads", (a.shape, a.dtype), lambda: _bind_quads(p, a, p["a_zp"]))
+    if wt is not None:  # activation @ constant weights
+        if node.requant.mult is not None:  # 8-bit rows on the byte quads, as a 1x1 convolution
+            a = inputs[0].reshape(-1, wt.data.shape[0])
+            quads = layout_memo(node.memo, "quads", (a.shape, a.dtype), lambda: _bind_quads(node, a, p["a_zp"]))
             if quads is not None:
                 return [quads(a).reshape(out_shape)]
         a = inputs[0].astype(np.int32) - p["a_zp"]
-        acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), p["_w"], compact=True,
+        acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), wt.data, compact=True,
                          b_cache=node.memo.setdefault("w_cache", {}))
-        if p["_per_col"]:
-            return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(out_shape)]
-        return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
+        if wt.per_channel:
+            return [_requantize(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(out_shape)]
+        return [_requantize(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
     fed = iter(inputs)  # the activations, in order: a constant operand is held in the node (``_a`` or ``_b``)
     a, b = (p[k] if p.get(k) is not None else next(fed).astype(np.int32) - p[f"{k[1]}_zp"] for k in ("_a", "_b"))
     acc = _batched_matmul(a, b)
-    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
+    return [_requantize(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]

@@ -13,8 +13,8 @@ from kernels import conv_int16
 from npu_sim.ops.common import requantize_acc
 
 
-def is_pointwise(p) -> bool:
-    w = p["_w"]
+def is_pointwise(p, w) -> bool:
+    """A 1x1 convolution of weights ``w`` (Cout, Cin, kh, kw) with params ``p``, stride 1, unpadded, ungrouped."""
     return (w.shape[2] == 1 and w.shape[3] == 1 and tuple(p["stride"]) == (1, 1) and not any(p["pads"])
             and p["groups"] == 1)
 
@@ -23,12 +23,12 @@ POINTWISE_BLOCK = 1 << 21  # accumulator elements per GEMM call (8 MiB of float3
 PAIR_BLOCK = 1 << 16  # int32 accumulators per block of the fused int16-pair kernel (256 KiB: stays in L2)
 
 
-def prepare_pointwise(p, x) -> dict | None:
+def prepare_pointwise(p, w, rq: dict, x) -> dict | None:
     """What a 1x1 convolution needs on every call: the same exact single-chunk GEMM as conv2d_gemm_blocks
     (centred activations, float weights, the centring folded into the bias) with the requantization of whole
     rows of output channels, which are contiguous. None where one exact float chunk does not cover K, or where
-    the int16-pair kernel of conv2d_gemm_blocks (faster) applies."""
-    w = p["_w"]
+    the int16-pair kernel of conv2d_gemm_blocks (faster) applies. ``p``: the node's params, ``w`` its weights,
+    ``rq`` its requantization as ``requantize_acc`` reads it (``common.record_params``)."""
     cout, k = w.shape[0], w.shape[1]
     center = conv_int16.x_center(x.dtype)
     info = np.iinfo(x.dtype)
@@ -44,9 +44,9 @@ def prepare_pointwise(p, x) -> dict | None:
         return None
     dt = np.float32 if split else float_dtype(method)
     wsum = w.reshape(cout, k).astype(np.int64).sum(axis=1)
-    params = dict(p)
+    params = dict(rq)
     # sum((x - zx) w) = sum((x - c) w) + (c - zx) sum(w); the byte split adds 128 sum(w) (v = 256 hi + lo + 128)
-    params["bias"] = p["bias"] + (center - p["x_zp"] + (128 if split else 0)) * wsum
+    params["bias"] = rq["bias"] + (center - p["x_zp"] + (128 if split else 0)) * wsum
     hw = int(np.prod(x.shape[2:]))
     rows = max(1, min(cout, POINTWISE_BLOCK // max(1, hw)))
     if split:  # the GEMM result holds both halves: twice the columns per row

@@ -6,7 +6,7 @@ from dataclasses import fields, is_dataclass
 
 import numpy as np
 
-from npu_sim.ir import QParams
+from npu_sim.ir import RECORDS, QParams
 
 
 def _same(a, b) -> bool:
@@ -49,11 +49,12 @@ def _same_params(ran: dict, fresh: dict) -> bool:
 
 def same_nodes(base, prog) -> set[int]:
     """Indices of the nodes of ``prog`` that provably compute what ``base`` computes: a node of ``base`` with the
-    same name and outputs, the same run function, the same prepared parameters (``_same_params``) and attributes
-    (``_same``), the same quantization and shape on every input and output (constants: the same data), and every
-    activation input made by such a node or a graph input both programs take alike. A node is a pure function of
-    exactly these (its run function reads its parameters and its tensors; its ``memo`` only caches), so on the
-    same feeds it gives the same integers; everything downstream of a difference is left out."""
+    same name and outputs, the same run function, the same prepared parameters (``_same_params``), records
+    (``ir.RECORDS``) and attributes (``_same``), the same quantization and shape on every input and output
+    (constants: the same data), and every activation input made by such a node or a graph input both programs take
+    alike. A node is a pure function of exactly these (its run function reads its parameters, records and tensors;
+    its ``memo`` only caches), so on the same feeds it gives the same integers; everything downstream of a
+    difference is left out."""
     bnodes = {(n.name, tuple(n.outputs)): n for n in base.nodes}
     bt, pt = base.tensors, prog.tensors
     clean_t = {t for name, t in prog.inputs.items() if base.inputs.get(name) == t and t in bt
@@ -64,7 +65,8 @@ def same_nodes(base, prog) -> set[int]:
         if (b is None or b.op != n.op or b.run is not n.run or list(b.inputs) != list(n.inputs)
                 or any(not pt[x].is_const and x not in clean_t for x in n.inputs)
                 or any(x not in bt or not _same_tensor(bt[x], pt[x]) for x in list(n.inputs) + list(n.outputs))
-                or not _same_params(b.params, n.params) or not _same(b.attrs, n.attrs)):
+                or not _same_params(b.params, n.params) or not _same(b.attrs, n.attrs)
+                or not all(_same(getattr(b, r), getattr(n, r)) for r in RECORDS)):
             continue
         clean.add(i)
         clean_t.update(n.outputs)

@@ -60,7 +60,7 @@ def _run_conv(node, inputs, ctx):
     x = np.ascontiguousarray(inputs[0])
     if p["_is1d"]:
         x = x[:, :, None, :]
-    acc = conv2d_acc(x, p["x_zp"], p["_w"], p["stride"], p["pads"], p["dilation"], p["groups"])
+    acc = conv2d_acc(x, p["x_zp"], node.weights.data, p["stride"], p["pads"], p["dilation"], p["groups"])
     n, c = acc.shape[:2]
     return [_requant(node, acc, n, c, acc.size // (n * c)).reshape(ctx.shape_of(node.outputs[0]))]
 
@@ -68,26 +68,26 @@ def _run_conv(node, inputs, ctx):
 def _run_gemm(node, inputs, ctx):
     p = node.params
     a = inputs[0].T if p["trans_a"] else inputs[0]
-    acc = int_matmul(np.ascontiguousarray(a.astype(np.int32) - p["x_zp"]), p["_w"])
+    acc = int_matmul(np.ascontiguousarray(a.astype(np.int32) - p["x_zp"]), node.weights.data)
     return [_requant(node, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
 
 
 def _run_matmul(node, inputs, ctx):
     p = node.params
     a = inputs[0].astype(np.int32) - p["a_zp"]
-    acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), p["_w"])
+    acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), node.weights.data)
     return [_requant(node, acc, acc.shape[0], acc.shape[1], 1).reshape(tuple(ctx.shape_of(node.outputs[0])))]
 
 
 def lower_conv(lowering, onode, args, out, act):
     acc = mac.accumulate_conv(lowering, onode, args)
-    acc.n_channels = acc.params["_w"].shape[0]
+    acc.n_channels = acc.weights.data.shape[0]
     return _tflite_node(lowering, onode, acc, out, act, _run_conv)
 
 
 def lower_gemm(lowering, onode, args, out, act):
     acc = mac.accumulate_gemm(lowering, onode, args)
-    acc.n_channels = acc.params["_w"].shape[1]
+    acc.n_channels = acc.weights.data.shape[1]
     return _tflite_node(lowering, onode, acc, out, act, _run_gemm)
 
 
@@ -96,13 +96,13 @@ def lower_matmul(lowering, onode, args, out, act):
     if not (isinstance(b_t, Tensor) and b_t.is_const and not a_t.is_const and b_t.data.ndim == 2):
         raise Problem("the tflite arithmetic supports MatMul by constant 2-D weights only (TFLite FULLY_CONNECTED)")
     acc = mac.accumulate_matmul(lowering, onode, args)
-    acc.n_channels = acc.params["_w"].shape[1]  # per-tensor weights too: TFLite's multiplier per output column
+    acc.n_channels = acc.weights.data.shape[1]  # per-tensor weights too: TFLite's multiplier per output column
     return _tflite_node(lowering, onode, acc, out, act, _run_matmul)
 
 
 def _run_conv_transpose(node, inputs, ctx):
     p = node.params
-    acc = conv_transpose2d_acc(np.ascontiguousarray(inputs[0]), p["x_zp"], p["_w"], p["stride"], p["pads"],
+    acc = conv_transpose2d_acc(np.ascontiguousarray(inputs[0]), p["x_zp"], node.weights.data, p["stride"], p["pads"],
                                p["dilation"], p["groups"], p["out_hw"])
     n, c = acc.shape[:2]
     return [_requant(node, acc, n, c, acc.size // (n * c)).reshape(acc.shape)]
