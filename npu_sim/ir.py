@@ -230,8 +230,8 @@ class Node:
     # a change of layout only (the .tflite frontend's NHWC <-> NCHW Transpose around ONNX's NCHW ops): not an op
     # of the model, so check, cost and memory leave it out (its output is its input's buffer)
     layout: bool = False
-    # the record values the program listing shows after the public params, by name (``LISTED``), for a node whose
-    # params leave them to its records (``ops.mac``)
+    # what the program listing shows after the other public params, in this order: record values by name
+    # (``LISTED``) or params keys, for a node whose params leave those values to its records (``ops.mac``)
     listed: tuple[str, ...] = ()
 
     def __getstate__(self):
@@ -242,10 +242,10 @@ class Node:
     def describe_params(self) -> str:
         parts = []
         for key, value in self.params.items():
-            if key.startswith("_"):
+            if key.startswith("_") or key in self.listed:
                 continue
             parts.append(f"{key}={_short(value)}")
-        parts += [f"{key}={_short(LISTED[key](self))}" for key in self.listed]
+        parts += [f"{key}={_short(LISTED[key](self) if key in LISTED else self.params[key])}" for key in self.listed]
         return " ".join(parts)
 
 
@@ -254,7 +254,8 @@ RECORDS = ("requant", "weights", "geometry", "affine", "tables", "accumulator", 
 LISTED: dict[str, Callable[[Node], Any]] = {
     "bias": lambda n: n.requant.bias, "acc_bits": lambda n: n.accumulator.bits, "mult": lambda n: n.requant.mult,
     "shift": lambda n: n.requant.shift, "scale": lambda n: n.requant.ratio, "out_zp": lambda n: n.requant.out_zp,
-    "qmin": lambda n: n.requant.qmin, "qmax": lambda n: n.requant.qmax}
+    "qmin": lambda n: n.requant.qmin, "qmax": lambda n: n.requant.qmax, "tfl_mult": lambda n: n.requant.mult,
+    "tfl_shift": lambda n: n.requant.shift}
 
 
 def _short(value) -> str:

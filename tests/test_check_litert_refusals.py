@@ -125,7 +125,7 @@ def test_vela_takes_what_litert_refuses_as_hazards(tmp_path, capsys):
     clamped = [n for n in sim.program.nodes if n.name in hazards]
     # ReLU6's 0 stays (it fits: the zero point), its 6 / scale is clamped to the int16 maximum
     assert [n.name for n in clamped] == clamped_nodes
-    assert all((n.params["qmin"], n.params["qmax"]) == (n.params["out_zp"], 32767) for n in clamped)
+    assert all((n.requant.qmin, n.requant.qmax) == (n.requant.out_zp, 32767) for n in clamped)
     x = np.random.default_rng(0).integers(-3000, 3000, (1, 6, 6, 3)).astype(np.int16)  # the model takes int16
     np.save(tmp_path / "x.npy", x)
     assert cli_main(["run", str(MODEL), "--board", U55, "--input", str(tmp_path / "x.npy"),

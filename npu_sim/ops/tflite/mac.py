@@ -25,34 +25,33 @@ def _tflite_node(lowering, onode, acc: mac.Accumulation, out, act, run):
     if x_q.bits > 16 or w_q.bits != 8:
         raise Problem(f"TFLite computes {x_q.dtype} x {w_q.dtype}: only int8 x int8 and int16 x int8 (16x8) exist")
     name = lowering.node_name(onode)
-    p = dict(acc.params)
-    p["bias"] = (np.zeros(n, np.int64) if acc.bias is None
-                 else np.broadcast_to(np.asarray(acc.bias, np.int64), (n,)).copy())
-    p["acc_bits"] = lowering.arith.accumulator_bits(x_q.bits, w_q.bits)
+    bias = (np.zeros(n, np.int64) if acc.bias is None
+            else np.broadcast_to(np.asarray(acc.bias, np.int64), (n,)).copy())
+    acc_bits = lowering.arith.accumulator_bits(x_q.bits, w_q.bits)
     # TFLite's 16x8 ops have zero zero points; a non-zero one (onnxruntime A16W8 models) is subtracted exactly
     sw = np.broadcast_to(np.asarray(acc.w_scale, np.float32), (n,)).astype(np.float64)
     real = np.float64(np.float32(x_q.scale)) * sw / np.float64(np.float32(out.q.scale))
     o = out_params(lowering, out, act, name)
-    p.update(o)
-    p["tfl_wide"] = x_q.bits == 16
-    p["tfl_mult"], p["tfl_shift"] = multipliers(real, 7 if p["tfl_wide"] else 30)
-    if p["tfl_wide"] and np.abs(p["bias"]).max(initial=0) >= 2 ** 47:
+    wide = x_q.bits == 16
+    mult, shift = multipliers(real, 7 if wide else 30)
+    if wide and np.abs(bias).max(initial=0) >= 2 ** 47:
         raise Problem("its 16x8 bias leaves [-2**47, 2**47), the accumulator TFLite's 16x8 kernels keep (is the "
                       "bias quantized at input scale x weight scale?)")
+    # the requantization and the weights live in the records only (the run reads them there)
+    p = dict(acc.params, _out_dtype=o["_out_dtype"], tfl_wide=wide)
     return Node(name, acc.op, acc.inputs, [out.name], run, p, acc.shown,
-                requant=records.tflite_requant(p["tfl_mult"], p["tfl_shift"], o["out_zp"], o["qmin"], o["qmax"],
-                                               p["bias"], acc.in_zp),
-                weights=acc.weights, geometry=acc.geometry, accumulator=records.accumulator(p["acc_bits"]),
-                clamp=records.clamp(o["qmin"], o["qmax"]))
+                requant=records.tflite_requant(mult, shift, o["out_zp"], o["qmin"], o["qmax"], bias, acc.in_zp),
+                weights=acc.weights, geometry=acc.geometry, accumulator=records.accumulator(acc_bits),
+                clamp=records.clamp(o["qmin"], o["qmax"]),
+                listed=("bias", "acc_bits", "out_zp", "qmin", "qmax", "tfl_wide", "tfl_mult", "tfl_shift"))
 
 
 def _requant(node, acc, outer, channels, inner, out=None):
-    p = node.params
+    p, rq = node.params, node.requant
     acc3 = np.ascontiguousarray(acc.reshape(outer, channels, inner), dtype=np.int64)
     if out is None:
         out = np.empty(acc3.shape, p["_out_dtype"])
-    return tfl_requantize(acc3, p["bias"], p["tfl_mult"], p["tfl_shift"], p["tfl_wide"], p["out_zp"], p["qmin"],
-                          p["qmax"], out=out)
+    return tfl_requantize(acc3, rq.bias, rq.mult, rq.shift, p["tfl_wide"], rq.out_zp, rq.qmin, rq.qmax, out=out)
 
 
 def _run_conv(node, inputs, ctx):
