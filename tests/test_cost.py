@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 from onnx import helper
 
 import npu_sim
@@ -115,6 +115,9 @@ shapes = st.fixed_dictionaries({"cin": st.integers(1, 96), "cout": st.integers(1
 @settings(max_examples=60, deadline=None)
 @given(shapes, st.sampled_from(["cin", "cout", "h", "w"]), st.integers(1, 40),
        st.sampled_from(["ethos-u55-128", "default"]))
+# found by hypothesis: a 1x1 stride-2 conv whose input grows from 7x1 to 7x2 reads the same pixels; the burst was
+# sized by the tensor's row (2 bytes, not 1) instead of the block's, so it got cheaper (124 -> 114 cycles)
+@example(dict(cin=1, cout=1, h=7, w=1, k=1, stride=2, depthwise=False, act="int8"), "w", 1, "ethos-u55-128")
 def test_cycles_never_decrease_when_the_layer_grows(s, dim, grow, board_name):
     board = load_board(board_name)
     if s["depthwise"]:  # one channel with group = 1 is an ordinary convolution: compare depthwise with depthwise

@@ -294,7 +294,7 @@ def _block_cost(cfg: CostConfig, node, o: _Operands) -> _Work:
     xbytes = o.xbits / 8
     depth_pass = cfg.ifm_depth_block // (cfg.int16_factor if o.wide else 1)
     ifm_read = ibh * ibw * (ic if kind != "conv" else cin_g) * xbytes * spatial_blocks * depth_blocks
-    ifm_read /= _read_efficiency(cfg, fm, iw, ic, depth_pass, xbytes)
+    ifm_read /= _read_efficiency(cfg, fm, ibw, ic, depth_pass, xbytes)  # the block's rows: what one burst holds
     if cls == "matmul":  # the second operand is streamed like weights
         w.traffic["ifm"] = ifm_read + sum(tensor_bytes(t) for t in o.acts[1:]) * spatial_blocks
     else:
