@@ -64,7 +64,7 @@ def _short(name: str, n: int = 40) -> str:
 
 def _limit(used: int, size: int, key: str) -> str:
     if not size:
-        return f"board: no size set ({key} = 0)"
+        return f"board: not limited ({key} = 0)"
     return f"board: {size:,} ({key}): " + ("fits" if used <= size else f"DOES NOT FIT, {used - size:,} bytes over")
 
 
