@@ -231,7 +231,8 @@ class Node:
     # of the model, so check, cost and memory leave it out (its output is its input's buffer)
     layout: bool = False
     # what the program listing shows after the other public params, in this order: record values by name
-    # (``LISTED``) or params keys, for a node whose params leave those values to its records (``ops.mac``)
+    # (``LISTED``) or params keys, for a node whose params leave those values to its records (the listing keeps
+    # the order the params had)
     listed: tuple[str, ...] = ()
 
     def __getstate__(self):
@@ -255,7 +256,7 @@ LISTED: dict[str, Callable[[Node], Any]] = {
     "bias": lambda n: n.requant.bias, "acc_bits": lambda n: n.accumulator.bits, "mult": lambda n: n.requant.mult,
     "shift": lambda n: n.requant.shift, "scale": lambda n: n.requant.ratio, "out_zp": lambda n: n.requant.out_zp,
     "qmin": lambda n: n.requant.qmin, "qmax": lambda n: n.requant.qmax, "tfl_mult": lambda n: n.requant.mult,
-    "tfl_shift": lambda n: n.requant.shift}
+    "tfl_shift": lambda n: n.requant.shift, "x_zp": lambda n: n.requant.in_zp}
 
 
 def _short(value) -> str:

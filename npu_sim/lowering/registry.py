@@ -65,7 +65,7 @@ _FAMILIES: dict[str, Callable] = {
 }
 
 # ``onnx``: MAC ops, MaxPool and movement keep the family functions (the MAC ones read the arithmetic at
-# preparation, ``common.prepare_requant``); everything else runs onnxruntime's arithmetic
+# preparation, ``common.requant_scales``); everything else runs onnxruntime's arithmetic
 _ONNX: dict[str, Callable] = {
     **_FAMILIES,
     "Add": elementwise.lower_add_onnx,

@@ -107,19 +107,6 @@ def requant_scales(lowering, sx, sw, sy, n_channels: int, operand_bits, bias=Non
     return Scales(bias, acc_bits, check, None, None, (ratio / np.float32(sy)).astype(np.float32))
 
 
-def prepare_requant(lowering, params: dict, sx, sw, sy, n_channels: int, operand_bits, bias=None, alpha=1.0,
-                    acc_bound: int | None = None) -> Scales:
-    """``requant_scales`` written into ``params`` (``bias``, ``acc_bits``, ``_acc_check``, ``mult`` and ``shift``
-    or ``scale``), the form ``requantize_acc`` reads."""
-    r = requant_scales(lowering, sx, sw, sy, n_channels, operand_bits, bias, alpha, acc_bound)
-    params["bias"], params["acc_bits"], params["_acc_check"] = r.bias, r.acc_bits, r.acc_check
-    if r.mult is not None:
-        params["mult"], params["shift"] = r.mult, r.shift
-    else:
-        params["scale"] = r.ratio
-    return r
-
-
 def requant_record(lowering, scales: tuple, out: dict, bias, in_zp) -> Requant:
     """The ``Requant`` record of ``(mult, shift, ratio)`` (a ``Scales``' or a fixed-point pair's) with the output
     stage ``out`` (``output_params``)."""
@@ -130,19 +117,31 @@ def requant_record(lowering, scales: tuple, out: dict, bias, in_zp) -> Requant:
 
 
 def record_params(node: Node) -> dict:
-    """The params ``requantize_acc`` reads, made once from the node's ``Requant`` and ``Accumulator`` records and
-    kept in its memo (for a node whose params leave the requantization to its records: ``ops.mac``)."""
+    """The params ``requantize_acc``, ``rescale`` and ``scalar_rescale`` read, made once from the node's
+    ``Requant`` and ``Accumulator`` records and kept in its memo: every node that requantizes keeps its
+    multipliers, shifts, bias, zero points and clamp in its records only; its params give just what no record
+    holds (the output dtype, and a MAC's channels to check, ``_acc_check``)."""
     view = node.memo.get("record_params")
     if view is None:
-        rq, acc = node.requant, node.accumulator
-        view = {"bias": rq.bias, "acc_bits": acc.bits, "out_zp": rq.out_zp, "qmin": rq.qmin, "qmax": rq.qmax,
-                "_acc_check": node.params["_acc_check"], "_saturate": acc.saturate,
-                "_out_dtype": node.params["_out_dtype"]}
-        if rq.mult is not None:
-            view["mult"], view["shift"] = rq.mult, rq.shift
-        else:
-            view["scale"] = rq.ratio
+        view = requant_view(node.requant, node.accumulator, node.params["_out_dtype"], node.params.get("_acc_check"))
         node.memo["record_params"] = view
+    return view
+
+
+def requant_view(rq: Requant, acc, out_dtype, acc_check=None) -> dict:
+    """The dict ``requantize_acc`` reads for the requantization ``rq`` with accumulator ``acc`` (the records'
+    own arrays, not copies): ``record_params`` for a node, or a rescale that has no node of its own (a Concat
+    input, a nearest Resize: ``rescale_params``)."""
+    view = {"bias": rq.bias, "acc_bits": acc.bits, "out_zp": rq.out_zp, "qmin": rq.qmin, "qmax": rq.qmax,
+            "_saturate": acc.saturate, "_out_dtype": out_dtype}
+    if acc_check is not None:
+        view["_acc_check"] = acc_check
+    if rq.in_zp is not None:
+        view["x_zp"] = rq.in_zp
+    if rq.mult is not None:
+        view["mult"], view["shift"] = rq.mult, rq.shift
+    else:
+        view["scale"] = rq.ratio
     return view
 
 
@@ -154,7 +153,8 @@ ACC_DTYPES = tuple(np.dtype(d) for d in (np.int64, np.int32, np.int16, np.uint16
 def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, inner: int,
                    params: dict | None = None, out: np.ndarray | None = None, channel_slice=slice(None),
                    offset: np.ndarray | None = None, memo: dict | None = None) -> np.ndarray:
-    """Requantize an accumulator laid out as (outer, channels, inner) with prepared params (the node's).
+    """Requantize an accumulator laid out as (outer, channels, inner) with prepared params (the node's records,
+    ``record_params``, where none are passed).
 
     ``channel_slice`` selects the params' channels (a group of a convolution); ``offset`` (int64 per channel)
     is added to the bias; ``out`` (possibly a strided view) receives the result. The validated kernel set-ups
@@ -162,7 +162,7 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
     passed: nothing kept).
     """
     if params is None:
-        p, m = node.params, node.memo
+        p, m = record_params(node), node.memo
     else:
         p, m = params, ({} if memo is None else memo)
     acc3 = acc.reshape(outer, channels, inner)
@@ -233,25 +233,30 @@ def mac_bound(x_q: QParams, w_int: np.ndarray) -> int:
     return x_dev * int(rows.max()) if rows.size else 0
 
 
+# what the program listing shows of a rescale node, in this order: its records' values (``ir.LISTED``)
+RESCALE_LISTED = ("x_zp", "bias", "acc_bits", "mult", "shift", "out_zp", "qmin", "qmax")
+
+
 def rescale_params(lowering, src: QParams, out: Tensor, act=None) -> dict:
-    """Params that requantize integers of quantization ``src`` to ``out``'s: ``R(q - zi, si/so) + zo``, clamped."""
-    return rescale_prepared(lowering, src, out, act)[0]
+    """A rescale of integers of quantization ``src`` to ``out``'s, ``R(q - zi, si/so) + zo`` clamped, that has no
+    node of its own (a Concat input, a nearest Resize): the dict ``rescale`` reads (``requant_view``)."""
+    p, recs = rescale_prepared(lowering, src, out, act)
+    return requant_view(recs["requant"], recs["accumulator"], p["_out_dtype"])
 
 
 def rescale_prepared(lowering, src: QParams, out: Tensor, act=None) -> tuple[dict, dict]:
-    """``rescale_params`` and the records of a node that runs them (``Node(..., **records)``)."""
-    bias = np.zeros(1, np.int64)
-    p = {"x_zp": int(src.zero_point), "bias": bias, "acc_bits": 64}
+    """The params (the output dtype only) and the records of a node that rescales ``src`` to ``out``
+    (``Node(..., params, **records)``): the multiplier, shift, zero points and clamp live in its records."""
     mult, shift = fixed_multipliers(np.array([float(src.scale) / float(out.q.scale)]), lowering.arith.multiplier_bits)
-    p["mult"], p["shift"] = mult, shift
     o = output_params(lowering, out, act)
-    p.update(o)
-    return p, {"requant": requant_record(lowering, (mult, shift, None), o, bias, src.zero_point),
-               "accumulator": records.accumulator(64, o["_saturate"]), "clamp": records.clamp(o["qmin"], o["qmax"])}
+    return {"_out_dtype": o["_out_dtype"]}, {
+        "requant": requant_record(lowering, (mult, shift, None), o, np.zeros(1, np.int64), src.zero_point),
+        "accumulator": records.accumulator(64, o["_saturate"]), "clamp": records.clamp(o["qmin"], o["qmax"]),
+        "listed": RESCALE_LISTED}
 
 
 def rescale(node: Node, ctx, q: np.ndarray, params: dict, memo: dict) -> np.ndarray:
-    """Apply ``rescale_params`` to an integer array (its zero point goes into the bias: no widened copy);
+    """Apply a rescale (``record_params`` of a rescale node, or ``rescale_params``) to an integer array (its zero point goes into the bias: no widened copy);
     ``memo``: the run-time memo kept for these params (``requantize_acc``)."""
     q = np.ascontiguousarray(q)
     return requantize_acc(node, ctx, q, 1, 1, q.size, params,

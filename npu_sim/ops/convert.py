@@ -13,7 +13,7 @@ import numpy as np
 from kernels.quantize_linear import OUT_DTYPES, quantize_linear
 
 from npu_sim.ir import Node, Tensor
-from npu_sim.ops.common import rescale_prepared
+from npu_sim.ops.common import record_params, rescale_prepared
 from npu_sim.ops.elementwise import scalar_rescale
 
 
@@ -47,4 +47,4 @@ def _run_requantize(node, inputs, ctx):
     p = node.params
     if "_src" in p:
         return [p["_dst"].quantize(p["_src"].dequantize(inputs[0]))]
-    return [scalar_rescale(node, ctx, inputs[0], p, node.memo)]
+    return [scalar_rescale(node, ctx, inputs[0], record_params(node), node.memo)]

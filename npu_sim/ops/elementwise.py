@@ -58,8 +58,9 @@ from npu_sim.errors import QuantizationError
 from npu_sim.ir import Node, Operands, QParams, Tensor
 from npu_sim.ops import records
 from npu_sim.ops.affine import affine_closure, lower_add_constant
-from npu_sim.ops.common import (activation_bounds, attrs, check_per_tensor, const_value, fixed_multipliers, layout_memo,
-                                operand, output_params, requantize_acc, rescale, rescale_params, rescale_prepared)
+from npu_sim.ops.common import (RESCALE_LISTED, activation_bounds, attrs, check_per_tensor, const_value,
+                                fixed_multipliers, layout_memo, operand, output_params, record_params, requantize_acc,
+                                rescale, rescale_params, rescale_prepared)
 from npu_sim.ops.lut import lower_div_by_activation
 from npu_sim.ops.onnx_arith import lower_float_reference
 
@@ -137,24 +138,24 @@ def _value(t: Tensor, inputs, i):
 
 def _run_binary(node, inputs, ctx, bind):
     """Run a two-operand node (either operand may be a constant) through its closure for these operand shapes
-    and dtypes: ``_binary_closure`` builds it on the first such call (``bind(p, a3, b3, out)`` sets the kernel
+    and dtypes: ``_binary_closure`` builds it on the first such call (``bind(node, a3, b3, out)`` sets the kernel
     up), later calls go straight to it."""
     p = node.params
     a, i = _value(p["_a"], inputs, 0)
     b, _ = _value(p["_b"], inputs, i)
     fast = layout_memo(node.memo, "fast", (a.shape, a.dtype, b.shape, b.dtype),
-                       lambda: _binary_closure(p, a, b, ctx.shape_of(node.outputs[0]), bind))
+                       lambda: _binary_closure(node, a, b, ctx.shape_of(node.outputs[0]), bind))
     return [fast(a, b)]
 
 
-def _binary_closure(p, a, b, shape, bind):
+def _binary_closure(node, a, b, shape, bind):
     """``f(a, b) -> out`` (shaped ``shape``) for operands shaped and typed like ``a`` and ``b``: the broadcast
     collapsed to (outer, mid, inner) views (``broadcast_3d``), or materialized where it does not collapse."""
-    dt = p["_out_dtype"]
+    dt = node.params["_out_dtype"]
     plan = broadcast_3d(shape, a.shape, b.shape)
     if plan is None:  # unusual broadcasting: materialize it
         n = int(np.prod(shape))
-        run = bind(p, _flat(a, shape), _flat(b, shape), np.empty(n, dt))
+        run = bind(node, _flat(a, shape), _flat(b, shape), np.empty(n, dt))
 
         def flat(a, b):
             out = np.empty(n, dt)
@@ -162,7 +163,7 @@ def _binary_closure(p, a, b, shape, bind):
             return out.reshape(shape)
         return flat
     out3, (a3s, b3s) = plan
-    run = bind(p, np.ascontiguousarray(a).reshape(a3s), np.ascontiguousarray(b).reshape(b3s), np.empty(out3, dt))
+    run = bind(node, np.ascontiguousarray(a).reshape(a3s), np.ascontiguousarray(b).reshape(b3s), np.empty(out3, dt))
 
     def collapsed(a, b):
         out = np.empty(out3, dt)
@@ -175,7 +176,8 @@ def _run_add(node, inputs, ctx):
     return _run_binary(node, inputs, ctx, _bind_add)
 
 
-def _bind_add(p, a3, b3, out):
+def _bind_add(node, a3, b3, out):
+    p = node.params
     return add_bind(a3, p["a_zp"], p["a_mult"], p["a_shift"], b3, p["b_zp"], p["b_mult"], p["b_shift"], p["left_shift"],
                     p["sign_b"], p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], out)
 
@@ -190,23 +192,25 @@ def lower_mul_onnx(lowering, onode, args, out: Tensor, act) -> Node:
 def lower_mul(lowering, onode, args, out: Tensor, act) -> Node:
     a = operand(lowering, args[0], "Mul input A")
     b = operand(lowering, args[1], "Mul input B")
-    p = {"a_zp": int(a.q.zero_point), "b_zp": int(b.q.zero_point)}
-    p["mult"], p["shift"] = _mr(lowering, float(a.q.scale) * float(b.q.scale) / float(out.q.scale))
+    mult, shift = _mr(lowering, float(a.q.scale) * float(b.q.scale) / float(out.q.scale))
     o = output_params(lowering, out, act)
-    p.update(o)
-    p["_a"], p["_b"] = a, b
+    # the requantization lives in the ``requant`` record only (the run reads it there)
+    p = {"a_zp": int(a.q.zero_point), "b_zp": int(b.q.zero_point), "_out_dtype": o["_out_dtype"], "_a": a, "_b": b}
     return Node(lowering.node_name(onode), "Mul", _ins([a, b]), [out.name], _run_mul, p,
-                requant=records.fixed_requant(lowering.arith, p["mult"], p["shift"], o["out_zp"], o["qmin"],
-                                              o["qmax"], in_zp=p["a_zp"]),
-                operands=Operands(a, b), clamp=records.clamp(o["qmin"], o["qmax"]))
+                requant=records.fixed_requant(lowering.arith, mult, shift, o["out_zp"], o["qmin"], o["qmax"],
+                                              in_zp=p["a_zp"]),
+                operands=Operands(a, b), clamp=records.clamp(o["qmin"], o["qmax"]),
+                listed=("mult", "shift", "out_zp", "qmin", "qmax"))
 
 
 def _run_mul(node, inputs, ctx):
     return _run_binary(node, inputs, ctx, _bind_mul)
 
 
-def _bind_mul(p, a3, b3, out):
-    return mul_bind(a3, p["a_zp"], b3, p["b_zp"], p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"], out)
+def _bind_mul(node, a3, b3, out):
+    p, rq = node.params, node.requant
+    return mul_bind(a3, p["a_zp"], b3, p["b_zp"], int(rq.mult[0]), int(rq.shift[0]), rq.out_zp, rq.qmin, rq.qmax,
+                    out)
 
 
 # ---- onnxruntime's fused QDQ groups (the ``onnx`` arithmetic) ---------------------------------------------
@@ -341,18 +345,19 @@ def lower_div(lowering, onode, args, out: Tensor, act) -> Node:
     check_per_tensor(a, "Div input")
     real = float(a.q.scale) / (c * float(out.q.scale))
     real_full = np.broadcast_to(real, out.shape) if real.size > 1 else real.reshape(1)
-    p = {"x_zp": int(a.q.zero_point), "bias": np.zeros(real_full.size, np.int64), "acc_bits": 64}
-    p["mult"], p["shift"] = fixed_multipliers(real_full.reshape(-1), lowering.arith.multiplier_bits)
+    mult, shift = fixed_multipliers(real_full.reshape(-1), lowering.arith.multiplier_bits)
     o = output_params(lowering, out, act)
-    p.update(o)
-    return Node(lowering.node_name(onode), "Div", [a.name], [out.name], _run_div, p, {"divisor": c.size},
-                requant=records.fixed_requant(lowering.arith, p["mult"], p["shift"], o["out_zp"], o["qmin"],
-                                              o["qmax"], p["bias"], p["x_zp"]),
-                accumulator=records.accumulator(64, o["_saturate"]), clamp=records.clamp(o["qmin"], o["qmax"]))
+    # the requantization lives in the records only (the run reads them, ``common.record_params``)
+    return Node(lowering.node_name(onode), "Div", [a.name], [out.name], _run_div, {"_out_dtype": o["_out_dtype"]},
+                {"divisor": c.size},
+                requant=records.fixed_requant(lowering.arith, mult, shift, o["out_zp"], o["qmin"], o["qmax"],
+                                              np.zeros(real_full.size, np.int64), a.q.zero_point),
+                accumulator=records.accumulator(64, o["_saturate"]), clamp=records.clamp(o["qmin"], o["qmax"]),
+                listed=RESCALE_LISTED)
 
 
 def _run_div(node, inputs, ctx):
-    p = node.params
+    p = record_params(node)
     shape = ctx.shape_of(node.outputs[0])
     c = p["mult"].size
     x = inputs[0]
@@ -363,8 +368,8 @@ def _run_div(node, inputs, ctx):
 
 
 def scalar_rescale(node, ctx, x, p: dict, memo: dict) -> np.ndarray:
-    """``clamp(R(x - x_zp, mult, shift) + out_zp)`` with one multiplier (``p`` from ``rescale_params``, or a Div by
-    a scalar): for 8/16-bit ``x`` and ``shift >= 1`` it is ``((x - x_zp) * mult + 2^(shift-1)) >> shift``, the
+    """``clamp(R(x - x_zp, mult, shift) + out_zp)`` with one multiplier (``p``: a rescale node's or a Div by a
+    scalar's ``record_params``, or ``rescale_params``): for 8/16-bit ``x`` and ``shift >= 1`` it is ``((x - x_zp) * mult + 2^(shift-1)) >> shift``, the
     affine kernel with one channel (the same integers as the requantization, |x - x_zp| < 2^31), bound once per
     input shape and dtype (kept in ``memo``: the node's ``memo`` for its own params, else one kept in it for
     ``p``); else ``common.rescale``."""
@@ -427,7 +432,7 @@ def lower_clamp(lowering, onode, args, out: Tensor, act) -> Node:
 
 
 def _run_rescale(node, inputs, ctx):
-    return [scalar_rescale(node, ctx, inputs[0], node.params, node.memo)]
+    return [scalar_rescale(node, ctx, inputs[0], record_params(node), node.memo)]
 
 
 def lower_leaky_relu(lowering, onode, args, out: Tensor, act) -> Node:

@@ -33,7 +33,8 @@ from npu_sim.ir import Geometry, Node, Tensor
 from npu_sim.lowering.problem import Problem
 from npu_sim.ops import records
 from npu_sim.ops.common import (attrs, bound_closure, check_per_tensor, clamp_bounds, fixed_multipliers, int_const,
-                     layout_memo, output_params, prepare_requant, requant_record, requantize_acc)
+                     layout_memo, output_params, record_params, requant_record, requant_scales,
+                     requantize_acc)
 from npu_sim.ops.elementwise import ort_fuses_qdq_group
 from npu_sim.ops.onnx_arith import lower_float_reference
 
@@ -207,17 +208,19 @@ def lower_mean_onnx(lowering, onode, args, out: Tensor, act) -> Node:
 def lower_mean(lowering, onode, args, out: Tensor, act) -> Node:
     x = args[0]
     axes, n = _mean_extent(lowering, onode, args)
-    p = {"x_zp": int(x.q.zero_point), "axes": axes, "n": n}
-    # sum(x - x_zp) = sum(x) - x_zp * n: the zero point goes into the bias
-    scales = prepare_requant(lowering, p, float(x.q.scale), 1.0 / n, float(out.q.scale), 1, (x.q.bits,),
-                             bias=-int(x.q.zero_point) * n)
-    p["acc_bits"] = 64
+    # sum(x - x_zp) = sum(x) - x_zp * n: the zero point goes into the bias; the requantization lives in the
+    # records only (the run reads them, ``common.record_params``)
+    r = requant_scales(lowering, float(x.q.scale), 1.0 / n, float(out.q.scale), 1, (x.q.bits,),
+                       bias=-int(x.q.zero_point) * n)
     o = output_params(lowering, out, act)
-    p.update(o)
-    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_mean, p, {"axes": axes, "n": n},
-                requant=requant_record(lowering, scales, o, p["bias"], p["x_zp"]),
+    listed = ("x_zp", "axes", "n", "bias", "acc_bits") + (("mult", "shift") if r.mult is not None else ("scale",)) + (
+        "out_zp", "qmin", "qmax")
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_mean,
+                {"axes": axes, "n": n, "_out_dtype": o["_out_dtype"]}, {"axes": axes, "n": n},
+                requant=requant_record(lowering, r, o, r.bias, x.q.zero_point),
                 accumulator=records.accumulator(64, o["_saturate"]),
-                geometry=Geometry(axes=tuple(int(a) for a in axes)), clamp=records.clamp(o["qmin"], o["qmax"]))
+                geometry=Geometry(axes=tuple(int(a) for a in axes)), clamp=records.clamp(o["qmin"], o["qmax"]),
+                listed=listed)
 
 
 def _run_ort_qlgavgpool(node, inputs, ctx):
@@ -233,7 +236,7 @@ def _run_mean(node, inputs, ctx):
     p = node.params
     x = inputs[0]
     fast = layout_memo(node.memo, "fast", (x.shape, x.dtype),
-                       lambda: _mean_closure(p, x, ctx.shape_of(node.outputs[0])))
+                       lambda: _mean_closure(p, record_params(node), x, ctx.shape_of(node.outputs[0])))
     if fast is not None:
         return [fast(x)]
     axes = p["axes"]
@@ -246,15 +249,16 @@ def _run_mean(node, inputs, ctx):
     return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(ctx.shape_of(node.outputs[0]))]
 
 
-def _mean_closure(p, x, out_shape):
+def _mean_closure(p, rq, x, out_shape):
     """``f(x) -> y`` summing and requantizing contiguous rows in one kernel call (``row_sums_requantized``), for
-    inputs shaped and typed like ``x`` when the mean is over trailing axes and the fusion is proven; else None."""
+    inputs shaped and typed like ``x`` when the mean is over trailing axes and the fusion is proven; else None.
+    ``p``: the node's params, ``rq`` its requantization (``common.record_params``)."""
     axes = p["axes"]
-    if "mult" not in p or axes != tuple(range(axes[0], x.ndim)):
+    if "mult" not in rq or axes != tuple(range(axes[0], x.ndim)):
         return None
     shape2 = (x.size // p["n"], p["n"])
-    dt = p["_out_dtype"]
-    run = bind_row_sums_requantized(np.ascontiguousarray(x).reshape(shape2), p["bias"][0], p["mult"][0],
-                                    p["shift"][0], p["out_zp"], p["qmin"], p["qmax"], p["acc_bits"],
+    dt = rq["_out_dtype"]
+    run = bind_row_sums_requantized(np.ascontiguousarray(x).reshape(shape2), rq["bias"][0], rq["mult"][0],
+                                    rq["shift"][0], rq["out_zp"], rq["qmin"], rq["qmax"], rq["acc_bits"],
                                     np.empty(shape2[0], dt))
     return None if run is None else bound_closure(run, shape2, shape2[0], out_shape, dt)

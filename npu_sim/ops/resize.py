@@ -21,7 +21,8 @@ from kernels.resize_nearest import X_DTYPES, resize_nearest
 from npu_sim.ir import Node, Tensor
 from npu_sim.lowering.problem import Problem
 from npu_sim.ops import records
-from npu_sim.ops.common import attrs, check_per_tensor, fixed_multipliers, output_params, requantize_acc, rescale_params
+from npu_sim.ops.common import (RESCALE_LISTED, attrs, check_per_tensor, fixed_multipliers, output_params,
+                                record_params, requantize_acc, rescale_params)
 from npu_sim.ops.elementwise import scalar_rescale
 from npu_sim.ops.onnx_arith import lower_float_reference
 
@@ -131,17 +132,18 @@ def lower_resize(lowering, onode, args, out: Tensor, act) -> Node:
         hi = np.minimum(lo + 1, n_in - 1)
         w = np.floor((c - lo) * (1 << F) + 0.5).astype(np.int64)
         tables += [lo, hi, w]
-    p.update({"x_zp": int(x.q.zero_point), "frac_bits": F, "_tables": tables, "bias": np.zeros(1, np.int64),
-              "acc_bits": 64})
-    p["mult"], p["shift"] = fixed_multipliers(np.array([float(x.q.scale) / (float(out.q.scale) * 4.0 ** F)]),
-                                              lowering.arith.multiplier_bits)
+    p.update({"frac_bits": F, "_tables": tables})
+    mult, shift = fixed_multipliers(np.array([float(x.q.scale) / (float(out.q.scale) * 4.0 ** F)]),
+                                    lowering.arith.multiplier_bits)
     o = output_params(lowering, out, act)
-    p.update(o)
+    p["_out_dtype"] = o["_out_dtype"]
+    # the requantization lives in the records only (the run reads them, ``common.record_params``)
     return Node(lowering.node_name(onode), "Resize", [x.name], [out.name], _run_linear, p,
                 {"mode": mode, "coordinate_transformation_mode": cmode},
-                requant=records.fixed_requant(lowering.arith, p["mult"], p["shift"], o["out_zp"], o["qmin"],
-                                              o["qmax"], p["bias"], p["x_zp"]),
-                accumulator=records.accumulator(64, o["_saturate"]), clamp=records.clamp(o["qmin"], o["qmax"]))
+                requant=records.fixed_requant(lowering.arith, mult, shift, o["out_zp"], o["qmin"], o["qmax"],
+                                              np.zeros(1, np.int64), x.q.zero_point),
+                accumulator=records.accumulator(64, o["_saturate"]), clamp=records.clamp(o["qmin"], o["qmax"]),
+                listed=("x_zp", "frac_bits") + RESCALE_LISTED[1:])
 
 
 def _run_nearest(node, inputs, ctx):
@@ -166,7 +168,8 @@ def _run_nearest(node, inputs, ctx):
 def _run_linear(node, inputs, ctx):
     p = node.params
     y0, y1, wy, x0, x1, wx = p["_tables"]
-    acc = resize_linear_acc(np.ascontiguousarray(inputs[0]), p["x_zp"], y0, y1, wy, x0, x1, wx, p["frac_bits"])
+    acc = resize_linear_acc(np.ascontiguousarray(inputs[0]), record_params(node)["x_zp"], y0, y1, wy, x0, x1, wx,
+                            p["frac_bits"])
     return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(acc.shape)]
 
 

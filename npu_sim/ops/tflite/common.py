@@ -10,7 +10,7 @@ import numpy as np
 from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 from kernels.tflite_rescale import tfl_rescale
 
-from npu_sim.ir import QParams, Tensor
+from npu_sim.ir import QParams, Requant, Tensor
 from npu_sim.lowering.problem import Problem, Refusal, Unsimulated
 from npu_sim.ops import records
 
@@ -111,29 +111,49 @@ def activation_names(ts):
     return [t.name for t in ts if not t.is_const]
 
 
+# what the program listing shows of a rescale node, in this order: its ``requant`` record's values (``ir.LISTED``)
+RESCALE_LISTED = ("x_zp", "tfl_mult", "tfl_shift", "out_zp", "qmin", "qmax")
+
+
 def rescale_params(src: QParams, out: Tensor, act, float32_ratio: bool, ctx=None) -> dict:
-    """Params of TFLite's rescale from ``src`` to ``out`` (QUANTIZE; ``float32_ratio``: ReluX's float32 ratio;
-    ``ctx``: the lowering context, for ``activation_range``)."""
-    return rescale_prepared(src, out, act, float32_ratio, ctx)[0]
+    """TFLite's rescale from ``src`` to ``out`` (QUANTIZE; ``float32_ratio``: ReluX's float32 ratio; ``ctx``: the
+    lowering context, for ``activation_range``) where it has no node of its own (a Concat input): the dict
+    ``apply_rescale`` reads."""
+    p, recs = rescale_prepared(src, out, act, float32_ratio, ctx)
+    return _rescale_view(recs["requant"], p["_out_dtype"])
 
 
 def rescale_prepared(src: QParams, out: Tensor, act, float32_ratio: bool, ctx=None) -> tuple[dict, dict]:
-    """``rescale_params`` and the records of a node that runs them (``Node(..., **records)``)."""
+    """The params (the output dtype only) and the records of a node that rescales ``src`` to ``out``
+    (``Node(..., params, **records)``): the multiplier, shift, zero points and clamp live in its records."""
     ratio = (float(np.float32(np.float32(src.scale) / np.float32(out.q.scale))) if float32_ratio
              else float32_of(src.scale) / float32_of(out.q.scale))
     m, s = quantize_multiplier(ratio)
     lo, hi = activation_range(out.q, act, ctx=ctx)
-    p = {"x_zp": int(src.zero_point), "tfl_mult": m, "tfl_shift": s, "out_zp": int(out.q.zero_point),
-         "qmin": lo, "qmax": hi, "_out_dtype": out.q.np_dtype}
-    return p, {"requant": records.tflite_requant(m, s, out.q.zero_point, lo, hi, in_zp=src.zero_point),
-               "clamp": records.clamp(lo, hi)}
+    return {"_out_dtype": out.q.np_dtype}, {
+        "requant": records.tflite_requant(m, s, out.q.zero_point, lo, hi, in_zp=src.zero_point),
+        "clamp": records.clamp(lo, hi), "listed": RESCALE_LISTED}
+
+
+def _rescale_view(rq: Requant, out_dtype) -> dict:
+    """The arguments ``kernels.tflite_rescale`` takes, from a ``requant`` record (Python ints, as prepared)."""
+    return {"x_zp": rq.in_zp, "tfl_mult": int(rq.mult[0]), "tfl_shift": int(rq.shift[0]), "out_zp": rq.out_zp,
+            "qmin": rq.qmin, "qmax": rq.qmax, "_out_dtype": out_dtype}
 
 
 def apply_rescale(x, p):
-    """``kernels.tflite_rescale`` with ``rescale_params``."""
+    """``kernels.tflite_rescale`` with ``rescale_params`` (or a rescale node's ``record_view``)."""
     return tfl_rescale(x, p["x_zp"], p["tfl_mult"], p["tfl_shift"], p["out_zp"], p["qmin"], p["qmax"], p["_out_dtype"])
 
 
+def record_view(node) -> dict:
+    """A rescale node's ``apply_rescale`` arguments, made once from its ``requant`` record and kept in its memo."""
+    view = node.memo.get("record_view")
+    if view is None:
+        view = node.memo["record_view"] = _rescale_view(node.requant, node.params["_out_dtype"])
+    return view
+
+
 def run_rescale(node, inputs, ctx):
-    """Run a node whose params are ``rescale_params``."""
-    return [apply_rescale(inputs[0], node.params)]
+    """Run a rescale node (``rescale_prepared``) from its records."""
+    return [apply_rescale(inputs[0], record_view(node))]

@@ -50,19 +50,20 @@ def lower_mul(lowering, onode, args, out, act):
     b = act_tensor(args[1], "Mul input B")
     real = np.float32(np.float32(a.q.scale) * np.float32(b.q.scale)) / np.float32(out.q.scale)  # float32 in TFLite
     m, s = quantize_multiplier(float(np.float32(real)))
-    p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "tfl_mult": m, "tfl_shift": s, "_ts": (a, b)}
     o = out_params(lowering, out, act)
-    p.update(o)
+    # the requantization lives in the ``requant`` record only (the run reads it there)
+    p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "_ts": (a, b), "_out_dtype": o["_out_dtype"]}
     return Node(lowering.node_name(onode), "Mul", activation_names([a, b]), [out.name], _run_mul, p,
                 requant=records.tflite_requant(m, s, o["out_zp"], o["qmin"], o["qmax"]), operands=Operands(a, b),
-                clamp=records.clamp(o["qmin"], o["qmax"]))
+                clamp=records.clamp(o["qmin"], o["qmax"]),
+                listed=("tfl_mult", "tfl_shift", "out_zp", "qmin", "qmax"))
 
 
 def _run_mul(node, inputs, ctx):
-    p = node.params
+    p, rq = node.params, node.requant
     x, i = input_value(p["_ts"][0], inputs, 0)
     y, _ = input_value(p["_ts"][1], inputs, i)
-    return [tfl_mul(x, y, *p["zp"], p["tfl_mult"], p["tfl_shift"], p["out_zp"], p["qmin"], p["qmax"],
+    return [tfl_mul(x, y, *p["zp"], int(rq.mult[0]), int(rq.shift[0]), rq.out_zp, rq.qmin, rq.qmax,
                     p["_out_dtype"])]
 
 

@@ -41,18 +41,18 @@ def lower_mean(lowering, onode, args, out, act):
     axes = pool.mean_axes(lowering, onode, args, rank)
     keep = [ax for ax in range(rank) if ax not in axes]
     m, s = quantize_multiplier(float32_of(x.q.scale) / float32_of(out.q.scale))
-    p = {"x_zp": int(x.q.zero_point), "perm": tuple(keep) + axes, "n": int(np.prod([x.shape[i] for i in axes])),
-         "axes": axes,
-         "tfl_mult": m, "tfl_shift": s}
     o = out_params(lowering, out, act)
-    p.update(o)
+    # the requantization lives in the ``requant`` record only (the run reads it there)
+    p = {"perm": tuple(keep) + axes, "n": int(np.prod([x.shape[i] for i in axes])), "axes": axes,
+         "_out_dtype": o["_out_dtype"]}
     return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_mean, p, {"axes": axes},
                 requant=records.tflite_requant(m, s, o["out_zp"], o["qmin"], o["qmax"], in_zp=x.q.zero_point),
-                geometry=Geometry(axes=tuple(int(a) for a in axes)), clamp=records.clamp(o["qmin"], o["qmax"]))
+                geometry=Geometry(axes=tuple(int(a) for a in axes)), clamp=records.clamp(o["qmin"], o["qmax"]),
+                listed=("x_zp", "perm", "n", "axes", "tfl_mult", "tfl_shift", "out_zp", "qmin", "qmax"))
 
 
 def _run_mean(node, inputs, ctx):
-    p = node.params
+    p, rq = node.params, node.requant
     rows = np.transpose(inputs[0], p["perm"]).reshape(-1, p["n"])
-    y = tfl_mean(rows, p["x_zp"], p["tfl_mult"], p["tfl_shift"], p["out_zp"], p["qmin"], p["qmax"], p["_out_dtype"])
+    y = tfl_mean(rows, rq.in_zp, int(rq.mult[0]), int(rq.shift[0]), rq.out_zp, rq.qmin, rq.qmax, p["_out_dtype"])
     return [y.reshape(ctx.shape_of(node.outputs[0]))]
