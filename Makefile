@@ -33,12 +33,16 @@ demo: $(VENV)/.installed-report
 		--fixed-model build/demo/digits_cnn.fixed.qdq.onnx
 	@echo "open build/demo/report.html"
 
+# Every test, each property test with a quarter of its random examples, the minute-long tests marked `full` left
+# out (tests/budget.py).
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto -m "not full"
 
-# The long runs CI does besides the suite: the full mutation fuzzer (1,000 seeded mutants through every command and
-# board, against onnx's checker and onnxruntime; docs/TESTING.md). Exits non-zero on any finding.
+# What CI runs besides: every test with every example, the `full` ones included, then the full mutation fuzzer
+# (1,000 seeded mutants through every command and board, against onnx's checker and onnxruntime; docs/TESTING.md),
+# which exits non-zero on any finding.
 test-full: $(VENV)/.installed-test
+	NPU_SIM_TESTS=full $(BIN)/python -m pytest -q -n auto
 	$(BIN)/python -m tests.mutant_runner --count 1000 --seed 1
 
 clean:

@@ -10,6 +10,8 @@ import numpy as np
 import onnx
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from budget import examples
 from onnx import TensorProto, helper, numpy_helper
 
 import npu_sim
@@ -45,7 +47,7 @@ def _model(path, op, x_first, dtype, sx, zx, sy, zy, c):
     return channels, (cq.astype(np.float32) * sc).astype(np.float32).reshape(-1)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(op=st.sampled_from(["Add", "Sub"]), x_first=st.booleans(), dtype=st.sampled_from(["int8", "int16"]),
        sx=st.floats(1e-4, 10.0), ratio=st.floats(0.05, 20.0), zx=st.integers(-20, 20), zy=st.integers(-20, 20),
        per_channel=st.booleans(), seed=st.integers(0, 2**16), data=st.data())

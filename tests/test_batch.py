@@ -71,6 +71,7 @@ REAL = [("ppocr_cls_a8w8", "default", True), ("ppocr_cls_a8w8", "onnx", True),
 
 
 @pytest.mark.network
+@pytest.mark.full  # the real models at batch 16 and one by one: make test-full
 @pytest.mark.parametrize("name,board,batched", REAL, ids=[f"{n}-{b}" for n, b, _ in REAL])
 def test_real_model_batch_is_single_runs(name, board, batched):
     _, (path,) = qm.real_models(name)

@@ -3,6 +3,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from npu_sim.ops.elementwise import broadcast_3d
 
 
@@ -16,7 +17,7 @@ def shapes(draw):
     return out, operand(), operand()
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=examples(300))
 @given(shapes())
 def test_broadcast_3d_maps_the_same_elements(case):
     out, sa, sb = case

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numba
+import pytest
 
 from kernels._jit import sources_fingerprint
 from npu_sim.cli.firstuse import cache_dir, cache_is_cold, watch
@@ -40,6 +41,7 @@ def test_a_compile_is_said_once_with_a_count():
     assert quiet.getvalue() == ""
 
 
+@pytest.mark.full  # compiles kernels into an empty cache: make test-full
 def test_first_run_says_so_then_not(tmp_path):
     model = free_width(tmp_path)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PYTHONPATH": str(ROOT)}

@@ -11,6 +11,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from hypothesis import example, given, settings, strategies as st
+
+from budget import examples
 from onnx import helper
 
 import npu_sim
@@ -112,7 +114,7 @@ shapes = st.fixed_dictionaries({"cin": st.integers(1, 96), "cout": st.integers(1
                                 "act": st.sampled_from(["int8", "int16"])})
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(shapes, st.sampled_from(["cin", "cout", "h", "w"]), st.integers(1, 40),
        st.sampled_from(["ethos-u55-128", "default"]))
 # found by hypothesis: a 1x1 stride-2 conv whose input grows from 7x1 to 7x2 reads the same pixels; the burst was
@@ -126,7 +128,7 @@ def test_cycles_never_decrease_when_the_layer_grows(s, dim, grow, board_name):
     assert _cycles(board, **bigger) >= _cycles(board, **s)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(shapes, st.sampled_from(["step", "ublock_c", "bandwidth"]), st.sampled_from([2, 4]))
 def test_cycles_never_increase_with_more_macs_or_bandwidth(s, what, factor):
     # More MACs per cycle = a faster step (more input channels per cycle) or more output channels per micro-block.
@@ -146,7 +148,7 @@ def test_cycles_never_increase_with_more_macs_or_bandwidth(s, what, factor):
     assert _cycles(faster, **s) <= _cycles(board, **s)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(1, 4), st.integers(1, 96), st.integers(1, 40), st.integers(1, 40), st.sampled_from([1, 3, 5]),
        st.sampled_from(["conv", "depthwise"]))
 def test_int16_mac_cycles_are_factor_times_int8(cin_blocks, cout, h, w, k, kind):
@@ -170,7 +172,7 @@ def test_int16_mac_cycles_are_factor_times_int8(cin_blocks, cout, h, w, k, kind)
         assert r16.compute_cycles - ao16 == cfg.int16_factor * (r8.compute_cycles - ao8)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.lists(shapes, min_size=1, max_size=4))
 def test_layer_sum_is_total(layers):
     nodes, tensors = [], {}

@@ -101,6 +101,7 @@ def test_layout_and_bytes_do_not_depend_on_workers(tmp_path, digits):
     assert a == b
 
 
+@pytest.mark.full  # a Ray cluster of its own: make test-full
 def test_ray_cluster_gives_the_same_files(tmp_path, digits):
     """--engine ray on a local cluster of 2 CPUs (started here, shut down after): the files of --workers 1, byte
     for byte."""

@@ -187,6 +187,7 @@ def test_a_stopped_run_leaves_no_process_and_keeps_every_shard(tmp_path, digits,
     assert _files(out) == whole
 
 
+@pytest.mark.full  # a Ray cluster of its own: make test-full
 def test_a_stopped_ray_run_leaves_no_process(tmp_path, digits):
     """--engine ray on a local cluster the run starts: SIGTERM kills its actors and stops the cluster."""
     pytest.importorskip("ray")

@@ -47,7 +47,7 @@ def ray_cluster(tmp_path_factory):
         ray.shutdown()
 
 
-@pytest.fixture(params=["local1", "local2", "ray"])
+@pytest.fixture(params=["local1", "local2", pytest.param("ray", marks=pytest.mark.full)])  # Ray: make test-full
 def engine(request) -> EngineOptions:
     if request.param == "ray":
         request.getfixturevalue("ray_cluster")
@@ -55,7 +55,7 @@ def engine(request) -> EngineOptions:
     return EngineOptions("local", workers=int(request.param[-1]))
 
 
-@pytest.fixture(params=["local2", "ray"])
+@pytest.fixture(params=["local2", pytest.param("ray", marks=pytest.mark.full)])
 def engine_with_workers(request) -> EngineOptions:
     """The engines whose tasks run in other processes (a task killing its process does not kill the test)."""
     if request.param == "ray":

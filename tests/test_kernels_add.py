@@ -6,6 +6,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.fixedpoint import quantize_multiplier
 from kernels.add import add_rescaled, bind
 from tests import naive
@@ -46,7 +47,7 @@ def add_case(draw):
 
 # a - a_zp = 2**32 - 1 (int32) and 2**32 - 3 shifted left by 32: past mul_round_shift's domain, refused by both;
 # the kernel's int64 shift used to wrap them to -2**32 and -3 * 2**32 and return [-4194304, -12582912]
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(add_case())
 @example((np.array([2 ** 31 - 1, 2 ** 31 - 3], np.int32), -2 ** 31, 1 << 30, 40, np.array([0, 0], np.int8), 0,
           1 << 30, 30, 32, 1, 1 << 30, 30, 0, -2 ** 31, 2 ** 31 - 1, np.int32))
@@ -126,7 +127,7 @@ def realistic_add_case(draw):
             qmax, dtype)
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(realistic_add_case())
 def test_direct_path_matches_twin(case):
     from kernels.add import direct_ok
@@ -142,7 +143,7 @@ def test_direct_path_matches_twin(case):
         assert direct_ok(a, a_zp, a_m, a_r, b, b_zp, b_m, b_r, left, o_m, o_r, out_zp)[0]
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(st.data())
 def test_add_broadcast_matches_twin(data):
     shape, a, b, a_zp, b_zp = data.draw(naive.broadcast_case())

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.affine import affine, bind
 from tests import naive
 
@@ -30,7 +31,7 @@ def affine_case(draw):
     return x, x_zp, w, b, f_bits, out_zp, qmin, qmax, dtype
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(affine_case())
 def test_affine_matches_twin(case):
     *args, dtype = case
@@ -76,7 +77,7 @@ def test_affine_folded_path_edge(out_dtype):
         np.testing.assert_array_equal(out, expected)
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(affine_case())
 def test_affine_bound_run_matches_twin(case):
     # what a graph node keeps: one bound run, called on other data of the same shape and dtype (every element

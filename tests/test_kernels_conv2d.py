@@ -4,6 +4,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.conv2d import conv2d_acc
 from kernels.conv2d_direct import conv2d_direct
 from kernels.conv2d_gemm import conv2d_gemm, conv2d_gemm_blocks
@@ -62,19 +63,19 @@ def _check(case):
     np.testing.assert_array_equal(got.reshape(expected.shape), expected, err_msg="blocks")
 
 
-@settings(deadline=None, max_examples=120)
+@settings(deadline=None, max_examples=examples(120))
 @given(conv_case())
 def test_conv2d_matches_twin(case):
     _check(case)
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(conv_case(pointwise=True))
 def test_conv2d_pointwise_matches_twin(case):
     _check(case)
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(conv_case(), conv_case(pointwise=True))
 def test_conv2d_byte_split_matches_twin(case, pw_case):
     # the byte split at every K (production uses it from HILO_MIN_K reduction terms on, where the int16-pair
@@ -204,7 +205,7 @@ def fused_case(draw, conv=None):
     return x, x_zp, wt, stride, pads, dilation, groups, bias, mult, shift, out_zp, qmin, qmax, acc_bits, dtype
 
 
-@settings(deadline=None, max_examples=120)
+@settings(deadline=None, max_examples=examples(120))
 @given(fused_case())
 def test_direct_requantized_matches_twins(case):
     event("fused" if _check_fused(case) else "not fused")
@@ -262,7 +263,7 @@ def depthwise_case(draw, dtypes=None):
     return x, draw(naive.zero_points(xlo, xhi)), wt, (sh, sw), pads, (dh, dw), c
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(depthwise_case())
 def test_depthwise_matches_twin(case):
     from kernels import depthwise
@@ -295,13 +296,13 @@ def test_depthwise_extremes():
                                   np.int8))
 
 
-@settings(deadline=None, max_examples=120)
+@settings(deadline=None, max_examples=examples(120))
 @given(fused_case(depthwise_case()))
 def test_depthwise_requantized_matches_twins(case):
     event("fused" if _check_fused(case) else "not fused")
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(fused_case(depthwise_case(naive.VALUE_RANGES[:2])))
 def test_depthwise_requantized_bound_run_reused(case):
     """What a graph node keeps, one bound run, gives the twins' result on other data of the same shape and dtype
@@ -317,7 +318,7 @@ def test_depthwise_requantized_bound_run_reused(case):
     assert check_bound_runs(bind_direct_requantized, (x2,) + case[1:], [x2, x2[::-1].copy()])
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(depthwise_case(), st.booleans())
 def test_depthwise_bound_run_reused(case, compact):
     """The unfused path a graph node keeps (``bind_direct``: the accumulators, requantized separately) gives the
@@ -370,7 +371,7 @@ def _blocks_with_cache(x, x_zp, w, stride, pads, dilation, groups, w_cache):
     np.testing.assert_array_equal(got.reshape(expected.shape), expected)
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(conv_case(), st.integers(1, 3), st.sampled_from([np.int8, np.uint8, np.int16, np.uint16]))
 def test_gemm_blocks_plan_cache_follows_shape_dtype_and_zero_point(case, extra, other_dtype):
     """The plan kept in ``w_cache`` is reused for a repeated call and replaced (never reused stale) when the input

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels import conv_amx, conv_int16, conv_u8s8
 from kernels.conv2d_gemm import (bind_gemm_requantized, bind_matmul_requantized, conv2d_gemm, conv2d_gemm_blocks,
                                  int_kernel)
@@ -73,7 +74,7 @@ def test_pack_weights_tiles():
 
 
 @needs_amx
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(st.data())
 def test_tiles_match_the_tile_twin(data):
     """_tiles on random planes, weights over the whole int8 range (sums that wrap int32 included), 1-40 quads (one to
@@ -134,7 +135,7 @@ def _blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=8192):
 
 
 @needs_amx
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(case_amx(), st.sampled_from([1, 7, 8192]))
 def test_conv_amx_matches_twin(case, block_cols):
     x, x_zp, w = case[:3]
@@ -145,7 +146,7 @@ def test_conv_amx_matches_twin(case, block_cols):
 
 
 @needs_amx
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(fused_case(case_amx()), st.booleans())
 def test_conv_amx_requantized_matches_twins(case, wide_acc):
     """The fused requantization on the tiles (signed and extreme multipliers, saturating outputs, biases at the
@@ -160,7 +161,7 @@ def test_conv_amx_requantized_matches_twins(case, wide_acc):
 
 
 @needs_amx
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(st.data())
 def test_matmul_on_tiles_matches_twins(data):
     m, k, n = data.draw(st.integers(1, 40)), data.draw(st.integers(16, 150)), data.draw(st.integers(1, 40))

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels import conv_amx, conv_int16, conv_u8s8, cpu
 from kernels.conv2d_gemm import conv2d_gemm, conv2d_gemm_blocks
 from tests import naive
@@ -92,7 +93,7 @@ def _admitted(x_dtype, w) -> bool:
 
 
 @per_isa
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(case16(), st.sampled_from([1, 7, 8192]))
 def test_conv_int16_matches_twin(isa, case, block_cols):
     with _using(isa):
@@ -195,7 +196,7 @@ def _requantized(case, out_dtype=None):
 
 
 @per_isa
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(fused_case(case16()), st.booleans())
 def test_gemm_requantized_matches_twins(isa, case, wide_acc):
     if wide_acc:  # no accumulator limit: fusion then only needs every saturation bound (more cases fuse)
@@ -205,7 +206,7 @@ def test_gemm_requantized_matches_twins(isa, case, wide_acc):
 
 
 @per_isa
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(fused_case(case16()), st.integers(1, 3))
 def test_gemm_requantized_bound_run_reused(isa, case, crop):
     """What a graph node keeps, one bound run, gives the twins' result on other data of the same shape and dtype

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels import conv_transpose2d as ct
 from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_direct, conv_transpose2d_gemm
 from tests import naive
@@ -44,7 +45,7 @@ def _check(case):
         np.testing.assert_array_equal(out, expected, err_msg=fn.__name__)
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(convt_case())
 def test_conv_transpose2d_matches_twin(case):
     _check(case)
@@ -84,7 +85,7 @@ def tiled_case(draw):
     return x, x_zp, wt, (kh, kw), (0, 0, 0, 0), (1, 1), groups, (h * kh, w * kw)
 
 
-@settings(deadline=None, max_examples=120)
+@settings(deadline=None, max_examples=examples(120))
 @given(tiled_case())
 def test_conv_transpose2d_tiles_match_twin(case):
     x, _, w, stride, pads, dilation, _, out_hw = case

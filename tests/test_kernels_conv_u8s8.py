@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels import conv_amx, conv_int16, conv_u8s8, cpu
 from kernels.conv2d_gemm import (bind_gemm_requantized, bind_matmul_requantized, conv2d_gemm, conv2d_gemm_blocks,
                                  int_kernel)
@@ -84,7 +85,7 @@ def case8(draw):
 
 
 @per_set
-@settings(deadline=None, max_examples=120)
+@settings(deadline=None, max_examples=examples(120))
 @given(case=case8(), block_cols=st.sampled_from([1, 7, 8192]))
 def test_conv_u8s8_matches_twins(isa, case, block_cols):
     with mock.patch.object(conv_u8s8, "KERNELS", conv_u8s8.kernel_set(isa)):
@@ -92,7 +93,7 @@ def test_conv_u8s8_matches_twins(isa, case, block_cols):
 
 
 @per_set
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(case=fused_case(case8()), wide_acc=st.booleans())
 def test_conv_u8s8_requantized_matches_twins(isa, case, wide_acc):
     """The fused requantization on the byte quads (signed and extreme multipliers, saturating outputs, biases at
@@ -107,7 +108,7 @@ def test_conv_u8s8_requantized_matches_twins(isa, case, wide_acc):
         check_bound_runs(bind_gemm_requantized, case, [x, flipped], block_cols=7)
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(st.data())
 def test_matmul_on_quads_matches_twins(data):
     """Gemm rows (M, K) @ constant int8 weights (K, N) as a 1x1 convolution on the byte quads, requantized per

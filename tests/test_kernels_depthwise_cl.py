@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels import depthwise, depthwise_cl
 from kernels.conv2d_direct import bind_direct_requantized
 from tests import naive
@@ -32,7 +33,7 @@ def small_depthwise(draw):
     return x, x_zp, w, (sh, sw), pads, (dh, dw), c
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(fused_case(small_depthwise()))
 def test_depthwise_cl_matches_twins(case):
     x, x_zp, w, stride, pads, dilation, groups = case[:7]

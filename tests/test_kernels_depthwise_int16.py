@@ -12,6 +12,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels import depthwise, depthwise_int16
 from kernels.requantize import saturation_bounds
 from tests import naive
@@ -105,7 +106,7 @@ def _admitted(wt, x_dtype, stride) -> bool:
 
 
 @per_isa
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(dw16_case())
 def test_depthwise_int16_matches_twin(isa, case):
     with _using(isa):
@@ -113,7 +114,7 @@ def test_depthwise_int16_matches_twin(isa, case):
 
 
 @per_isa
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(dw16_case(), st.data())
 def test_depthwise_int16_requantized_matches_twin(isa, case, data):
     cout = case[2].shape[0]
@@ -278,7 +279,7 @@ def test_avx2_tiles_are_avx2_code(tmp_path):
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-3000:]
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(st.data())
 def test_depthwise_int16_row_blocks(data):
     """The row blocks cover the output rows in order, at most rows_blk each, every row's kernel rows over input

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels import depthwise_nhwc
 from kernels.conv2d_direct import bind_direct_requantized
 from tests import naive
@@ -67,7 +68,7 @@ def nhwc_case(draw):
 
 
 @per_isa
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(nhwc_case())
 def test_depthwise_nhwc_matches_twins(isa, case):
     x = case[0]

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels import depthwise, depthwise_s2
 from kernels.conv2d_direct import bind_direct_requantized
 from kernels.requantize import saturation_bounds
@@ -97,7 +98,7 @@ def s2_case(draw):
 
 
 @per_isa
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(s2_case())
 def test_depthwise_s2_matches_twin(isa, case):
     with _using(isa):
@@ -105,7 +106,7 @@ def test_depthwise_s2_matches_twin(isa, case):
 
 
 @per_isa
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(s2_case(), st.data())
 def test_depthwise_s2_requantized_matches_twin(isa, case, data):
     cout = case[2].shape[0]
@@ -174,7 +175,7 @@ def test_depthwise_s2_takes():
     assert list(lo[0]) == [1, 3, 4, 6] and list(hi[0]) == [-2, 0, -5, 0]  # (kx 0, 1), (kx 2, none) per kernel row
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(st.data())
 def test_conv2d_direct_takes_s2_on_small_planes(data):
     """bind_direct_requantized runs depthwise_s2 at column stride 2 also where the output plane is small enough for

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.fixedpoint import mul_round_shift, quantize_multiplier
 from tests import naive
 
@@ -35,7 +36,7 @@ def mrs_inputs(draw):
     return x, m, r
 
 
-@settings(deadline=None, max_examples=1500)
+@settings(deadline=None, max_examples=examples(1500))
 @given(mrs_inputs())
 def test_mul_round_shift_matches_twin(case):
     """Rounding (ties toward +infinity), the exact 79-bit product and the saturation at +-2**62."""
@@ -77,7 +78,7 @@ def factors(draw):
     return (-real if draw(st.booleans()) else real), bits
 
 
-@settings(deadline=None, max_examples=1000)
+@settings(deadline=None, max_examples=examples(1000))
 @given(factors())
 def test_quantize_multiplier_matches_twin(case):
     """The same (M, r) as the exact-Fraction twin (rounding half away from zero, renormalised at 2**bits, flushed

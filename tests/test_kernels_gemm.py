@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels import gemm
 from kernels.gemm import int_matmul, int_matmul_loops
 from tests import naive
@@ -31,7 +32,7 @@ def gemm_case(draw):
     return a, b
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(gemm_case())
 def test_int_matmul_matches_twin(case):
     a, b = case

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.fixedpoint import quantize_multiplier
 from kernels.layernorm import layernorm, rsqrt_q30
 from npu_sim.ops.layernorm import rsqrt_table, stats_params, var_params
@@ -46,7 +47,7 @@ def ln_case(draw):
             qmax, dtype_out)
 
 
-@settings(deadline=None, max_examples=250)
+@settings(deadline=None, max_examples=examples(250))
 @given(ln_case())
 def test_layernorm_matches_twin(case):
     *args, dtype = case
@@ -56,7 +57,7 @@ def test_layernorm_matches_twin(case):
     np.testing.assert_array_equal(out, expected)
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(st.integers(2 ** 28, 2 ** 30 - 1), st.integers(5, 10))
 def test_rsqrt_accuracy(w, j):
     y = rsqrt_q30(w, rsqrt_table(j), j)

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.fixedpoint import quantize_multiplier
 from kernels.leaky_relu import leaky_relu
 from tests import naive
@@ -21,7 +22,7 @@ def leaky_case(draw):
     return x, x_zp, pos_mult, pos_shift, neg_mult, neg_shift, out_zp, qmin, qmax, dtype
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(leaky_case())
 def test_leaky_relu_matches_twin(case):
     *args, dtype = case

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.lut16 import lut16
 from kernels.lut8 import lut8
 from npu_sim.ir import QParams
@@ -40,7 +41,7 @@ def lut8_case(draw):
     return x, _table(draw, 256, td, tlo, thi)
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(lut8_case())
 def test_lut8_matches_twin(case):
     x, table = case
@@ -77,7 +78,7 @@ def lut16_case(draw):
     return x, table, olo, ohi, od
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(lut16_case())
 def test_lut16_matches_twin(case):
     x, table, qmin, qmax, od = case
@@ -155,7 +156,7 @@ def quant(draw, dtypes):
     return QParams(dtype, np.array(scale, np.float32), np.array(zp, np.int64))
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(st.sampled_from(sorted(FUNCS)), quant(["int8", "uint8"]), quant(["int8", "uint8", "int16", "uint16"]))
 def test_table8_matches_twin(fname, in_q, out_q):
     f = FUNCS[fname]
@@ -165,7 +166,7 @@ def test_table8_matches_twin(fname, in_q, out_q):
     assert table.tolist() == expected
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(st.sampled_from(sorted(FUNCS)), quant(["int16", "uint16"]), quant(["int8", "uint8", "int16", "uint16"]),
        st.sampled_from([17, 129, 513, 4097]), st.sampled_from(lut.CORRECTIONS))
 def test_table16_matches_twin(fname, in_q, out_q, entries, correction):
@@ -176,7 +177,7 @@ def test_table16_matches_twin(fname, in_q, out_q, entries, correction):
     assert table.tolist() == expected
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(st.sampled_from(["Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Softplus"]),
        quant(["int8", "uint8", "int16", "uint16"]), quant(["int8", "uint8", "int16", "uint16"]))
 def test_extreme_scales_saturate_without_nan(op, in_q, out_q):

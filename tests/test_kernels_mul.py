@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.fixedpoint import quantize_multiplier
 from kernels.mul import bind, mul
 from tests import naive
@@ -23,7 +24,7 @@ def mul_case(draw):
     return a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, dtype
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(mul_case())
 def test_mul_matches_twin(case):
     *args, dtype = case
@@ -102,7 +103,7 @@ def test_mul_validation():
         mul(np.zeros(3, np.int8), 0, np.zeros(3, np.int8), 0, 1, 63, 0, -128, 127, out)
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(naive.broadcast_case(), st.data())
 def test_mul_broadcast_matches_twin(case, data):
     shape, a, b, a_zp, b_zp = case

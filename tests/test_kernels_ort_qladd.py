@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.ort_qladd import cvt_ps2dq, fma_f32, ort_qladd
 from tests import naive_ort as N
 
@@ -18,7 +19,7 @@ def qladd_case(draw):
     return a, sa, draw(N.zero_point(dtype)), b, sb, draw(N.zero_point(dtype)), sc, draw(N.zero_point(dtype)), dtype
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=examples(300))
 @given(qladd_case())
 def test_ort_qladd_matches_twin(case):
     *args, dtype = case
@@ -37,7 +38,7 @@ def f32_values(draw):
     return np.float32(draw(st.sampled_from([1, -1])) * mant * 2.0 ** draw(st.integers(-60, 30)))
 
 
-@settings(deadline=None, max_examples=1000)
+@settings(deadline=None, max_examples=examples(1000))
 @given(f32_values(), f32_values(), f32_values())
 def test_fma_f32_is_correctly_rounded(x, y, z):
     assert np.float32(fma_f32(float(x), float(y), float(z))) == N.fma(x, y, z)

@@ -4,6 +4,8 @@ import onnx
 import onnxruntime as ort
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from budget import examples
 from onnx import TensorProto, helper, numpy_helper
 
 from kernels.ort_qlavgpool import qlinear_avgpool
@@ -27,7 +29,7 @@ def case(draw):
             draw(st.booleans()), (ho, wo), int(info.min), int(info.max), dtype)
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(case())
 def test_qlinear_avgpool_matches_twin(c):
     x, sx, zx, sy, zy, k, s, pads, inc, out_hw, qmin, qmax, dtype = c

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.ort_qladd import fma_f32
 from kernels.ort_qlgavgpool import ort_qlgavgpool
 from tests import naive_ort as N
@@ -19,7 +20,7 @@ def gap_case(draw):
     return x, sx, draw(N.zero_point(dtype)), sy, draw(N.zero_point(dtype)), dtype
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=examples(300))
 @given(gap_case())
 def test_ort_qlgavgpool_matches_twin(case):
     *args, dtype = case

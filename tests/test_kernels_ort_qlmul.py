@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.ort_qlmul import ort_qlmul
 from tests import naive_ort as N
 
@@ -20,7 +21,7 @@ def qlmul_case(draw):
     return a, sa, draw(N.zero_point(dtype)), b, sb, draw(N.zero_point(dtype)), sc, draw(N.zero_point(dtype)), dtype
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=examples(300))
 @given(qlmul_case())
 def test_ort_qlmul_matches_twin(case):
     *args, dtype = case

@@ -5,6 +5,8 @@ import onnxruntime as ort
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from budget import examples
 from onnx import TensorProto, helper, numpy_helper
 
 from kernels.ort_qlsoftmax import qlinear_softmax
@@ -39,7 +41,7 @@ def case(draw):
     return x, np.float32(draw(st.floats(1e-3, 0.5))), sy, zy, dtype
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(case())
 def test_qlinear_softmax_matches_twin(c):
     from kernels.ort_qlsoftmax import defined

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels import pointwise_small
 from tests import naive
 
@@ -21,7 +22,7 @@ def _twin(x, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, out_dtype, acc_bits
                             False, out_dtype)[0]
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(st.data())
 def test_pointwise_small_matches_twin(data):
     dt, lo, hi = data.draw(st.sampled_from(X_RANGES))

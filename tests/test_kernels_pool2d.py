@@ -4,6 +4,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.fixedpoint import quantize_multiplier
 from kernels.pool2d import avgpool2d, maxpool2d
 from tests import naive
@@ -41,7 +42,7 @@ def maxpool_case(draw):
     return x, kernel, stride, pads, dilation, out_hw
 
 
-@settings(deadline=None, max_examples=120)
+@settings(deadline=None, max_examples=examples(120))
 @given(maxpool_case())
 def test_maxpool2d_matches_twin(case):
     expected = naive.maxpool2d(*case)
@@ -76,7 +77,7 @@ def avgpool_case(draw):
     return x, x_zp, kernel, stride, pads, draw(st.booleans()), mult, shift, out_zp, qmin, qmax, out_shape, dtype
 
 
-@settings(deadline=None, max_examples=120)
+@settings(deadline=None, max_examples=examples(120))
 @given(avgpool_case())
 def test_avgpool2d_matches_twin(case):
     *args, out_shape, dtype = case

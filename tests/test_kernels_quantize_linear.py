@@ -4,13 +4,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.quantize_linear import quantize_linear
 from npu_sim.ir import QParams
 from tests import naive
 
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(st.data())
 def test_quantize_linear_matches_twin(data):
     dtype, lo, hi = data.draw(naive.value_ranges())

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.fixedpoint import quantize_multiplier
 from kernels.requantize import requantize, requantize_float, requantize_row, saturation_bounds
 from tests import naive
@@ -46,7 +47,7 @@ def requant_case(draw):
     return acc, bias, mult, shift, zp, qmin, qmax, acc_bits, saturate, dtype
 
 
-@settings(deadline=None, max_examples=250)
+@settings(deadline=None, max_examples=examples(250))
 @given(requant_case())
 def test_requantize_matches_twin(case):
     acc, bias, mult, shift, zp, qmin, qmax, acc_bits, saturate, dtype = case
@@ -89,7 +90,7 @@ def float_case(draw):
     return acc, bias, scale, zp, qmin, qmax, dtype
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(float_case())
 def test_requantize_float_matches_twin(case):
     acc, bias, scale, zp, qmin, qmax, dtype = case
@@ -117,7 +118,7 @@ def _rq(acc, mult, shift, out_zp=0, qmin=-128, qmax=127, acc_bits=32, saturate=T
     return out.ravel().tolist(), n
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(st.lists(st.integers(-(2 ** 24), 2 ** 24), min_size=1, max_size=40), st.floats(2.0 ** -30, 4.0))
 def test_compact_accumulators_match_int64(values, real):
     # int32 and exact-float accumulators (what compact conv/matmul results are) requantize identically
@@ -253,7 +254,7 @@ def test_requantize_float_rounds_product_to_float32():
     assert out[0, 0, 0] == expected
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(st.sampled_from([np.int8, np.uint8, np.int16, np.uint16]), st.data())
 def test_narrow_integer_accumulators_match_int64(dtype, data):
     # a quantized tensor read directly as the accumulator, its zero point folded into the bias (rescale ops)
@@ -291,7 +292,7 @@ def test_saturation_bounds_small_multiplier_large_shift():
     np.testing.assert_array_equal(out, expected)
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(st.integers(2, 40), st.integers(1, 3), st.data())
 def test_requantize_by_columns_matches_twin(n_c, outer, data):
     """Inner size 1 (a Gemm's columns as channels) runs along the channels; same integers as the twin."""
@@ -363,7 +364,7 @@ def row_case(draw):
     return src.astype(sdt), bias, mult, shift, bound, zp, qmin, qmax, dtype
 
 
-@settings(deadline=None, max_examples=400)
+@settings(deadline=None, max_examples=examples(400))
 @given(row_case())
 def test_requantize_row_matches_twin(case):
     """requantize_row (both of its loops: the folded one for int32-valued accumulators, the clamped one) ==

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.resize import resize_linear_acc
 from tests import naive
 
@@ -33,7 +34,7 @@ def resize_case(draw):
     return x, x_zp, y0, y1, weights(ho), x0, x1, weights(wo), f
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(resize_case())
 def test_resize_linear_acc_matches_twin(case):
     expected = naive.resize_linear_acc(*case)

@@ -4,11 +4,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.resize_nearest import resize_nearest
 from tests import naive
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(st.data())
 def test_resize_nearest_matches_twin(data):
     dt, lo, hi = data.draw(naive.value_ranges(naive.OUT_RANGES))

@@ -4,12 +4,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.requantize import saturation_bounds
 from kernels.row_sum import bind_requantized, row_sums, row_sums_requantized
 from tests import naive
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(st.data())
 def test_row_sums_match_twin(data):
     dt, lo, hi = data.draw(naive.value_ranges(naive.OUT_RANGES))
@@ -32,7 +33,7 @@ def test_row_sums_extremes_and_validation():
         row_sums(x.astype(np.int64), out)
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(st.data())
 def test_row_sums_requantized_matches_twins(data):
     """row sums then requantize (naive.row_sums, naive.requantize) in one call; False (bind: None) exactly where

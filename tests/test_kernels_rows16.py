@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels._jit import njit_noalloc
 from kernels.rows16 import move_row, pair_row
 from tests import naive
@@ -20,7 +21,7 @@ def _move(src, s0, dst, d0, n, sub):
     move_row(src, s0, dst, d0, n, sub)
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=examples(300))
 @given(st.data())
 def test_move_row_matches_twin(data):
     sd, dd, sub = data.draw(st.sampled_from(PAIRS))
@@ -43,7 +44,7 @@ def _pairs(src, s0, dst, d0, n, sub):
     pair_row(src, s0, dst, d0, n, sub)
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=examples(300))
 @given(st.data())
 def test_pair_row_matches_twin(data):
     """pair_row == the twin: word j = (a & 0xFFFF) | (b << 16) as int32, a, b the centred cells j, j + 1 (int16)."""

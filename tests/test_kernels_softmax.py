@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.fixedpoint import quantize_multiplier
 from kernels.softmax import recip_q30, softmax_lut8, softmax_lut16
 from npu_sim.ops.softmax import exp2_table, exp_position, exp_table_8, recip_table
@@ -72,7 +73,7 @@ def lut16_case(draw):
     return (x, pos_mult, pos_shift, frac, exp2_table(k), draw(recip_luts()), *draw(out_stage()))
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(lut8_case())
 def test_softmax_lut8_matches_twin(case):
     *args, dtype = case
@@ -89,7 +90,7 @@ def test_softmax_lut8_matches_twin(case):
         np.testing.assert_array_equal(out, naive_norm.softmax_lut8(data, *args[1:], dtype))
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(lut16_case())
 def test_softmax_lut16_matches_twin(case):
     *args, dtype = case
@@ -99,7 +100,7 @@ def test_softmax_lut16_matches_twin(case):
     np.testing.assert_array_equal(out, expected)
 
 
-@settings(deadline=None, max_examples=50)
+@settings(deadline=None, max_examples=examples(50))
 @given(lut16_case(), st.integers(0, 2 ** 32 - 1))
 def test_softmax_lut16_cache_is_reused_and_exact(case, seed):
     """The per-node cache (exp2_q30 of every distance, computed once) gives the twin's integers on a second,
@@ -116,7 +117,7 @@ def test_softmax_lut16_cache_is_reused_and_exact(case, seed):
     assert cache["run"][0][0] == 2 ** 30  # the cached arguments: exp2_q30 of distance 0 first
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(st.integers(2 ** 30, 2 ** 62), st.integers(7, 12))
 def test_reciprocal_accuracy(s, k):
     y, h = recip_q30(s, recip_table(k), k)

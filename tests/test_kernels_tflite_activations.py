@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 from kernels.tflite_hardswish import reduce_multiplier16, tfl_hardswish
 from kernels.tflite_resize import tfl_resize_bilinear, tfl_resize_nearest
@@ -28,7 +29,7 @@ def _ints(rng, dtype, n, extreme=False):
     return v.astype(dtype)
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(st.integers(0, 2 ** 32 - 1), DTYPES, st.integers(1, 5), st.integers(1, 5), st.integers(1, 11),
        st.integers(1, 11), st.sampled_from([(False, False), (True, False), (False, True)]), st.booleans())
 def test_resize(seed, dtype, h, w, ho, wo, flags, extreme):
@@ -46,7 +47,7 @@ def _hardswish_params(s_in, s_out):
     return reduce_multiplier16(m_out), e_out, reduce_multiplier16(m_relu), e_relu
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(st.floats(1e-4, 2.0), st.floats(0.05, 40.0), st.integers(-128, 127), st.integers(-128, 127))
 def test_hardswish(s_in, ratio, zi, zo):
     s_out = s_in / ratio  # output scale between ~s_in/40 and 20*s_in: exponents from about -15 up to +9
@@ -71,7 +72,7 @@ def test_sigmoid_table():
     assert TABLE[0] == 32768 and TABLE[255] == 65535 and np.all(np.diff(TABLE) >= 0)
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(st.sampled_from(["Sigmoid", "Tanh"]), st.floats(-23.0, 1.4), st.integers(0, 2 ** 32 - 1))
 def test_sigmoid16(fn, log2_scale, seed):
     mult, ls = input_rescale(fn, 2.0 ** log2_scale)
@@ -104,7 +105,7 @@ def test_softmax8_of_512_or_more_near_equal_entries_is_litert_on_x86():
     assert set(got[1, :300].tolist()) == {-127}  # 1/300 of 256 rounds to 1
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(st.integers(0, 2 ** 32 - 1), st.floats(-25.0, 6.0), st.integers(1, 40), st.booleans())
 def test_softmax8(seed, log2_scale, depth, extreme):
     s_in = 2.0 ** log2_scale  # from 3e-8 (just above TFLite's limit) to 64 (the multiplier saturates)
@@ -113,7 +114,7 @@ def test_softmax8(seed, log2_scale, depth, extreme):
     assert tfl_softmax8(rows, m, ls, diff_min).tolist() == nt.softmax8(rows, m, ls, diff_min)
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(st.integers(0, 2 ** 32 - 1), st.floats(-25.0, 2.0), st.integers(1, 40), st.booleans())
 def test_softmax16(seed, log2_scale, depth, extreme):
     """Kernel with the kernel's tables == twin with the twin's tables."""
@@ -133,7 +134,7 @@ def _sigmoid(v):
     return 1 / (1 + math.exp(-v))
 
 
-@settings(deadline=None, max_examples=25)
+@settings(deadline=None, max_examples=examples(25))
 @given(st.sampled_from([math.exp, math.tanh, _sigmoid]), st.floats(-12.0, 4.0), st.floats(2.0 ** -6, 16.0),
        st.floats(-2.0, 0.0, exclude_max=True), st.floats(0.25, 4.0))
 def test_gen_lut16(fn, in_min, in_width, out_min, out_width):

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 from kernels.tflite_lut16 import lut16_apply, populate_lut16
 from kernels.tflite_lut8 import build_lut8
@@ -34,7 +35,7 @@ def _factor(real):
     return (m, s) if s <= 30 else (0, 0)  # beyond TFLite's left shift the lowering refuses the scales
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(st.integers(0, 2 ** 32 - 1), DTYPES, st.floats(1e-6, 1e3), st.floats(1e-6, 1e3), st.floats(0.0, 4.0),
        st.integers(-128, 127), st.integers(-128, 127), st.booleans())
 def test_leaky_relu(seed, dtype, s_in, s_out, alpha, zi, zo, extreme):
@@ -50,7 +51,7 @@ def test_leaky_relu(seed, dtype, s_in, s_out, alpha, zi, zo, extreme):
     assert got.tolist() == nt.slope(x, [1] * x.size, zi, 0, m1, s1, m2, s2, zo, info.min, info.max)
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(st.integers(0, 2 ** 32 - 1), st.floats(1e-6, 1e3), st.floats(1e-6, 1e3), st.floats(1e-5, 1.0),
        st.integers(-128, 127), st.integers(-128, 127), st.integers(-128, 127), st.booleans(),
        st.integers(-128, 0), st.integers(0, 127))
@@ -66,7 +67,7 @@ def test_prelu_broadcasts_its_alpha_per_channel(seed, s_in, s_out, s_a, zi, zo, 
     assert got.shape == x.shape and got.reshape(-1).tolist() == want
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100))
 @given(st.integers(0, 2 ** 32 - 1), DTYPES, st.booleans(), st.booleans(), st.booleans())
 def test_maximum_minimum(seed, dtype, maximum, scalar, extreme):
     rng = np.random.default_rng(seed)
@@ -99,7 +100,7 @@ def test_kernels_refuse_what_tflite_cannot_compute():
         tfl_maxmin(x.astype(np.float32), x, True, -128, 127, np.int8)
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(st.integers(0, 2 ** 32 - 1), DTYPES, st.floats(1e-6, 1e3), st.floats(1e-6, 1e3), st.integers(-128, 127),
        st.integers(-128, 127), st.booleans(), st.booleans())
 def test_abs_is_the_slope_kernel_with_alpha_minus_one(seed, dtype, s_in, s_out, zi, zo, same_scale, extreme):
@@ -114,7 +115,7 @@ def test_abs_is_the_slope_kernel_with_alpha_minus_one(seed, dtype, s_in, s_out, 
     assert got.tolist() == nt.abs_(x, zi, m, s, zo, info.min, info.max, rescale=not same_scale)
 
 
-@settings(deadline=None, max_examples=25)
+@settings(deadline=None, max_examples=examples(25))
 @given(st.floats(1e-6, 2.7e-3), st.floats(1e-6, 1e-1))  # exp(s_in * 32767) within float32 or just past
 def test_exp16_table_and_lookup(s_in, s_out):
     exp32 = lambda v: np.float32(math.exp(float(v)))  # noqa: E731

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.tflite_add import tfl_add
 from kernels.tflite_lut8 import build_lut8, lut8_lookup
 from kernels.tflite_mul import tfl_mul
@@ -33,7 +34,7 @@ def _ints(rng, dtype, n, extreme=False):
     return v.astype(dtype)
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(st.integers(0, 2 ** 32 - 1), DTYPES, MULT, SHIFT, st.integers(-128, 127), st.integers(-128, 127), st.booleans())
 def test_rescale(seed, dtype, m, s, zi, zo, extreme):
     x = _ints(np.random.default_rng(seed), dtype, 40, extreme)
@@ -42,7 +43,7 @@ def test_rescale(seed, dtype, m, s, zi, zo, extreme):
     assert got.tolist() == nt.rescale(x, zi, m, s, zo, info.min, info.max)
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(st.integers(0, 2 ** 32 - 1), DTYPES, MULT, st.integers(-31, 0), MULT, st.integers(-31, 0), MULT,
        st.integers(-31, 0), st.booleans(), st.integers(-128, 127), st.integers(-128, 127), st.integers(-128, 127),
        st.booleans())
@@ -55,7 +56,7 @@ def test_add(seed, dtype, m1, s1, m2, s2, mo, so, sub, z1, z2, zo, extreme):
     assert got.tolist() == nt.add(a, b, z1, z2, m1, s1, m2, s2, mo, so, ls, sub, zo, info.min, info.max)
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(st.integers(0, 2 ** 32 - 1), DTYPES, MULT, SHIFT, st.integers(-128, 127), st.integers(-128, 127),
        st.integers(-128, 127), st.booleans())
 def test_mul(seed, dtype, m, s, z1, z2, zo, extreme):
@@ -66,7 +67,7 @@ def test_mul(seed, dtype, m, s, z1, z2, zo, extreme):
     assert got.tolist() == nt.mul(a, b, z1, z2, m, s, zo, info.min, info.max)
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(st.integers(0, 2 ** 32 - 1), st.sampled_from([np.int8, np.int16, np.uint8]), st.integers(1, 3),
        st.integers(1, 3), st.integers(1, 2), st.integers(0, 1), st.integers(0, 1), st.booleans())
 def test_avgpool(seed, dtype, kh, kw, stride, pt, pl, extreme):
@@ -77,7 +78,7 @@ def test_avgpool(seed, dtype, kh, kw, stride, pt, pl, extreme):
     np.testing.assert_array_equal(got, nt.avgpool(x, (kh, kw), (stride, stride), pads, info.min, info.max))
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(st.integers(0, 2 ** 32 - 1), DTYPES, st.integers(1, 70), MULT, st.integers(-8, 2), st.integers(-128, 127),
        st.integers(-128, 127), st.booleans())
 def test_mean(seed, dtype, n, m, s, zi, zo, extreme):
@@ -87,7 +88,7 @@ def test_mean(seed, dtype, n, m, s, zi, zo, extreme):
     assert got.tolist() == nt.mean(rows, zi, m, s, zo, info.min, info.max)
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(st.sampled_from(["Sigmoid", "Tanh"]), st.floats(1e-3, 0.2), st.integers(-128, 127), st.integers(0, 2 ** 32 - 1))
 def test_lut8(fn, s_in, zp_in, seed):
     s_out, zp_out = (1 / 256, -128) if fn == "Sigmoid" else (1 / 128, 0)

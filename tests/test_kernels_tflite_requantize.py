@@ -3,6 +3,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from kernels.tflite_fixedpoint import tfl_quantize_multiplier
 from kernels.tflite_requantize import tfl_requantize
 from tests import naive_tflite as nt
@@ -50,7 +51,7 @@ def case(draw):
     return acc, bias, mult, shift, wide, zp, int(info.min), int(info.max), dtype
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(case())
 def test_requantize_matches_twin(cs):
     acc, bias, mult, shift, wide, zp, qmin, qmax, dtype = cs

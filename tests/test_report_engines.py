@@ -51,6 +51,7 @@ def in_process(tmp_path_factory):
     return _report_json(tmp_path_factory.mktemp("w1"), "w1", ["--workers", "1"])
 
 
+@pytest.mark.full  # spawned workers: make test-full
 def test_two_worker_processes_give_the_same_report(in_process, tmp_path):
     doc = in_process
     assert doc["data"]["samples"] == 24
@@ -58,6 +59,7 @@ def test_two_worker_processes_give_the_same_report(in_process, tmp_path):
     assert _report_json(tmp_path, "w2", ["--workers", "2"]) == doc
 
 
+@pytest.mark.full  # a Ray cluster of its own: make test-full
 def test_ray_cluster_gives_the_same_report(in_process, tmp_path):
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
@@ -68,6 +70,7 @@ def test_ray_cluster_gives_the_same_report(in_process, tmp_path):
         ray.shutdown()
 
 
+@pytest.mark.full  # spawned workers: make test-full
 def test_api_engine_and_advisor_in_workers():
     """``accuracy_report(engine=...)`` and ``annotate(engine=...)``: the same numbers as in this process, the
     sensitivity's and the advisor's measurements in 2 worker processes (``workers=`` still works)."""
