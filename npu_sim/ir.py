@@ -254,9 +254,16 @@ class Node:
 RECORDS = ("requant", "weights", "geometry", "affine", "tables", "accumulator", "operands", "clamp")
 LISTED: dict[str, Callable[[Node], Any]] = {
     "bias": lambda n: n.requant.bias, "acc_bits": lambda n: n.accumulator.bits, "mult": lambda n: n.requant.mult,
-    "shift": lambda n: n.requant.shift, "scale": lambda n: n.requant.ratio, "out_zp": lambda n: n.requant.out_zp,
-    "qmin": lambda n: n.requant.qmin, "qmax": lambda n: n.requant.qmax, "tfl_mult": lambda n: n.requant.mult,
-    "tfl_shift": lambda n: n.requant.shift, "x_zp": lambda n: n.requant.in_zp}
+    "shift": lambda n: n.requant.shift, "scale": lambda n: n.requant.ratio, "tfl_mult": lambda n: n.requant.mult,
+    "tfl_shift": lambda n: n.requant.shift, "w": lambda n: n.affine.scale, "b": lambda n: n.affine.offset,
+    "f_bits": lambda n: n.affine.fraction_bits,
+    # the input and output stage: the node's ``requant`` record, or its ``affine`` one
+    "x_zp": lambda n: _stage(n).in_zp, "out_zp": lambda n: _stage(n).out_zp, "qmin": lambda n: _stage(n).qmin,
+    "qmax": lambda n: _stage(n).qmax}
+
+
+def _stage(node: Node) -> "Requant | Affine":
+    return node.requant if node.requant is not None else node.affine
 
 
 def _short(value) -> str:

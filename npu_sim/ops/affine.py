@@ -25,10 +25,9 @@ BN_FRACTION_BITS = 16
 CONST_FRACTION_BITS = 16  # a constant added to an activation is stored in output LSBs with 16 fraction bits
 
 
-def affine_closure(x3, shape, out_dtype, x_zp, w, b, f_bits, p):
-    """``f(x) -> out`` (shaped ``shape``): ``kernels.affine`` bound for inputs laid out as ``x3`` (output
-    parameters from ``p``)."""
-    run = affine_bind(x3, x_zp, w, b, f_bits, p["out_zp"], p["qmin"], p["qmax"], np.empty(x3.shape, out_dtype))
+def affine_closure(x3, shape, out_dtype, x_zp, w, b, f_bits, out_zp, qmin, qmax):
+    """``f(x) -> out`` (shaped ``shape``): ``kernels.affine`` bound for inputs laid out as ``x3``."""
+    run = affine_bind(x3, x_zp, w, b, f_bits, out_zp, qmin, qmax, np.empty(x3.shape, out_dtype))
     return bound_closure(run, x3.shape, x3.shape, shape, out_dtype)
 
 
@@ -124,24 +123,31 @@ def lower_add_constant(lowering, onode, args, out: Tensor, act) -> Node | None:
 
 def _affine_prepared(lowering, x: Tensor, w: np.ndarray, b, f_bits: int, what: str, out: Tensor,
                      act) -> tuple[dict, dict]:
-    """Params of ``kernels.affine``: ``(x - zx) w[c] + b[c]`` rounded once at ``f_bits`` fraction bits, to
-    ``out`` (clamped to ``act``); and the node's records (``Node(..., **records)``)."""
+    """The params (the output dtype only) and the records (``Node(..., params, **records)``) of a
+    ``kernels.affine`` node: ``(x - zx) w[c] + b[c]`` rounded once at ``f_bits`` fraction bits, to ``out``
+    (clamped to ``act``). Its scale, offset, fraction bits, zero points and clamp live in the ``affine`` record only
+    (the run reads them there)."""
     b = np.asarray(b, np.float64)
     dev = max(abs(x.q.qmin - int(x.q.zero_point)), abs(x.q.qmax - int(x.q.zero_point)))
     if not np.all(np.isfinite(b)) or dev * float(np.abs(w).max()) + float(np.abs(b).max()) >= 2.0 ** 61:
         raise Problem(f"{what} is too large relative to the output scale for the board's 64-bit affine unit")
     w, b, zx = np.ascontiguousarray(w, np.int64), np.ascontiguousarray(b.astype(np.int64)), int(x.q.zero_point)
     o = output_params(lowering, out, act)
-    p = {"x_zp": zx, "w": w, "b": b, "f_bits": int(f_bits), **o}
-    return p, {"affine": Affine(records.per_channel(w, np.int64), records.per_channel(b, np.int64), int(f_bits), zx,
-                                o["out_zp"], o["qmin"], o["qmax"]),
-               "clamp": records.clamp(o["qmin"], o["qmax"])}
+    return {"_out_dtype": o["_out_dtype"]}, {
+        "affine": Affine(records.per_channel(w, np.int64), records.per_channel(b, np.int64), int(f_bits), zx,
+                         o["out_zp"], o["qmin"], o["qmax"]),
+        "clamp": records.clamp(o["qmin"], o["qmax"]), "listed": AFFINE_LISTED}
+
+
+# what the program listing shows of an affine node, in this order: its ``affine`` record's values (``ir.LISTED``)
+AFFINE_LISTED = ("x_zp", "w", "b", "f_bits", "out_zp", "qmin", "qmax")
 
 
 def _run_affine(node, inputs, ctx):
-    p = node.params
+    a = node.affine
     x = inputs[0]
     def make():
-        x3 = np.ascontiguousarray(x).reshape(x.shape[0] if x.ndim > 1 else 1, p["w"].size, -1)
-        return affine_closure(x3, x.shape, p["_out_dtype"], p["x_zp"], p["w"], p["b"], p["f_bits"], p)
+        x3 = np.ascontiguousarray(x).reshape(x.shape[0] if x.ndim > 1 else 1, a.scale.size, -1)
+        return affine_closure(x3, x.shape, node.params["_out_dtype"], a.in_zp, a.scale, a.offset, a.fraction_bits,
+                              a.out_zp, a.qmin, a.qmax)
     return [layout_memo(node.memo, "fast", (x.shape, x.dtype), make)(x)]

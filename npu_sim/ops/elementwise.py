@@ -376,7 +376,7 @@ def scalar_rescale(node, ctx, x, p: dict, memo: dict) -> np.ndarray:
     def make():
         if p["shift"][0] >= 1 and x.dtype in AFFINE_DTYPES and abs(p["x_zp"]) <= 1 << 16:
             return affine_closure(np.ascontiguousarray(x).reshape(1, 1, -1), x.shape, p["_out_dtype"], p["x_zp"],
-                                  p["mult"], p["bias"], int(p["shift"][0]), p)
+                                  p["mult"], p["bias"], int(p["shift"][0]), p["out_zp"], p["qmin"], p["qmax"])
         return None
     fast = layout_memo(memo, "fast_rescale", (x.shape, x.dtype), make)
     return rescale(node, ctx, x, p, memo) if fast is None else fast(x)
