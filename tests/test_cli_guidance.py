@@ -10,6 +10,7 @@ import pytest
 
 from npu_sim.api import check
 from npu_sim.cli.main import main
+from npu_sim.render.report_text import fix_summary
 from npu_sim.render.text import cut_end, cut_middle
 from tests.cli_models import BLOCKS, HAZARD_BLOCK, PREFIX, deep_cnn, free_width, layer
 
@@ -171,3 +172,14 @@ def test_cut_helpers():
     text = json.dumps({"TensorQuantOverrides": {f"t{i}": [{"quant_type": "QInt16"}] for i in range(40)}})
     shown = cut_end(text, 300, " (cut here)")
     assert shown.endswith("… (cut here)") and text.startswith(shown[:299]) and cut_end("{}", 300) == "{}"
+
+
+def test_the_fix_line_names_each_override_once():
+    """The report's fix line is a summary, never JSON cut off mid-way: 40 tensors at int16 and one symmetric int8
+    tensor are two overrides with their counts; other options as they are."""
+    fix = {"TensorQuantOverrides": {**{f"t{i}": [{"quant_type": "QInt16", "symmetric": True}] for i in range(40)},
+                                    "x": [{"quant_type": "QInt8", "symmetric": True}]},
+           "ActivationSymmetric": True}
+    assert fix_summary(fix) == ('TensorQuantOverrides [{"quant_type": "QInt16", "symmetric": true}] for 40 tensors; '
+                                'TensorQuantOverrides [{"quant_type": "QInt8", "symmetric": true}] for \'x\'; '
+                                'ActivationSymmetric=true')

@@ -325,9 +325,8 @@ def _advisor(A: dict) -> list[str]:
         lines.append(f"  fix: {rem['remedy']}")
     lines += _board_changes(A)
     if A.get("fix"):
-        lines.append("  fix as quantize_static extra_options: "
-                     + cut_end(json.dumps(A["fix"]), FIX_CHARS, " (cut here: the whole fix is in --overrides FILE "
-                                                                "and --json)"))
+        lines.append(f"  fix as quantize_static extra_options: {fix_summary(A['fix'])} (the JSON: --overrides FILE "
+                     f"and --json)")
     rq = A.get("requantized")
     if rq:
         lines += _requantized(rq)
@@ -335,6 +334,23 @@ def _advisor(A: dict) -> list[str]:
     if note:
         lines.append(f"  note: {note}")
     return lines
+
+
+def fix_summary(fix: dict) -> str:
+    """The fix's extra_options in a line: each distinct tensor override once with how many tensors take it (they
+    are named in the lines above), every other option as it is."""
+    parts = []
+    for key, value in fix.items():
+        if key == "TensorQuantOverrides" and isinstance(value, dict):
+            groups: dict[str, list[str]] = {}
+            for tensor, override in value.items():
+                groups.setdefault(json.dumps(override), []).append(tensor)
+            parts += [f"TensorQuantOverrides {spec} for " + (repr(names[0]) if len(names) == 1
+                                                               else f"{len(names)} tensors")
+                      for spec, names in groups.items()]
+        else:
+            parts.append(f"{key}={json.dumps(value)}")
+    return cut_end("; ".join(parts), FIX_CHARS)
 
 
 def format_advice(r: AccuracyReport, top: int = 5) -> list[str]:
