@@ -23,7 +23,7 @@ from onnx import helper
 
 from npu_sim.activations import LUT_ACTIVATIONS
 from npu_sim.boards import Arithmetic
-from npu_sim.ir import QParams, Tensor
+from npu_sim.ir import Node, QParams, Tensor
 from npu_sim.lowering.registry import lowering_of
 from npu_sim.ops import lut
 
@@ -111,12 +111,12 @@ def measure_luts() -> list[dict]:
     8-bit comparison with the float32 ONNX definition."""
     records = []
     for cfg in CONFIGS:
-        p8 = lowered(cfg, "int8").params
+        p8 = lut.table_view(lowered(cfg, "int8"))
         e8 = lut.table_errors(p8)
         board = lut.apply_table(p8, lut.all_codes(p8["_in_q"]), p8["_out_q"].np_dtype)
         ref = onnx_board_codes(cfg, p8["_in_q"], p8["_out_q"])
         diff = np.abs(board.astype(np.int64) - ref.astype(np.int64))
-        p16 = lowered(cfg, "int16").params
+        p16 = lut.table_view(lowered(cfg, "int16"))
         e16 = lut.table_errors(p16)
         plain = lut.table_params(p16["_f"], p16["_in_q"], p16["_out_q"], p16["qmin"], p16["qmax"], ENTRIES, "none")
         n16 = lut.table_errors(plain)
@@ -146,7 +146,7 @@ def lowered_div(dtype: str):
                                        Tensor("y", "y", (1,), qy), None)
 
 
-def div_errors(dtype: str, a_count: int | None = None, b_min: float = 0.0) -> tuple[np.ndarray, dict]:
+def div_errors(dtype: str, a_count: int | None = None, b_min: float = 0.0) -> tuple[np.ndarray, Node]:
     """|board - exact| over (a, b) pairs: every a code (or ``a_count`` evenly spread, extremes included) x every
     covered divisor code with |b| >= ``b_min``."""
     node = lowered_div(dtype)
@@ -166,19 +166,21 @@ def div_errors(dtype: str, a_count: int | None = None, b_min: float = 0.0) -> tu
     ctx = SimpleNamespace(shape_of=lambda name: shape)
     got = node.run(node, [aa, bb], ctx)[0].astype(np.float64)
     v = qa.dequantize(aa).astype(np.float64) / qb.dequantize(bb).astype(np.float64)
-    exact = np.clip(v / p["_sy"] + p["out_zp"], p["qmin"], p["qmax"])
-    return np.abs(got - exact), p
+    rq = node.requant
+    exact = np.clip(v / p["_sy"] + rq.out_zp, rq.qmin, rq.qmax)
+    return np.abs(got - exact), node
 
 
 def measure_div() -> list[dict]:
     records = []
     for dtype, count in (("int8", None), ("int16", 129)):
         for b_min in (0.0, DIV_UNSATURATED):
-            err, p = div_errors(dtype, count, b_min)
+            err, node = div_errors(dtype, count, b_min)
+            p = node.params
             records.append({"dtype": dtype, "a_count": count, "b_min": b_min, "s_r": p["recip_scale"],
                             "lossless": bool(p["_lossless"]), "min_divisor": p["min_divisor"],
                             "max": float(err.max()), "mean": float(err.mean()),
-                            "bound": lut.div_error_bound(p) if b_min == 0 else None})
+                            "bound": lut.div_error_bound(node) if b_min == 0 else None})
     return records
 
 

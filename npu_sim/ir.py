@@ -256,10 +256,10 @@ LISTED: dict[str, Callable[[Node], Any]] = {
     "bias": lambda n: n.requant.bias, "acc_bits": lambda n: n.accumulator.bits, "mult": lambda n: n.requant.mult,
     "shift": lambda n: n.requant.shift, "scale": lambda n: n.requant.ratio, "tfl_mult": lambda n: n.requant.mult,
     "tfl_shift": lambda n: n.requant.shift, "w": lambda n: n.affine.scale, "b": lambda n: n.affine.offset,
-    "f_bits": lambda n: n.affine.fraction_bits,
-    # the input and output stage: the node's ``requant`` record, or its ``affine`` one
-    "x_zp": lambda n: _stage(n).in_zp, "out_zp": lambda n: _stage(n).out_zp, "qmin": lambda n: _stage(n).qmin,
-    "qmax": lambda n: _stage(n).qmax}
+    "f_bits": lambda n: n.affine.fraction_bits, "table": lambda n: n.tables.main,
+    "entries": lambda n: n.tables.main.size, "qmin": lambda n: n.clamp[0], "qmax": lambda n: n.clamp[1],
+    # the input and output zero points: the node's ``requant`` record's, or its ``affine`` one's
+    "x_zp": lambda n: _stage(n).in_zp, "out_zp": lambda n: _stage(n).out_zp}
 
 
 def _stage(node: Node) -> "Requant | Affine":

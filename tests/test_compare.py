@@ -336,7 +336,7 @@ def test_lut_entry_off_by_one_index(tmp_path):
     dump = _run_dump(model, tmp_path / "dump", tmp_path / "x.npy", "generic")
     sim = npu_sim.load(model, board="generic")
     node = next(n for n in sim.program.nodes if n.op == "Sigmoid")
-    table = node.params["table"].astype(np.int64)
+    table = node.tables.main.astype(np.int64)
     x = np.load(dump / _index(dump)["xd" if "xd" in _index(dump) else "x"]["file"]).astype(np.int64)
     f = dump / _index(dump)["y"]["file"]
     y = np.load(f)

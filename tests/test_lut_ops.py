@@ -95,7 +95,7 @@ def test_8bit_table_is_the_documented_rule(tmp_path, op, attrs, inq, outq):
     path = qdq_model(tmp_path, op, inq, outq, attrs)
     sim, y = run_all_codes(path, inq[0])
     node = next(n for n in sim.program.nodes if n.op == op)
-    assert node.params["table"].size == 256
+    assert node.tables.main.size == 256
     f = lut.function_for(op, {k: (v.encode() if isinstance(v, str) else v) for k, v in attrs.items()})
     np.testing.assert_array_equal(y, expected8(f, inq, outq))
     # the onnx board runs ONNX's float32 definition: within 1 LSB
@@ -157,8 +157,8 @@ def test_16bit_table_matches_builder_and_error_table(tmp_path, inq, outq):
     path = qdq_model(tmp_path, "Sigmoid" if outq[0] == "uint8" else "Tanh", inq, outq)
     sim, y = run_all_codes(path, inq[0])
     node = sim.program.nodes[0]
-    p = node.params
-    assert p["table"].size == 513 and p["correction"] == "midpoint"
+    p = lut.table_view(node)
+    assert node.tables.main.size == 513 and node.params["correction"] == "midpoint"
     expected = naive_lut.lut16(_codes(inq[0]), p["table"], p["qmin"], p["qmax"], NP[outq[0]])
     np.testing.assert_array_equal(y, expected)
     err = lut.table_errors(p)
@@ -166,7 +166,7 @@ def test_16bit_table_matches_builder_and_error_table(tmp_path, inq, outq):
     board = tmp_path / "b.toml"
     board.write_text('name = "small_lut"\n[arithmetic]\nlut_entries_16 = 65\n')
     small = npu_sim.load(path, board=str(board))
-    ps = small.program.nodes[0].params
+    ps = lut.table_view(small.program.nodes[0])
     assert ps["table"].size == 65
     y_small = small.run({"x": _codes(inq[0])}, raw=True)["y"]
     np.testing.assert_array_equal(y_small, naive_lut.lut16(_codes(inq[0]), ps["table"], ps["qmin"], ps["qmax"],
@@ -190,7 +190,7 @@ def test_div_by_activation_zero_divisor_and_onnx_board(tmp_path):
     nz = b != 0
     exact = np.clip(av[nz] / bv[nz] / np.float64(np.float32(0.25)), -128, 127)
     err = np.abs(y[nz] - exact)
-    assert err.max() <= lut.div_error_bound(node.params) <= 1.0
+    assert err.max() <= lut.div_error_bound(node) <= 1.0
     # a zero divisor code: the reciprocal saturates at +Rmax = 1 / (smallest positive divisor), i.e. a / 0.02
     zero = ~nz
     want = np.clip(np.rint(av[zero] / 0.02 / 0.25), -128, 127)
@@ -217,7 +217,7 @@ def test_div_constant_dividend_is_one_table(tmp_path):
     m.graph.node.insert(0, helper.make_node("DequantizeLinear", ["one_q", "one_s"], ["one"], name="dq_one"))
     onnx.save(m, str(nodes_path))
     sim, y_div = run_all_codes(nodes_path, "uint8")
-    assert sim.program.nodes[0].op == "Div" and sim.program.nodes[0].params["table"].size == 256
+    assert sim.program.nodes[0].op == "Div" and sim.program.nodes[0].tables.main.size == 256
     np.testing.assert_array_equal(y_div, y_rec)
 
 

@@ -834,8 +834,7 @@ def _lut_bound(node) -> int:
     """A lookup-table op on the default board: 1 LSB from onnxruntime for an 8-bit table (both round the same
     exact value, ours correctly); otherwise the node's own error against the exact function (measured on every
     input code, or proven for Div: ``lut.lut_error_bound``) plus onnxruntime's 1/2 LSB of rounding."""
-    p = node.params
-    if "_recip" not in p and p["table"].size == 256:
+    if "_recip" not in node.params and node.tables.main.size == 256:
         return 1
     return max(1, math.ceil(lut.lut_error_bound(node) + 0.5))
 

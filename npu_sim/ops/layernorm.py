@@ -182,15 +182,16 @@ def lower_layernorm(lowering, onode, args, out: Tensor, act) -> Node:
     p = {"axes": axes, "n": n, "x_zp": int(x.q.zero_point), "mean_bits": mean_bits, "var_shift": var_shift,
          "eps_n": eps_n, "norm_bits": norm_bits, "_gamma": g,
          "_bias": np.rint(b_unit * 2.0 ** norm_bits).astype(np.int64),
-         "_mult": mult.astype(np.int64), "_shift": shift.astype(np.int64),
-         "_rsqrt_lut": rsqrt_table(lut_bits_of(lowering) - 2)}
+         "_mult": mult.astype(np.int64), "_shift": shift.astype(np.int64)}
     o = output_params(lowering, out, act)
     p.update(o)
     extra = {"axes": axes, "epsilon": eps}
     if chain is not None:
         extra["fused"] = [nd.name for nd in chain["nodes"]]
+    # the reciprocal square root table lives in the ``tables`` record only (the run reads it there)
     return Node(lowering.node_name(onode), "LayerNormalization", [x.name], [out.name], _run_layernorm, p, extra,
-                geometry=Geometry(axes=tuple(int(a) for a in axes)), tables=records.tables({"rsqrt": p["_rsqrt_lut"]}),
+                geometry=Geometry(axes=tuple(int(a) for a in axes)),
+                tables=records.tables({"rsqrt": rsqrt_table(lut_bits_of(lowering) - 2)}),
                 clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
@@ -198,7 +199,8 @@ def _run_layernorm(node, inputs, ctx):
     p = node.params
     rows, back = to_rows(inputs[0], p["axes"])
     y = np.empty(rows.shape, p["_out_dtype"])
-    layernorm(rows, p["x_zp"], p["mean_bits"], p["var_shift"], p["eps_n"], p["_rsqrt_lut"], p["norm_bits"], p["_gamma"],
+    layernorm(rows, p["x_zp"], p["mean_bits"], p["var_shift"], p["eps_n"], node.tables.entries["rsqrt"], p["norm_bits"],
+              p["_gamma"],
               p["_bias"], p["_mult"], p["_shift"], p["out_zp"], p["qmin"], p["qmax"], y)
     return [back(y)]
 

@@ -193,6 +193,19 @@ def table_params(f: Function, in_q: QParams, out_q: QParams, lo: int, hi: int, e
     return p
 
 
+def table_view(node: Node) -> dict:
+    """A table node's ``table_params`` as ``apply_table`` and ``table_errors`` read them, made once from its records
+    (the ``tables`` record's table and input quantization, the ``clamp``) and its params (the function, the output
+    quantization) and kept in its memo: the table itself lives in the record only."""
+    view = node.memo.get("table_view")
+    if view is None:
+        p = node.params
+        view = node.memo["table_view"] = {"qmin": node.clamp[0], "qmax": node.clamp[1], "_f": p["_f"],
+                                          "_in_q": node.tables.in_q, "_out_q": p["_out_q"],
+                                          "table": node.tables.main}
+    return view
+
+
 def apply_table(p: dict, q: np.ndarray, out_dtype, cache: dict | None = None) -> np.ndarray:
     """Run the table kernel on an integer array of any shape (the kernels' validated arguments kept in ``cache``,
     a run-time memo owned by the caller for this table; None: validated on every call)."""
@@ -256,11 +269,15 @@ def node_function(lowering, onode, args) -> tuple[Function, dict]:
 def _lut_node(lowering, onode, x: Tensor, out: Tensor, act, f: Function, shown: dict, op_label: str) -> Node:
     check_per_tensor(x, f"{onode.op_type} input")
     lo, hi = clamp_bounds(out.q, act)
-    p = table_params(clipped(f, act), x.q, out.q, lo, hi, lowering.arith.lut_entries_16)
-    p["_out_dtype"] = out.q.np_dtype
-    p["_const"] = x.data if x.is_const else None  # a constant input (executors feed only activations)
+    t = table_params(clipped(f, act), x.q, out.q, lo, hi, lowering.arith.lut_entries_16)
+    # the table, its input quantization and the clamp live in the records only (the run reads them: ``table_view``)
+    p = {"_f": t["_f"], "_out_q": out.q, "_out_dtype": out.q.np_dtype,
+         "_const": x.data if x.is_const else None}  # a constant input (executors feed only activations)
+    if "correction" in t:
+        p["correction"] = t["correction"]
     return Node(lowering.node_name(onode), op_label, [x.name], [out.name], _run_lut, p, shown,
-                tables=records.tables({"table": p["table"]}, x.q), clamp=records.clamp(lo, hi))
+                tables=records.tables({"table": t["table"]}, x.q), clamp=records.clamp(lo, hi),
+                listed=("qmin", "qmax", "table") + (("correction",) if "correction" in t else ()) + ("entries",))
 
 
 def lower_lut(lowering, onode, args, out: Tensor, act) -> Node:
@@ -270,7 +287,7 @@ def lower_lut(lowering, onode, args, out: Tensor, act) -> Node:
 
 def _run_lut(node, inputs, ctx):
     p = node.params
-    return [apply_table(p, p["_const"] if p["_const"] is not None else inputs[0], p["_out_dtype"],
+    return [apply_table(table_view(node), p["_const"] if p["_const"] is not None else inputs[0], p["_out_dtype"],
                         node.memo.setdefault("k_cache", {}))]
 
 
@@ -304,18 +321,29 @@ def lower_div_by_activation(lowering, onode, args, out: Tensor, act) -> Node:
     rq = QParams("int16", np.array(s_r, np.float32), np.array(0, np.int64))
     p = {"recip_scale": float(s_r), "min_divisor": 1.0 / (RECIP_QMAX * float(s_r))}
     recip = table_params(lambda x: 1.0 / x, b.q, rq, -RECIP_QMAX, RECIP_QMAX, lowering.arith.lut_entries_16)
+    table = recip.pop("table")  # the reciprocal table lives in the ``tables`` record only (``_recip_view``)
     p["_recip"] = recip
     p["recip_entries"] = recip["entries"]
     p["a_zp"] = int(a.q.zero_point)
-    p["mult"], p["shift"] = mult, shift = quantize_multiplier(sa * float(s_r) / sy, lowering.arith.multiplier_bits)
-    p.update({"out_zp": zy, "qmin": lo, "qmax": hi, "_out_dtype": out.q.np_dtype, "_a": a, "_b": b, "_sy": sy,
-              "_mult_bits": lowering.arith.multiplier_bits, "_a_max": a_max, "_lossless": r_max == r_lossless})
+    mult, shift = quantize_multiplier(sa * float(s_r) / sy, lowering.arith.multiplier_bits)
+    # the requantization (multiplier, shift, output zero point, clamp) lives in the ``requant`` record only
+    p.update({"_out_dtype": out.q.np_dtype, "_a": a, "_b": b, "_sy": sy, "_a_max": a_max,
+              "_lossless": r_max == r_lossless})
     ins = [t.name for t in (a, b) if not t.is_const]
     return Node(lowering.node_name(onode), "Div", ins, [out.name], _run_div_by_activation, p,
                 {"divisor": "activation (reciprocal table)"},
                 requant=records.fixed_requant(lowering.arith, mult, shift, zy, lo, hi, in_zp=a.q.zero_point),
-                tables=records.tables({"recip": recip["table"]}), operands=Operands(a, b),
-                clamp=records.clamp(lo, hi))
+                tables=records.tables({"recip": table}), operands=Operands(a, b),
+                clamp=records.clamp(lo, hi), listed=("mult", "shift", "out_zp", "qmin", "qmax"))
+
+
+def _recip_view(node: Node) -> dict:
+    """A Div by an activation's reciprocal table as ``apply_table`` reads it: its ``_recip`` params with the table of
+    its ``tables`` record, made once and kept in its memo."""
+    view = node.memo.get("recip_view")
+    if view is None:
+        view = node.memo["recip_view"] = dict(node.params["_recip"], table=node.tables.entries["recip"])
+    return view
 
 
 def _const_over(c: float) -> Function:
@@ -325,7 +353,7 @@ def _const_over(c: float) -> Function:
 
 
 def _run_div_by_activation(node, inputs, ctx):
-    p = node.params
+    p, rq = node.params, node.requant
     a_t = p["_a"]
     i = 0
     if a_t.is_const:
@@ -333,19 +361,19 @@ def _run_div_by_activation(node, inputs, ctx):
     else:
         a, i = inputs[0], 1
     b = inputs[i]
-    r = apply_table(p["_recip"], b, np.int16, node.memo.setdefault("recip_k_cache", {}))
+    r = apply_table(_recip_view(node), b, np.int16, node.memo.setdefault("recip_k_cache", {}))
     shape = ctx.shape_of(node.outputs[0])
     a_flat = np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
     r_flat = np.ascontiguousarray(np.broadcast_to(r, shape)).reshape(-1)
     out = np.empty(a_flat.size, p["_out_dtype"])
-    mul(a_flat, p["a_zp"], r_flat, 0, p["mult"], p["shift"], p["out_zp"], p["qmin"], p["qmax"], out)
+    mul(a_flat, p["a_zp"], r_flat, 0, int(rq.mult[0]), int(rq.shift[0]), rq.out_zp, rq.qmin, rq.qmax, out)
     return [out.reshape(shape)]
 
 
-def _div_bounds(p: dict, a_abs: np.ndarray, b_codes: np.ndarray) -> np.ndarray:
+def _div_bounds(node: Node, a_abs: np.ndarray, b_codes: np.ndarray) -> np.ndarray:
     """Bound (output LSBs) on |board Div - clamp(exact a/b)| for dividends of magnitude ``a_abs`` and divisor
     codes ``b_codes`` (broadcast together); inf where the divisor is not covered."""
-    rp = p["_recip"]
+    p, rq, rp = node.params, node.requant, _recip_view(node)
     b_q, s_r = rp["_in_q"], float(p["recip_scale"])
     codes = all_codes(b_q)
     bv = b_q.dequantize(codes).astype(np.float64)
@@ -359,16 +387,16 @@ def _div_bounds(p: dict, a_abs: np.ndarray, b_codes: np.ndarray) -> np.ndarray:
     small = np.minimum(np.abs(exact), np.abs(r))
     sy = float(p["_sy"])
     # |a| past y_lim / min(|1/b|, |r|) saturates both the exact and the board result (same sign): no error there
-    y_lim = (max(p["qmax"] - p["out_zp"], p["out_zp"] - p["qmin"]) + 1) * sy
+    y_lim = (max(rq.qmax - rq.out_zp, rq.out_zp - rq.qmin) + 1) * sy
     i = np.asarray(b_codes, np.int64) - b_q.qmin
     with np.errstate(divide="ignore", invalid="ignore"):
         a_rel = np.minimum(a_abs, np.where(small[i] > 0, y_lim / small[i], np.inf))
         err = np.where(a_rel > 0, a_rel * delta[i], 0.0) / sy
-    mult_rel = 2.0 ** -p["_mult_bits"]  # quantize_multiplier: |M 2**-n / real - 1| <= 2**-bits
+    mult_rel = 2.0 ** -rq.bits  # quantize_multiplier: |M 2**-n / real - 1| <= 2**-bits
     return 0.5 + err + a_abs * r_max / sy * mult_rel
 
 
-def div_error_bound(p: dict) -> float:
+def div_error_bound(node: Node) -> float:
     """A proven bound, in output LSBs, on |board Div - clamp(exact a/b in output codes)| for every a and every
     covered divisor code b: 0.5 (final rounding) + |a| |r(b) s_r - clamp(1/b, +-Rmax)| / sy + the multiplier's
     relative error, maximized over |a| <= max|a| (clamp is 1-Lipschitz; saturated reciprocals saturate the exact
@@ -376,17 +404,16 @@ def div_error_bound(p: dict) -> float:
 
     Covered: every non-zero divisor when ``Rmax`` is the lossless range; when the precision cap chose a smaller
     ``Rmax`` (16-bit), the divisors with ``|b| >= 1/Rmax`` (``min_divisor``); smaller ones use +-Rmax."""
-    codes = all_codes(p["_recip"]["_in_q"])
-    bounds = _div_bounds(p, np.float64(p["_a_max"]), codes)
+    codes = all_codes(node.params["_recip"]["_in_q"])
+    bounds = _div_bounds(node, np.float64(node.params["_a_max"]), codes)
     return float(bounds[np.isfinite(bounds)].max())
 
 
 def lut_error_bound(node: Node) -> float:
     """Max |board - exact| in output LSBs of a lowered LUT op (every input code) or Div (``div_error_bound``)."""
-    p = node.params
-    if "_recip" in p:
-        return div_error_bound(p)
-    return float(table_errors(p).max())
+    if "_recip" in node.params:
+        return div_error_bound(node)
+    return float(table_errors(table_view(node)).max())
 
 
 def element_error_bounds(node: Node, inputs: list, out_shape) -> np.ndarray:
@@ -394,13 +421,14 @@ def element_error_bounds(node: Node, inputs: list, out_shape) -> np.ndarray:
     error at each input code, or ``_div_bounds`` at each (a, b) pair (inf where b = 0 or is not covered)."""
     p = node.params
     if "_recip" not in p:
-        err = table_errors(p)
-        return np.broadcast_to(err[inputs[0].astype(np.int64) - p["_in_q"].qmin], out_shape)
+        view = table_view(node)
+        err = table_errors(view)
+        return np.broadcast_to(err[inputs[0].astype(np.int64) - view["_in_q"].qmin], out_shape)
     a_t = p["_a"]
     a = a_t.data if a_t.is_const else inputs[0]
     b = inputs[-1]
     a_abs = np.abs(a_t.q.dequantize(a).astype(np.float64))
-    return _div_bounds(p, np.broadcast_to(a_abs, out_shape), np.broadcast_to(b, out_shape))
+    return _div_bounds(node, np.broadcast_to(a_abs, out_shape), np.broadcast_to(b, out_shape))
 
 
 def is_lut_node(node: Node) -> bool:

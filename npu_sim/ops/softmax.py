@@ -162,22 +162,23 @@ def lower_softmax(lowering, onode, args, out: Tensor, act) -> Node:
         out_mult, out_shift = quantize_multiplier(2.0 ** -31 / s_out)
     except ValueError:
         raise Problem(f"Softmax output scale {s_out:g} is too small for the fixed-point output stage") from None
-    p = {"axes": axes, "out_mult": out_mult, "out_shift": out_shift, "_recip_lut": recip_table(k)}
+    p = {"axes": axes, "out_mult": out_mult, "out_shift": out_shift}
+    recip = recip_table(k)
     if x.q.bits <= 8:
         p["variant"] = "lut8"
-        p["_exp_lut"] = exp_table_8(s_in, x.q.qmax - x.q.qmin + 1)
+        exp = exp_table_8(s_in, x.q.qmax - x.q.qmin + 1)
     else:
         p["variant"] = "lut16"
         try:
             p["pos_mult"], p["pos_shift"], p["frac_bits"] = exp_position(s_in, k)
         except ValueError as exc:
             raise Problem(str(exc)) from None
-        p["_exp_lut"] = exp2_table(k)
+        exp = exp2_table(k)
     o = output_params(lowering, out, act)
     p.update(o)
     return Node(lowering.node_name(onode), "Softmax", [x.name], [out.name], _run_softmax, p,
                 {"axes": axes, "variant": p["variant"]}, geometry=Geometry(axes=tuple(int(a) for a in axes)),
-                tables=records.tables({"recip": p["_recip_lut"], "exp": p["_exp_lut"]}),
+                tables=records.tables({"recip": recip, "exp": exp}),  # the run reads its tables there
                 clamp=records.clamp(o["qmin"], o["qmax"]))
 
 
@@ -214,9 +215,10 @@ def _run_softmax(node, inputs, ctx):
     rows, back = to_rows(inputs[0], p["axes"])
     y = np.empty(rows.shape, p["_out_dtype"])
     out_stage = (p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], y)
+    exp, recip = node.tables.entries["exp"], node.tables.entries["recip"]
     if p["variant"] == "lut8":
-        softmax_lut8(rows, p["_exp_lut"], p["_recip_lut"], *out_stage, cache=node.memo.setdefault("k_cache", {}))
+        softmax_lut8(rows, exp, recip, *out_stage, cache=node.memo.setdefault("k_cache", {}))
     else:
-        softmax_lut16(rows, p["pos_mult"], p["pos_shift"], p["frac_bits"], p["_exp_lut"], p["_recip_lut"], *out_stage,
+        softmax_lut16(rows, p["pos_mult"], p["pos_shift"], p["frac_bits"], exp, recip, *out_stage,
                       cache=node.memo.setdefault("k_cache", {}))
     return [back(y)]

@@ -25,12 +25,12 @@ def lower_lut(lowering, onode, args, out, act):
                        f"{out.q.dtype}")
     lo, hi = activation_range(out.q, act)
     table = build_lut8(onode.op_type, x.q.scale, int(x.q.zero_point), out.q.scale, int(out.q.zero_point), lo, hi)
-    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_lut, {"_table": table},
+    return Node(lowering.node_name(onode), onode.op_type, [x.name], [out.name], _run_lut, {},
                 {"table": "256 entries"}, tables=records.tables({"table": table}))
 
 
 def _run_lut(node, inputs, ctx):
-    return [lut8_lookup(inputs[0], node.params["_table"])]
+    return [lut8_lookup(inputs[0], node.tables.main)]
 
 
 def _lower_sigmoid16(lowering, onode, x, out, act):

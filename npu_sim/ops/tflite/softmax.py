@@ -61,8 +61,8 @@ def lower_softmax(lowering, onode, args, out, act):
             raise _output_refusal(lowering, out, "int16", "1/32768 and zero points 0")
         m, sh = softmax16_params(float(x.q.scale))
         exp_lut, recip_lut = softmax16_tables()
-        p = {"wide": True, "m": m, "s": sh, "_exp": exp_lut, "_recip": recip_lut}
-        tables = records.tables({"exp": exp_lut, "recip": recip_lut})
+        p = {"wide": True, "m": m, "s": sh}
+        tables = records.tables({"exp": exp_lut, "recip": recip_lut})  # the run reads its tables there
     else:
         raise Problem(f"TFLite computes SOFTMAX int8 -> int8 or int16 -> int16 here, not {x.q.dtype} -> "
                        f"{out.q.dtype}")
@@ -75,7 +75,7 @@ def _run_softmax(node, inputs, ctx):
     x = inputs[0]
     rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
     if p["wide"]:
-        y = tfl_softmax16(rows, p["m"], p["s"], p["_exp"], p["_recip"])
+        y = tfl_softmax16(rows, p["m"], p["s"], node.tables.entries["exp"], node.tables.entries["recip"])
     else:
         y = tfl_softmax8(rows, p["m"], p["ls"], p["diff_min"])
     return [y.reshape(x.shape)]

@@ -31,7 +31,7 @@ def lower_exp(lowering, onode, args, out, act):
     if x.q.dtype == "int8" and out.q.dtype == "int8":
         table = build_lut8("Exp", x.q.scale, int(x.q.zero_point), out.q.scale, int(out.q.zero_point),
                            *activation_range(out.q, None))
-        return Node(lowering.node_name(onode), "Exp", [x.name], [out.name], _run_lut8, {"_table": table},
+        return Node(lowering.node_name(onode), "Exp", [x.name], [out.name], _run_lut8, {},
                     {"table": "256 entries"}, tables=records.tables({"table": table}))
     if x.q.dtype == "int16" and out.q.dtype == "int16":
         if int(x.q.zero_point) != 0 or int(out.q.zero_point) != 0:
@@ -42,14 +42,14 @@ def lower_exp(lowering, onode, args, out, act):
             raise Problem(f"input scale {float(x.q.scale):.6g}, output scale {float(out.q.scale):.6g}: exp at the "
                           f"top of the int16 input range overflows float32 in TFLite's int16 EXP table, which is "
                           f"undefined there (re-calibrate)") from None
-        return Node(lowering.node_name(onode), "Exp", [x.name], [out.name], _run_lut16, {"_table": table},
+        return Node(lowering.node_name(onode), "Exp", [x.name], [out.name], _run_lut16, {},
                     {"table": "513 entries, interpolated"}, tables=records.tables({"table": table}))
     raise Problem(f"TFLite computes EXP int8 -> int8 or int16 -> int16, not {x.q.dtype} -> {out.q.dtype}")
 
 
 def _run_lut8(node, inputs, ctx):
-    return [lut8_lookup(inputs[0], node.params["_table"])]
+    return [lut8_lookup(inputs[0], node.tables.main)]
 
 
 def _run_lut16(node, inputs, ctx):
-    return [lut16_apply(inputs[0], node.params["_table"])]
+    return [lut16_apply(inputs[0], node.tables.main)]
