@@ -151,7 +151,7 @@ def div_errors(dtype: str, a_count: int | None = None, b_min: float = 0.0) -> tu
     covered divisor code with |b| >= ``b_min``."""
     node = lowered_div(dtype)
     p = node.params
-    qa, qb = p["_a"].q, p["_b"].q
+    qa, qb = node.operands.a.q, node.operands.b.q
     a = lut.all_codes(qa)
     if a_count is not None:
         a = a[np.unique(np.linspace(0, a.size - 1, a_count).round().astype(np.int64))]

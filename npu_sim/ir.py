@@ -107,9 +107,10 @@ class Tensor:
 # ---- typed parameter records of a node: what the layers above the op families read about it ----------------------
 # The op families (``npu_sim.ops``) prepare a node's integer parameters once, at lowering, and describe them in these
 # frozen records where they make the node, from the values they have just computed (``npu_sim.ops.records`` has the
-# shared constructors; no layer guesses a record from params keys). ``Node.params`` holds the run functions' own
-# arguments; its private keys (``_in_q``, ...) are read by ``npu_sim.ops`` and ``npu_sim.lowering`` only
-# (``tests/test_architecture.py``).
+# shared constructors; no layer guesses a record from params keys). A fact lives in one place: the run functions
+# read what a record holds from the record, and ``Node.params`` keeps only the run functions' own arguments that no
+# record holds (the output dtype, strides, a function, ...); its private keys (``_in_q``, ...) are read by
+# ``npu_sim.ops`` and ``npu_sim.lowering`` only (``tests/test_architecture.py``).
 @dataclass(frozen=True, eq=False)
 class Requant:
     """``y = clamp(rule(acc + bias[c]) + out_zp, qmin, qmax)`` per output channel ``c``.
@@ -230,9 +231,9 @@ class Node:
     # a change of layout only (the .tflite frontend's NHWC <-> NCHW Transpose around ONNX's NCHW ops): not an op
     # of the model, so check, cost and memory leave it out (its output is its input's buffer)
     layout: bool = False
-    # what the program listing shows after the other public params, in this order: record values by name
-    # (``LISTED``) or params keys, for a node whose params leave those values to its records (the listing keeps
-    # the order the params had)
+    # what the program listing shows after the other public params, in this order: params keys, or where the params
+    # have no such key record values by name (``LISTED``), for a node whose params leave those values to its
+    # records (the listing keeps the order the params had)
     listed: tuple[str, ...] = ()
 
     def __getstate__(self):
@@ -246,7 +247,8 @@ class Node:
             if key.startswith("_") or key in self.listed:
                 continue
             parts.append(f"{key}={_short(value)}")
-        parts += [f"{key}={_short(LISTED[key](self) if key in LISTED else self.params[key])}" for key in self.listed]
+        parts += [f"{key}={_short(self.params[key] if key in self.params else LISTED[key](self))}"
+                  for key in self.listed]
         return " ".join(parts)
 
 
@@ -259,7 +261,12 @@ LISTED: dict[str, Callable[[Node], Any]] = {
     "f_bits": lambda n: n.affine.fraction_bits, "table": lambda n: n.tables.main,
     "entries": lambda n: n.tables.main.size, "qmin": lambda n: n.clamp[0], "qmax": lambda n: n.clamp[1],
     # the input and output zero points: the node's ``requant`` record's, or its ``affine`` one's
-    "x_zp": lambda n: _stage(n).in_zp, "out_zp": lambda n: _stage(n).out_zp}
+    "x_zp": lambda n: _stage(n).in_zp, "out_zp": lambda n: _stage(n).out_zp,
+    # an elementwise node's operands, and a fixed-point Add/Sub's left shift and three (mult, shift) stages
+    "a_zp": lambda n: int(n.operands.a.q.zero_point), "b_zp": lambda n: int(n.operands.b.q.zero_point),
+    "left_shift": lambda n: n.operands.left_shift,
+    **{f"{stage}_{part}": (lambda n, i=i, j=j: n.operands.stages[i][j])
+       for i, stage in enumerate(("a", "b", "out")) for j, part in enumerate(("mult", "shift"))}}
 
 
 def _stage(node: Node) -> "Requant | Affine":

@@ -42,24 +42,25 @@ def test_common_layouts_collapse():
 def test_binary_nodes_materialize_what_does_not_collapse():
     """Mul and Add of operands whose broadcast needs more than three runs: the node's closure broadcasts them
     explicitly and gives the twins' integers (and the same again on a second call, through the kept closure)."""
-    from npu_sim.ir import Node, QParams, Tensor
+    from npu_sim.ir import Node, Operands, QParams, Requant, Tensor
     from npu_sim.ops import elementwise
     from tests import naive
 
     sa, sb, out = (2, 1, 3, 1, 5), (1, 4, 1, 6, 1), (2, 4, 3, 6, 5)
     assert broadcast_3d(out, sa, sb) is None
-    q = QParams("int8", np.float32(0.1), np.int64(0))
-    ta, tb = Tensor("a", "a", sa, q), Tensor("b", "b", sb, q)
+    ta, tb = (Tensor(n, n, s, QParams("int8", np.float32(0.1), np.int64(zp))) for n, s, zp in (("a", sa, 2),
+                                                                                                ("b", sb, -1)))
     ctx = type("Ctx", (), {"shape_of": staticmethod(lambda name: {"y": out}[name])})()
     rng = np.random.default_rng(0)
     a, b = (rng.integers(-128, 128, s).astype(np.int8) for s in (sa, sb))
     fa, fb = (np.ascontiguousarray(np.broadcast_to(v, out)).reshape(-1) for v in (a, b))
-    common = {"out_zp": -3, "qmin": -128, "qmax": 127, "_out_dtype": np.int8, "_a": ta, "_b": tb}
-    mul = Node("m", "Mul", ["a", "b"], ["y"], elementwise._run_mul,
-               dict(common, a_zp=2, b_zp=-1, mult=1 << 30, shift=36))
-    add = Node("s", "Sub", ["a", "b"], ["y"], elementwise._run_add,
-               dict(common, a_zp=2, a_mult=1 << 30, a_shift=31, b_zp=-1, b_mult=1 << 30, b_shift=31, left_shift=20,
-                    sign_b=-1, out_mult=1 << 30, out_shift=21))
+    # the operands (zero points 2 and -1), multipliers and clamp are the nodes' records, as the op families make them
+    mul = Node("m", "Mul", ["a", "b"], ["y"], elementwise._run_mul, {"_out_dtype": np.int8},
+               requant=Requant("half_up", 31, np.array([1 << 30]), np.array([36]), None, np.zeros(1, np.int64), 2,
+                               -3, -128, 127),
+               operands=Operands(ta, tb), clamp=(-128, 127))
+    add = Node("s", "Sub", ["a", "b"], ["y"], elementwise._run_add, {"sign_b": -1, "out_zp": -3, "_out_dtype": np.int8},
+               operands=Operands(ta, tb, 20, ((1 << 30, 31), (1 << 30, 31), (1 << 30, 21)), 31), clamp=(-128, 127))
     expected = {"m": naive.mul(fa, 2, fb, -1, 1 << 30, 36, -3, -128, 127, np.int8),
                 "s": naive.add_rescaled(fa, 2, 1 << 30, 31, fb, -1, 1 << 30, 31, 20, -1, 1 << 30, 21, -3, -128, 127,
                                         np.int8)}

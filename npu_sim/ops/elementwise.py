@@ -120,16 +120,15 @@ def lower_add(lowering, onode, args, out: Tensor, act) -> Node:
     sa, sb, sy = float(a.q.scale), float(b.q.scale), float(out.q.scale)
     left = lowering.arith.add_left_shift(a.q.bits, b.q.bits)
     t = 2.0 * max(sa, sb)
-    p = {"a_zp": int(a.q.zero_point), "b_zp": int(b.q.zero_point), "left_shift": left,
-         "sign_b": -1 if onode.op_type == "Sub" else 1}
     stages = (_mr(lowering, sa / t), _mr(lowering, sb / t), _mr(lowering, t / (2.0 ** left * sy)))
-    (p["a_mult"], p["a_shift"]), (p["b_mult"], p["b_shift"]), (p["out_mult"], p["out_shift"]) = stages
     o = output_params(lowering, out, act)
-    p.update(o)
-    p["_a"], p["_b"] = a, b
+    # the operands (their zero points), the left shift, the three stages and the clamp live in the records only
+    p = {"sign_b": -1 if onode.op_type == "Sub" else 1, "out_zp": o["out_zp"], "_out_dtype": o["_out_dtype"]}
     return Node(lowering.node_name(onode), onode.op_type, _ins([a, b]), [out.name], _run_add, p,
                 operands=Operands(a, b, left, stages, lowering.arith.multiplier_bits),
-                clamp=records.clamp(o["qmin"], o["qmax"]))
+                clamp=records.clamp(o["qmin"], o["qmax"]),
+                listed=("a_zp", "b_zp", "left_shift", "sign_b", "a_mult", "a_shift", "b_mult", "b_shift", "out_mult",
+                        "out_shift", "out_zp", "qmin", "qmax"))
 
 
 def _value(t: Tensor, inputs, i):
@@ -140,9 +139,8 @@ def _run_binary(node, inputs, ctx, bind):
     """Run a two-operand node (either operand may be a constant) through its closure for these operand shapes
     and dtypes: ``_binary_closure`` builds it on the first such call (``bind(node, a3, b3, out)`` sets the kernel
     up), later calls go straight to it."""
-    p = node.params
-    a, i = _value(p["_a"], inputs, 0)
-    b, _ = _value(p["_b"], inputs, i)
+    a, i = _value(node.operands.a, inputs, 0)
+    b, _ = _value(node.operands.b, inputs, i)
     fast = layout_memo(node.memo, "fast", (a.shape, a.dtype, b.shape, b.dtype),
                        lambda: _binary_closure(node, a, b, ctx.shape_of(node.outputs[0]), bind))
     return [fast(a, b)]
@@ -177,9 +175,10 @@ def _run_add(node, inputs, ctx):
 
 
 def _bind_add(node, a3, b3, out):
-    p = node.params
-    return add_bind(a3, p["a_zp"], p["a_mult"], p["a_shift"], b3, p["b_zp"], p["b_mult"], p["b_shift"], p["left_shift"],
-                    p["sign_b"], p["out_mult"], p["out_shift"], p["out_zp"], p["qmin"], p["qmax"], out)
+    p, o = node.params, node.operands
+    (a_mult, a_shift), (b_mult, b_shift), (out_mult, out_shift) = o.stages
+    return add_bind(a3, int(o.a.q.zero_point), a_mult, a_shift, b3, int(o.b.q.zero_point), b_mult, b_shift,
+                    o.left_shift, p["sign_b"], out_mult, out_shift, p["out_zp"], node.clamp[0], node.clamp[1], out)
 
 
 def lower_mul_onnx(lowering, onode, args, out: Tensor, act) -> Node:
@@ -194,13 +193,12 @@ def lower_mul(lowering, onode, args, out: Tensor, act) -> Node:
     b = operand(lowering, args[1], "Mul input B")
     mult, shift = _mr(lowering, float(a.q.scale) * float(b.q.scale) / float(out.q.scale))
     o = output_params(lowering, out, act)
-    # the requantization lives in the ``requant`` record only (the run reads it there)
-    p = {"a_zp": int(a.q.zero_point), "b_zp": int(b.q.zero_point), "_out_dtype": o["_out_dtype"], "_a": a, "_b": b}
-    return Node(lowering.node_name(onode), "Mul", _ins([a, b]), [out.name], _run_mul, p,
+    # the operands and the requantization live in the records only (the run reads them there)
+    return Node(lowering.node_name(onode), "Mul", _ins([a, b]), [out.name], _run_mul, {"_out_dtype": o["_out_dtype"]},
                 requant=records.fixed_requant(lowering.arith, mult, shift, o["out_zp"], o["qmin"], o["qmax"],
-                                              in_zp=p["a_zp"]),
+                                              in_zp=a.q.zero_point),
                 operands=Operands(a, b), clamp=records.clamp(o["qmin"], o["qmax"]),
-                listed=("mult", "shift", "out_zp", "qmin", "qmax"))
+                listed=("a_zp", "b_zp", "mult", "shift", "out_zp", "qmin", "qmax"))
 
 
 def _run_mul(node, inputs, ctx):
@@ -208,9 +206,9 @@ def _run_mul(node, inputs, ctx):
 
 
 def _bind_mul(node, a3, b3, out):
-    p, rq = node.params, node.requant
-    return mul_bind(a3, p["a_zp"], b3, p["b_zp"], int(rq.mult[0]), int(rq.shift[0]), rq.out_zp, rq.qmin, rq.qmax,
-                    out)
+    o, rq = node.operands, node.requant
+    return mul_bind(a3, int(o.a.q.zero_point), b3, int(o.b.q.zero_point), int(rq.mult[0]), int(rq.shift[0]),
+                    rq.out_zp, rq.qmin, rq.qmax, out)
 
 
 # ---- onnxruntime's fused QDQ groups (the ``onnx`` arithmetic) ---------------------------------------------
@@ -295,8 +293,7 @@ def ort_input0_is_broadcast(shape_a, shape_b) -> bool:
 def _lower_ort_binary(lowering, onode, args, out: Tensor, kernel: str) -> Node:
     a, b = args[0], args[1]
     swap = kernel == "QLinearAdd" and ort_input0_is_broadcast(a.shape, b.shape)
-    p = {"kernel": kernel, "mlas_a": "B" if swap else "A",
-         "_a": a, "_b": b, "_swap": swap, "_out_dtype": out.q.np_dtype,
+    p = {"kernel": kernel, "mlas_a": "B" if swap else "A", "_swap": swap, "_out_dtype": out.q.np_dtype,
          "_q": [(float(t.q.scale), int(t.q.zero_point)) for t in (a, b, out)]}
     return Node(lowering.node_name(onode), onode.op_type, _ins([a, b]), [out.name], _run_ort_binary, p,
                 {"arithmetic": f"onnxruntime {kernel} (MLAS x86-64)"}, operands=Operands(a, b))
@@ -304,8 +301,8 @@ def _lower_ort_binary(lowering, onode, args, out: Tensor, kernel: str) -> Node:
 
 def _run_ort_binary(node, inputs, ctx):
     p = node.params
-    a, i = _value(p["_a"], inputs, 0)
-    b, _ = _value(p["_b"], inputs, i)
+    a, i = _value(node.operands.a, inputs, 0)
+    b, _ = _value(node.operands.b, inputs, i)
     shape = ctx.shape_of(node.outputs[0])
     out = np.empty(int(np.prod(shape)), p["_out_dtype"])
     (sa, za), (sb, zb), (sy, zy) = p["_q"]

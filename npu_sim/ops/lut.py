@@ -324,17 +324,15 @@ def lower_div_by_activation(lowering, onode, args, out: Tensor, act) -> Node:
     table = recip.pop("table")  # the reciprocal table lives in the ``tables`` record only (``_recip_view``)
     p["_recip"] = recip
     p["recip_entries"] = recip["entries"]
-    p["a_zp"] = int(a.q.zero_point)
     mult, shift = quantize_multiplier(sa * float(s_r) / sy, lowering.arith.multiplier_bits)
     # the requantization (multiplier, shift, output zero point, clamp) lives in the ``requant`` record only
-    p.update({"_out_dtype": out.q.np_dtype, "_a": a, "_b": b, "_sy": sy, "_a_max": a_max,
-              "_lossless": r_max == r_lossless})
+    p.update({"_out_dtype": out.q.np_dtype, "_sy": sy, "_a_max": a_max, "_lossless": r_max == r_lossless})
     ins = [t.name for t in (a, b) if not t.is_const]
     return Node(lowering.node_name(onode), "Div", ins, [out.name], _run_div_by_activation, p,
                 {"divisor": "activation (reciprocal table)"},
                 requant=records.fixed_requant(lowering.arith, mult, shift, zy, lo, hi, in_zp=a.q.zero_point),
                 tables=records.tables({"recip": table}), operands=Operands(a, b),
-                clamp=records.clamp(lo, hi), listed=("mult", "shift", "out_zp", "qmin", "qmax"))
+                clamp=records.clamp(lo, hi), listed=("a_zp", "mult", "shift", "out_zp", "qmin", "qmax"))
 
 
 def _recip_view(node: Node) -> dict:
@@ -354,7 +352,7 @@ def _const_over(c: float) -> Function:
 
 def _run_div_by_activation(node, inputs, ctx):
     p, rq = node.params, node.requant
-    a_t = p["_a"]
+    a_t = node.operands.a
     i = 0
     if a_t.is_const:
         a = a_t.data
@@ -366,7 +364,7 @@ def _run_div_by_activation(node, inputs, ctx):
     a_flat = np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
     r_flat = np.ascontiguousarray(np.broadcast_to(r, shape)).reshape(-1)
     out = np.empty(a_flat.size, p["_out_dtype"])
-    mul(a_flat, p["a_zp"], r_flat, 0, int(rq.mult[0]), int(rq.shift[0]), rq.out_zp, rq.qmin, rq.qmax, out)
+    mul(a_flat, int(a_t.q.zero_point), r_flat, 0, int(rq.mult[0]), int(rq.shift[0]), rq.out_zp, rq.qmin, rq.qmax, out)
     return [out.reshape(shape)]
 
 
@@ -424,7 +422,7 @@ def element_error_bounds(node: Node, inputs: list, out_shape) -> np.ndarray:
         view = table_view(node)
         err = table_errors(view)
         return np.broadcast_to(err[inputs[0].astype(np.int64) - view["_in_q"].qmin], out_shape)
-    a_t = p["_a"]
+    a_t = node.operands.a
     a = a_t.data if a_t.is_const else inputs[0]
     b = inputs[-1]
     a_abs = np.abs(a_t.q.dequantize(a).astype(np.float64))

@@ -28,21 +28,22 @@ def lower_add(lowering, onode, args, out, act):
     m1, s1 = quantize_multiplier(float32_of(a.q.scale) / twice_max)
     m2, s2 = quantize_multiplier(float32_of(b.q.scale) / twice_max)
     mo, so = quantize_multiplier(twice_max / float32_of(np.float32(2.0 ** ls) * np.float32(out.q.scale)))
-    p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "tfl_mult": (m1, m2, mo), "tfl_shift": (s1, s2, so),
-         "left_shift": ls, "subtract": onode.op_type == "Sub", "_ts": (a, b)}
     o = out_params(lowering, out, act)
-    p.update(o)
+    # the operands, the left shift and the clamp live in the records only (the run reads them there)
+    p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "tfl_mult": (m1, m2, mo), "tfl_shift": (s1, s2, so),
+         "subtract": onode.op_type == "Sub", "out_zp": o["out_zp"], "_out_dtype": o["_out_dtype"]}
     return Node(lowering.node_name(onode), onode.op_type, activation_names([a, b]), [out.name], _run_add, p,
-                operands=Operands(a, b, ls), clamp=records.clamp(o["qmin"], o["qmax"]))
+                operands=Operands(a, b, ls), clamp=records.clamp(o["qmin"], o["qmax"]),
+                listed=("left_shift", "subtract", "out_zp", "qmin", "qmax"))
 
 
 def _run_add(node, inputs, ctx):
-    p = node.params
-    x, i = input_value(p["_ts"][0], inputs, 0)
-    y, _ = input_value(p["_ts"][1], inputs, i)
+    p, o = node.params, node.operands
+    x, i = input_value(o.a, inputs, 0)
+    y, _ = input_value(o.b, inputs, i)
     (m1, m2, mo), (s1, s2, so) = p["tfl_mult"], p["tfl_shift"]
-    return [tfl_add(x, y, *p["zp"], m1, s1, m2, s2, mo, so, p["left_shift"], p["subtract"], p["out_zp"], p["qmin"],
-                    p["qmax"], p["_out_dtype"])]
+    return [tfl_add(x, y, *p["zp"], m1, s1, m2, s2, mo, so, o.left_shift, p["subtract"], p["out_zp"], node.clamp[0],
+                    node.clamp[1], p["_out_dtype"])]
 
 
 def lower_mul(lowering, onode, args, out, act):
@@ -52,7 +53,7 @@ def lower_mul(lowering, onode, args, out, act):
     m, s = quantize_multiplier(float(np.float32(real)))
     o = out_params(lowering, out, act)
     # the requantization lives in the ``requant`` record only (the run reads it there)
-    p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "_ts": (a, b), "_out_dtype": o["_out_dtype"]}
+    p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "_out_dtype": o["_out_dtype"]}
     return Node(lowering.node_name(onode), "Mul", activation_names([a, b]), [out.name], _run_mul, p,
                 requant=records.tflite_requant(m, s, o["out_zp"], o["qmin"], o["qmax"]), operands=Operands(a, b),
                 clamp=records.clamp(o["qmin"], o["qmax"]),
@@ -61,8 +62,8 @@ def lower_mul(lowering, onode, args, out, act):
 
 def _run_mul(node, inputs, ctx):
     p, rq = node.params, node.requant
-    x, i = input_value(p["_ts"][0], inputs, 0)
-    y, _ = input_value(p["_ts"][1], inputs, i)
+    x, i = input_value(node.operands.a, inputs, 0)
+    y, _ = input_value(node.operands.b, inputs, i)
     return [tfl_mul(x, y, *p["zp"], int(rq.mult[0]), int(rq.shift[0]), rq.out_zp, rq.qmin, rq.qmax,
                     p["_out_dtype"])]
 

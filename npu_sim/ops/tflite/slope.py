@@ -53,7 +53,7 @@ def lower_prelu(lowering, onode, args, out, act):
                       f"16-bit PRELU")
     p, clamp = _slope_params(lowering, x, out, act, float(_F32(_F32(_F32(x.q.scale) * _F32(a.q.scale))
                                                                 / _F32(out.q.scale))))
-    p.update({"alpha_zp": int(a.q.zero_point), "_ts": (x, a)})
+    p["alpha_zp"] = int(a.q.zero_point)  # the operands live in the ``operands`` record only
     return Node(lowering.node_name(onode), "PRelu", activation_names([x, a]), [out.name], _run_slope, p,
                 operands=Operands(x, a), clamp=clamp)
 
@@ -71,9 +71,9 @@ def lower_abs(lowering, onode, args, out, act):
 
 def _run_slope(node, inputs, ctx):
     p = node.params
-    if "_ts" in p:
-        x, i = input_value(p["_ts"][0], inputs, 0)
-        alpha, _ = input_value(p["_ts"][1], inputs, i)
+    if node.operands is not None:  # PRelu: the slope is an operand
+        x, i = input_value(node.operands.a, inputs, 0)
+        alpha, _ = input_value(node.operands.b, inputs, i)
     else:
         x, alpha = inputs[0], p["_alpha"]
     (m1, m2), (s1, s2) = p["tfl_mult"], p["tfl_shift"]
@@ -91,7 +91,7 @@ def lower_maxmin(lowering, onode, args, out, act):
             raise Problem(f"{op} input {i} is quantized (scale {float(t.q.scale):.6g}, zero point "
                           f"{int(t.q.zero_point)}) unlike its output (scale {float(out.q.scale):.6g}, zero point "
                           f"{int(out.q.zero_point)}): TFLite's MAXIMUM/MINIMUM compare the integers as they are")
-    p = {"maximum": op == "Max", "_ts": tuple(ts)}
+    p = {"maximum": op == "Max"}  # the operands live in the ``operands`` record only
     o = out_params(lowering, out, act)
     p.update(o)
     return Node(lowering.node_name(onode), op, activation_names(ts), [out.name], _run_maxmin, p,
@@ -100,6 +100,6 @@ def lower_maxmin(lowering, onode, args, out, act):
 
 def _run_maxmin(node, inputs, ctx):
     p = node.params
-    a, i = input_value(p["_ts"][0], inputs, 0)
-    b, _ = input_value(p["_ts"][1], inputs, i)
+    a, i = input_value(node.operands.a, inputs, 0)
+    b, _ = input_value(node.operands.b, inputs, i)
     return [tfl_maxmin(a, b, p["maximum"], p["qmin"], p["qmax"], p["_out_dtype"])]
