@@ -18,7 +18,9 @@ same quantization (``models.build._build_quantized``'s recipe: ``quantize_static
     ddddocr 1.6.1 (MIT): ``ddddocr/common_det.onnx``, ddddocr's trained YOLOX-class character detector (CSP
     backbone with SiLU as Sigmoid x Mul, FPN with Resize and Concat, MaxPool SPP), input 1x3x416x416. Its
     package's preprocessing: BGR, letterbox (scale to fit, top-left, pad 114), raw 0..255 floats, NCHW. Views:
-    photos and text of skimage, seeded crops after the first cycle.
+    photos and text of skimage, seeded crops after the first cycle. Its input Focus (8 strided Slices and a
+    Concat) is folded into the Conv that reads it, a 6x6 stride-2 Conv on the input (``_fold_focus``): left as
+    Slices it would stay a float node ahead of the first QuantizeLinear, which npu-sim does not run.
 
 ``get(name)``, ``sample_inputs(name, count=4, start=0)`` and ``NAMES`` as in ``models.build``; ``python -m
 models.trained [NAME ...]`` builds and describes them.
