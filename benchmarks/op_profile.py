@@ -89,7 +89,10 @@ def main() -> None:
         for name, dt in result.seconds.items():
             per[_class(name, ops[name].op, classes)] += dt * 1e6
         runs_sim.append(per)
-    events = json.load(open(sess.end_profiling()))
+    profile = sess.end_profiling()
+    with open(profile) as f:
+        events = json.load(f)
+    os.remove(profile)
     runs = [e for e in events if e.get("cat") == "Session" and e["name"] == "model_run"]
     nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
     for run in runs[3:]:  # the timed runs (after the warm-ups)
