@@ -438,13 +438,11 @@ def lower_leaky_relu(lowering, onode, args, out: Tensor, act) -> Node:
     sx, sy = float(x.q.scale), float(out.q.scale)
     if onode.op_type == "LeakyRelu":
         slope = np.array([float(attrs(onode).get("alpha", 0.01))])
-        layout = "scalar"
     else:
         slope = const_value(lowering, args[1], "PRelu slope").astype(np.float64)
-        layout = "scalar" if slope.size == 1 else "full"
         slope = slope.reshape(-1) if slope.size == 1 else np.broadcast_to(slope, out.shape).reshape(-1)
     bits = lowering.arith.multiplier_bits
-    p = {"x_zp": int(x.q.zero_point), "_layout": layout}
+    p = {"x_zp": int(x.q.zero_point)}
     p["pos_mult"], p["pos_shift"] = (int(v) for v in fixed_multipliers(np.array(sx / sy), bits))
     p["neg_mult"], p["neg_shift"] = fixed_multipliers(slope * sx / sy, bits)
     o = output_params(lowering, out, act)
