@@ -164,11 +164,6 @@ def accumulate_conv(lowering, onode, args) -> Accumulation:
                         geometry=Geometry(k, s, pads, d, params["groups"]))
 
 
-def _requantize(node, ctx, acc, outer, channels, inner, **kw):
-    """``common.requantize_acc`` with the node's records (``common.record_params``) and its memo."""
-    return requantize_acc(node, ctx, acc, outer, channels, inner, record_params(node), memo=node.memo, **kw)
-
-
 def _run_conv(node, inputs, ctx):
     p, m = node.params, node.memo
     x = np.ascontiguousarray(inputs[0])
@@ -184,7 +179,7 @@ def _run_conv(node, inputs, ctx):
     if w.shape[1] == 1:  # depthwise: direct loop, int32 accumulator (set up once per input layout)
         acc = layout_memo(m, "direct", (x.shape, x.dtype), lambda: bind_direct(
             x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"], compact=True))(x)
-        return [_requantize(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
+        return [requantize_acc(node, ctx, acc, n_img, cout, acc.size // (n_img * cout)).reshape(out_shape)]
     pw = m.get("pw")
     if pw and pw["key"] == (x.dtype, x.shape[1:]):
         return [run_pointwise(node, ctx, x, pw).reshape(out_shape)]
@@ -196,7 +191,7 @@ def _run_conv(node, inputs, ctx):
                                                      p["groups"], block_cols=_block_cols(cg),
                                                      w_cache=m.setdefault("w_cache", {})):
         rows = slice(g * cg, (g + 1) * cg)
-        _requantize(node, ctx, acc, 1, cg, c1 - c0, out=y[n:n + 1, rows, c0:c1], channel_slice=rows, offset=off)
+        requantize_acc(node, ctx, acc, 1, cg, c1 - c0, out=y[n:n + 1, rows, c0:c1], channel_slice=rows, offset=off)
     return [y.reshape(out_shape)]
 
 
@@ -333,12 +328,12 @@ def _run_conv_transpose(node, inputs, ctx):
         acc = conv_transpose2d_tiles(x, p["x_zp"], w, p["stride"], p["pads"], p["dilation"], p["groups"],
                                      p["out_hw"], w_cache=m.setdefault("w_cache", {}))
         n, c, cols = acc.shape
-        y = _requantize(node, ctx, acc, n, c, cols).reshape(n, c, cols)
+        y = requantize_acc(node, ctx, acc, n, c, cols).reshape(n, c, cols)
         return [untile(y, w.shape[2], w.shape[3], x.shape[2], x.shape[3])]
     acc = conv_transpose2d_acc(np.ascontiguousarray(inputs[0]), p["x_zp"], w, p["stride"], p["pads"],
                                p["dilation"], p["groups"], p["out_hw"])
     n, c, h, w = acc.shape
-    return [_requantize(node, ctx, acc, n, c, h * w).reshape(acc.shape)]
+    return [requantize_acc(node, ctx, acc, n, c, h * w).reshape(acc.shape)]
 
 
 def lower_gemm(lowering, onode, args, out: Tensor, act) -> Node:
@@ -387,7 +382,7 @@ def _run_gemm(node, inputs, ctx):
             return [quads(a)]
     a = a.astype(np.int32) - p["x_zp"]
     acc = int_matmul(np.ascontiguousarray(a), node.weights.data, compact=True, b_cache=m.setdefault("w_cache", {}))
-    return [_requantize(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
+    return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(acc.shape)]
 
 
 def _tiles_first(node) -> bool:
@@ -457,9 +452,9 @@ def _run_matmul(node, inputs, ctx):
         acc = int_matmul(np.ascontiguousarray(a.reshape(-1, a.shape[-1])), wt.data, compact=True,
                          b_cache=node.memo.setdefault("w_cache", {}))
         if wt.per_channel:
-            return [_requantize(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(out_shape)]
-        return [_requantize(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
+            return [requantize_acc(node, ctx, acc, acc.shape[0], acc.shape[1], 1).reshape(out_shape)]
+        return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
     fed = iter(inputs)  # the activations, in order: a constant operand is held in the node (``_a`` or ``_b``)
     a, b = (p[k] if p.get(k) is not None else next(fed).astype(np.int32) - p[f"{k[1]}_zp"] for k in ("_a", "_b"))
     acc = _batched_matmul(a, b)
-    return [_requantize(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
+    return [requantize_acc(node, ctx, acc, 1, 1, acc.size).reshape(out_shape)]
