@@ -387,7 +387,7 @@ def lower_concat(lowering, onode, args, out: Tensor, act) -> Node:
     for i, arg in enumerate(args):
         t = operand(lowering, arg, f"Concat input {i}")
         same = t.q.same_as(out.q) and act is None
-        parts.append((t, None if same else rescale_params(lowering, t.q, out)))
+        parts.append((t, None if same else rescale_params(lowering, t.q, out, act)))
     p = {"axis": axis, "_parts": parts, "requantized": sum(1 for _, r in parts if r is not None)}
     o = output_params(lowering, out, act)
     p.update(o)
