@@ -197,12 +197,11 @@ class Accumulator:
 class Operands:
     """The two quantized operands of an elementwise node (constants carry their data). A fixed-point Add/Sub also
     gives its three stages ``R(R(a << left_shift, M_a) +- R(b << left_shift, M_b), M_out)`` as (mult, shift)
-    pairs, made at ``bits`` multiplier bits."""
+    pairs, made at the board's ``multiplier_bits``; TFLite's Add/Sub gives its left shift only."""
     a: Tensor
     b: Tensor
     left_shift: int | None = None
     stages: tuple[tuple[int, int], ...] | None = None
-    bits: int | None = None
 
 
 @dataclass(eq=False)

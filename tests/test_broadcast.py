@@ -60,7 +60,7 @@ def test_binary_nodes_materialize_what_does_not_collapse():
                                -3, -128, 127),
                operands=Operands(ta, tb), clamp=(-128, 127))
     add = Node("s", "Sub", ["a", "b"], ["y"], elementwise._run_add, {"sign_b": -1, "out_zp": -3, "_out_dtype": np.int8},
-               operands=Operands(ta, tb, 20, ((1 << 30, 31), (1 << 30, 31), (1 << 30, 21)), 31), clamp=(-128, 127))
+               operands=Operands(ta, tb, 20, ((1 << 30, 31), (1 << 30, 31), (1 << 30, 21))), clamp=(-128, 127))
     expected = {"m": naive.mul(fa, 2, fb, -1, 1 << 30, 36, -3, -128, 127, np.int8),
                 "s": naive.add_rescaled(fa, 2, 1 << 30, 31, fb, -1, 1 << 30, 31, 20, -1, 1 << 30, 21, -3, -128, 127,
                                         np.int8)}

@@ -92,7 +92,7 @@ def test_elementwise_and_mean_records(models):
     left = add.operands.left_shift
     assert add.operands.stages == tuple(quantize_multiplier(r, 31) for r in (sa / big, sb / big,
                                                                               big / (2.0 ** left * sy)))
-    assert add.operands.bits == 31 and add.requant is None and add.clamp == (-128, 127)
+    assert add.requant is None and add.clamp == (-128, 127)
 
     mul = nodes["Mul"]
     ma, mb, my = mul.operands.a, mul.operands.b, t[mul.outputs[0]]

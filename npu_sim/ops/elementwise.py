@@ -125,7 +125,7 @@ def lower_add(lowering, onode, args, out: Tensor, act) -> Node:
     # the operands (their zero points), the left shift, the three stages and the clamp live in the records only
     p = {"sign_b": -1 if onode.op_type == "Sub" else 1, "out_zp": o["out_zp"], "_out_dtype": o["_out_dtype"]}
     return Node(lowering.node_name(onode), onode.op_type, _ins([a, b]), [out.name], _run_add, p,
-                operands=Operands(a, b, left, stages, lowering.arith.multiplier_bits),
+                operands=Operands(a, b, left, stages),
                 clamp=records.clamp(o["qmin"], o["qmax"]),
                 listed=("a_zp", "b_zp", "left_shift", "sign_b", "a_mult", "a_shift", "b_mult", "b_shift", "out_mult",
                         "out_shift", "out_zp", "qmin", "qmax"))
