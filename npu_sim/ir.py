@@ -230,9 +230,8 @@ class Node:
     # a change of layout only (the .tflite frontend's NHWC <-> NCHW Transpose around ONNX's NCHW ops): not an op
     # of the model, so check, cost and memory leave it out (its output is its input's buffer)
     layout: bool = False
-    # what the program listing shows after the other public params, in this order: params keys, or where the params
-    # have no such key record values by name (``LISTED``), for a node whose params leave those values to its
-    # records (the listing keeps the order the params had)
+    # the names the program listing shows last, in this order (``describe_params``): each a params key, else a
+    # record value by its name in ``LISTED``
     listed: tuple[str, ...] = ()
 
     def __getstate__(self):

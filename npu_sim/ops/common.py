@@ -256,8 +256,9 @@ def rescale_prepared(lowering, src: QParams, out: Tensor, act=None) -> tuple[dic
 
 
 def rescale(node: Node, ctx, q: np.ndarray, params: dict, memo: dict) -> np.ndarray:
-    """Apply a rescale (``record_params`` of a rescale node, or ``rescale_params``) to an integer array (its zero point goes into the bias: no widened copy);
-    ``memo``: the run-time memo kept for these params (``requantize_acc``)."""
+    """Apply a rescale (``record_params`` of a rescale node, or ``rescale_params``) to an integer array (its zero
+    point goes into the bias: no widened copy); ``memo``: the run-time memo kept for these params
+    (``requantize_acc``)."""
     q = np.ascontiguousarray(q)
     return requantize_acc(node, ctx, q, 1, 1, q.size, params,
                           offset=np.array([-params["x_zp"]], np.int64), memo=memo).reshape(q.shape)

@@ -366,10 +366,10 @@ def _run_div(node, inputs, ctx):
 
 def scalar_rescale(node, ctx, x, p: dict, memo: dict) -> np.ndarray:
     """``clamp(R(x - x_zp, mult, shift) + out_zp)`` with one multiplier (``p``: a rescale node's or a Div by a
-    scalar's ``record_params``, or ``rescale_params``): for 8/16-bit ``x`` and ``shift >= 1`` it is ``((x - x_zp) * mult + 2^(shift-1)) >> shift``, the
-    affine kernel with one channel (the same integers as the requantization, |x - x_zp| < 2^31), bound once per
-    input shape and dtype (kept in ``memo``: the node's ``memo`` for its own params, else one kept in it for
-    ``p``); else ``common.rescale``."""
+    scalar's ``record_params``, or ``rescale_params``): for 8/16-bit ``x`` and ``shift >= 1`` it is
+    ``((x - x_zp) * mult + 2^(shift-1)) >> shift``, the affine kernel with one channel (the same integers as the
+    requantization, |x - x_zp| < 2^31), bound once per input shape and dtype (kept in ``memo``: the node's
+    ``memo`` for its own params, else one kept in it for ``p``); else ``common.rescale``."""
     def make():
         if p["shift"][0] >= 1 and x.dtype in AFFINE_DTYPES and abs(p["x_zp"]) <= 1 << 16:
             return affine_closure(np.ascontiguousarray(x).reshape(1, 1, -1), x.shape, p["_out_dtype"], p["x_zp"],
