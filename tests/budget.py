@@ -4,7 +4,7 @@ test with a quarter of the random examples of each property test; ``make test-fu
 (the Ray cluster runs and the other minute-long ones) that ``make test`` leaves out.
 
 A property test states its full count as ``@settings(max_examples=examples(N))``; one that states none gets
-hypothesis' 100 in a full run and :data:`QUICK` of it otherwise (the profile ``tests/conftest.py`` loads). The
+hypothesis' 100 in a full run and 1/:data:`QUICK` of it otherwise (the profile ``tests/conftest.py`` loads). The
 explicit ``@example`` cases (saturation, extreme scales, the bounds) run in both.
 """
 import os

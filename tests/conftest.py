@@ -1,8 +1,8 @@
-"""The suite's two budgets (``tests/budget.py``): hypothesis' default example count for this run, and the
-tests marked ``full`` left to ``make test-full``."""
+"""hypothesis' default example count for this run of the suite (``tests/budget.py``); the tests marked ``full`` are
+left out by ``make test`` itself (``-m "not full"``)."""
 from hypothesis import settings
 
-from budget import FULL, examples
+from budget import examples
 
 settings.register_profile("npu-sim", max_examples=examples(100))
 settings.load_profile("npu-sim")
