@@ -14,7 +14,7 @@ from npu_sim.analysis.accuracy import AccuracyReport, LayerResult
 from npu_sim.render.check import fit_sentence, report_rule_groups
 from npu_sim.render.text import NAME_CAP, column_width, cut_end, cut_middle
 
-FIX_CHARS = 300  # the fix JSON shown on the terminal; the rest is in --overrides / --json
+FIX_CHARS = 300  # the fix summary shown on the terminal; the JSON is in --overrides / --json
 
 
 def fmt_value(v, fmt="{:.5f}") -> str:

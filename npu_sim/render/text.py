@@ -20,6 +20,6 @@ def column_width(names, floor: int, cap: int) -> int:
     return max(floor, min(cap, max((len(n) for n in names), default=floor)))
 
 
-def cut_end(text: str, limit: int, more: str = "") -> str:
-    """``text`` up to ``limit`` characters, ending in "…" (and ``more``, e.g. where the rest is) when cut."""
-    return text if len(text) <= limit else text[:limit - 1] + ELLIPSIS + more
+def cut_end(text: str, limit: int) -> str:
+    """``text`` up to ``limit`` characters, ending in "…" when cut."""
+    return text if len(text) <= limit else text[:limit - 1] + ELLIPSIS
