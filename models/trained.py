@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import math
 import os
 import pathlib
 import subprocess

@@ -18,7 +18,7 @@ from kernels.fixedpoint import UnrepresentableScale, quantize_multiplier
 from npu_sim.activations import LUT_ACTIVATIONS
 from npu_sim.analysis.check.measures import geometry
 from npu_sim.analysis.cost.memory import lut_bytes
-from npu_sim.boards import PRESET_DIR, load_board
+from npu_sim.boards import PRESET_DIR
 from npu_sim.cli.main import main as cli_main
 from npu_sim.errors import UnsupportedModelError
 from npu_sim.ir import Geometry, Node
