@@ -107,10 +107,11 @@ class Tensor:
 # ---- typed parameter records of a node: what the layers above the op families read about it ----------------------
 # The op families (``npu_sim.ops``) prepare a node's integer parameters once, at lowering, and describe them in these
 # frozen records where they make the node, from the values they have just computed (``npu_sim.ops.records`` has the
-# shared constructors; no layer guesses a record from params keys). A fact lives in one place: the run functions
-# read what a record holds from the record, and ``Node.params`` keeps only the run functions' own arguments that no
-# record holds (the output dtype, strides, a function, ...); its private keys (``_in_q``, ...) are read by
-# ``npu_sim.ops`` and ``npu_sim.lowering`` only (``tests/test_architecture.py``).
+# shared constructors; no layer guesses a record from params keys). The run functions read the requantization,
+# weights, affine, tables and operands from the records, and ``Node.params`` keeps no copy of them, only the run
+# functions' own arguments (the output dtype, a function, ...; a window's geometry and the output clamp of a node
+# with no ``requant`` record are kept there too, as its kernel takes them); its private keys (``_in_q``, ...) are
+# read by ``npu_sim.ops`` and ``npu_sim.lowering`` only (``tests/test_architecture.py``).
 @dataclass(frozen=True, eq=False)
 class Requant:
     """``y = clamp(rule(acc + bias[c]) + out_zp, qmin, qmax)`` per output channel ``c``.
