@@ -263,6 +263,7 @@ LISTED: dict[str, Callable[[Node], Any]] = {
     "x_zp": lambda n: _stage(n).in_zp, "out_zp": lambda n: _stage(n).out_zp,
     # an elementwise node's operands, and a fixed-point Add/Sub's left shift and three (mult, shift) stages
     "a_zp": lambda n: int(n.operands.a.q.zero_point), "b_zp": lambda n: int(n.operands.b.q.zero_point),
+    "zp": lambda n: (int(n.operands.a.q.zero_point), int(n.operands.b.q.zero_point)),
     "left_shift": lambda n: n.operands.left_shift,
     **{f"{stage}_{part}": (lambda n, i=i, j=j: n.operands.stages[i][j])
        for i, stage in enumerate(("a", "b", "out")) for j, part in enumerate(("mult", "shift"))}}

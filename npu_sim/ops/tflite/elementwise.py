@@ -30,11 +30,11 @@ def lower_add(lowering, onode, args, out, act):
     mo, so = quantize_multiplier(twice_max / float32_of(np.float32(2.0 ** ls) * np.float32(out.q.scale)))
     o = out_params(lowering, out, act)
     # the operands, the left shift and the clamp live in the records only (the run reads them there)
-    p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "tfl_mult": (m1, m2, mo), "tfl_shift": (s1, s2, so),
-         "subtract": onode.op_type == "Sub", "out_zp": o["out_zp"], "_out_dtype": o["_out_dtype"]}
+    p = {"tfl_mult": (m1, m2, mo), "tfl_shift": (s1, s2, so), "subtract": onode.op_type == "Sub",
+         "out_zp": o["out_zp"], "_out_dtype": o["_out_dtype"]}
     return Node(lowering.node_name(onode), onode.op_type, activation_names([a, b]), [out.name], _run_add, p,
                 operands=Operands(a, b, ls), clamp=records.clamp(o["qmin"], o["qmax"]),
-                listed=("left_shift", "subtract", "out_zp", "qmin", "qmax"))
+                listed=("zp", "tfl_mult", "tfl_shift", "left_shift", "subtract", "out_zp", "qmin", "qmax"))
 
 
 def _run_add(node, inputs, ctx):
@@ -42,8 +42,13 @@ def _run_add(node, inputs, ctx):
     x, i = input_value(o.a, inputs, 0)
     y, _ = input_value(o.b, inputs, i)
     (m1, m2, mo), (s1, s2, so) = p["tfl_mult"], p["tfl_shift"]
-    return [tfl_add(x, y, *p["zp"], m1, s1, m2, s2, mo, so, o.left_shift, p["subtract"], p["out_zp"], node.clamp[0],
-                    node.clamp[1], p["_out_dtype"])]
+    return [tfl_add(x, y, *_zero_points(o), m1, s1, m2, s2, mo, so, o.left_shift, p["subtract"], p["out_zp"],
+                    node.clamp[0], node.clamp[1], p["_out_dtype"])]
+
+
+def _zero_points(o) -> tuple[int, int]:
+    """The zero points of the ``operands`` record's two tensors."""
+    return int(o.a.q.zero_point), int(o.b.q.zero_point)
 
 
 def lower_mul(lowering, onode, args, out, act):
@@ -52,20 +57,20 @@ def lower_mul(lowering, onode, args, out, act):
     real = np.float32(np.float32(a.q.scale) * np.float32(b.q.scale)) / np.float32(out.q.scale)  # float32 in TFLite
     m, s = quantize_multiplier(float(np.float32(real)))
     o = out_params(lowering, out, act)
-    # the requantization lives in the ``requant`` record only (the run reads it there)
-    p = {"zp": (int(a.q.zero_point), int(b.q.zero_point)), "_out_dtype": o["_out_dtype"]}
-    return Node(lowering.node_name(onode), "Mul", activation_names([a, b]), [out.name], _run_mul, p,
+    # the operands and the requantization live in the records only (the run reads them there)
+    return Node(lowering.node_name(onode), "Mul", activation_names([a, b]), [out.name], _run_mul,
+                {"_out_dtype": o["_out_dtype"]},
                 requant=records.tflite_requant(m, s, o["out_zp"], o["qmin"], o["qmax"]), operands=Operands(a, b),
                 clamp=records.clamp(o["qmin"], o["qmax"]),
-                listed=("tfl_mult", "tfl_shift", "out_zp", "qmin", "qmax"))
+                listed=("zp", "tfl_mult", "tfl_shift", "out_zp", "qmin", "qmax"))
 
 
 def _run_mul(node, inputs, ctx):
     p, rq = node.params, node.requant
     x, i = input_value(node.operands.a, inputs, 0)
     y, _ = input_value(node.operands.b, inputs, i)
-    return [tfl_mul(x, y, *p["zp"], int(rq.mult[0]), int(rq.shift[0]), rq.out_zp, rq.qmin, rq.qmax,
-                    p["_out_dtype"])]
+    return [tfl_mul(x, y, *_zero_points(node.operands), int(rq.mult[0]), int(rq.shift[0]), rq.out_zp, rq.qmin,
+                    rq.qmax, p["_out_dtype"])]
 
 
 def lower_clamp(lowering, onode, args, out, act):
