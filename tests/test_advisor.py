@@ -260,6 +260,7 @@ def test_variant_scoring_runs_only_what_differs_and_gives_the_same_integers():
 
 # -- a real model beyond the seed case ---------------------------------------------------------------------------
 
+@pytest.mark.full  # a real model through report, advisor and re-quantization: make test-full
 def test_ppocr_cls_a8w8_report_advisor_and_measured_fix(tmp_path):
     """PP-OCR cls A8W8 on two held-out text views: the report names where accuracy goes, the advisor promotes only
     layers the board allows at int16, within the latency budget, and the model re-quantized by onnxruntime with

@@ -128,6 +128,7 @@ def _exact_lsb(onode, dq, quant, ints, idx, bias_in_acc=False):
 
 
 @pytest.mark.network
+@pytest.mark.full  # every Conv of PP-OCR det re-derived exactly: make test-full
 def test_ppocr_det_a8w8_default_differs_from_onnxruntime_only_at_rounding_ties():
     """Why det A8W8 on the default board stays below cosine 0.999 vs onnxruntime (the xfail above).
 
