@@ -23,7 +23,8 @@ def _traces(path, feeds, amx, quads):
 
 
 @pytest.mark.skipif(not conv_int16.AVAILABLE, reason="needs AVX2 or AVX-512BW (no integer convolution tiles)")
-@pytest.mark.parametrize("name", ["mobilenetv2_a8w8u", pytest.param("ppocr_rec_a8w8", marks=pytest.mark.full), "ppocr_cls_a8w8"])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.full) for n in ("mobilenetv2_a8w8u", "ppocr_rec_a8w8")]
+                         + ["ppocr_cls_a8w8"])  # the larger two: make test-full
 def test_every_convolution_path_gives_the_same_integers(name):
     build, (path,) = real_models(name)
     feeds = build.sample_inputs(name, 1)[0]

@@ -118,7 +118,7 @@ np.savez(sys.argv[3], **{f"t{i}": np.asarray(v) for i, v in enumerate(trace.valu
 """
 
 
-@pytest.mark.parametrize("name", ["mobilenetv2_a8w8u", "ppocr_cls_a8w8"])
+@pytest.mark.parametrize("name", [pytest.param("mobilenetv2_a8w8u", marks=pytest.mark.full), "ppocr_cls_a8w8"])
 def test_whole_models_trace_the_same_integers_on_every_kind(name, tmp_path):
     """Every tensor of a real model, traced in a fresh process per kind this machine can stand in for (every
     kernel family binds afresh: pairs, quads, AMX tiles, depthwise sets, float paths), equal bit for bit."""

@@ -165,7 +165,7 @@ def _stopped_run(tmp_path, digits, signum, *engine) -> tuple[int, list[str], Pat
         return code, err.read().strip().splitlines(), out
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.full)])
 def test_a_stopped_run_leaves_no_process_and_keeps_every_shard(tmp_path, digits, whole, signum):
     code, lines, out = _stopped_run(tmp_path, digits, signum)
     assert code == 128 + signum, lines
