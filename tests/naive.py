@@ -457,6 +457,23 @@ def multiplier_arrays(draw, n, allow_negative=False):
     return (np.array([p[0] for p in pairs], dtype=np.int64), np.array([p[1] for p in pairs], dtype=np.int64))
 
 
+def second_range(first, ranges=VALUE_RANGES):
+    """The (dtype, lo, hi) of a kernel's second operand: any of ``ranges`` in ``make test-full``; in ``make test``
+    the first operand's (each dtype combination a kernel test draws is one more Numba compile, ~1-2 s)."""
+    return st.sampled_from(ranges) if FULL else st.just(first)
+
+
+def out_ranges_like(first):
+    """The output ranges a kernel test draws from: all of them in ``make test-full``; in ``make test`` the first
+    operand's (its (dtype, lo, hi), or a dtype: its whole range) and int32 (the accumulator-wide output)."""
+    if FULL:
+        return OUT_RANGES
+    if not isinstance(first, tuple):
+        info = np.iinfo(first)
+        first = (np.dtype(first).type, int(info.min), int(info.max))
+    return [first, (np.int32, -2 ** 31, 2 ** 31 - 1)]
+
+
 @st.composite
 def out_params(draw, ranges=OUT_RANGES):
     """(out dtype, out_zp, qmin, qmax) with qmin <= qmax inside the dtype; sometimes a narrowed range."""

@@ -188,7 +188,7 @@ def fused_case(draw, conv=None):
     ms = [draw(naive.multipliers(allow_negative=True)) for _ in range(1 if draw(st.booleans()) else cout)]
     mult = np.array([m for m, _ in ms] * (cout // len(ms)), np.int64)
     shift = np.array([r for _, r in ms] * (cout // len(ms)), np.int64)
-    dtype, out_zp, qmin, qmax = draw(naive.out_params())
+    dtype, out_zp, qmin, qmax = draw(naive.out_params(naive.out_ranges_like(x.dtype)))
     info = np.iinfo(x.dtype)
     x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))
     acc_max = x_dev * int(np.abs(wt.astype(np.int64)).max()) * wt[0].size

@@ -114,7 +114,7 @@ def test_depthwise_s2_requantized_matches_twin(isa, case, data):
     mult = np.array([m for m, _ in ms], np.int64)
     shift = np.array([r for _, r in ms], np.int64)
     bias = np.array([data.draw(st.integers(-2 ** 40, 2 ** 40)) for _ in range(cout)], np.int64)
-    dtype, out_zp, qmin, qmax = data.draw(naive.out_params())
+    dtype, out_zp, qmin, qmax = data.draw(naive.out_params(naive.out_ranges_like(case[0].dtype)))
     if data.draw(st.integers(0, 4)):  # most examples: every channel has a saturation bound, so they compare
         shift = naive.fusable_shifts(shift, out_zp, qmin, qmax)
     with _using(isa):
@@ -187,7 +187,7 @@ def test_conv2d_direct_takes_s2_on_small_planes(data):
     x = data.draw(naive.int_arrays((1, c, h, h), dtype, lo, hi))
     w = data.draw(naive.int_arrays((c, 1, k, k), np.int8, -128, 127))
     ms = [data.draw(naive.multipliers(allow_negative=True)) for _ in range(c)]
-    dt, out_zp, qmin, qmax = data.draw(naive.out_params())
+    dt, out_zp, qmin, qmax = data.draw(naive.out_params(naive.out_ranges_like(dtype)))
     shift = naive.fusable_shifts(np.array([r for _, r in ms], np.int64), out_zp, qmin, qmax)
     bias = np.array([data.draw(st.integers(-2 ** 20, 2 ** 20)) for _ in range(c)], np.int64)
     case = (x, data.draw(naive.zero_points(lo, hi)), w, (2, 2), (k // 2,) * 4, (1, 1), c, bias,

@@ -14,13 +14,13 @@ from tests import naive
 def mul_case(draw):
     n = draw(st.integers(1, 40))
     ad, alo, ahi = draw(naive.value_ranges())
-    bd, blo, bhi = draw(naive.value_ranges())
+    bd, blo, bhi = draw(naive.second_range((ad, alo, ahi)))
     a = draw(naive.int_arrays((n,), ad, alo, ahi))
     b = draw(naive.int_arrays((n,), bd, blo, bhi))
     a_zp = draw(naive.zero_points(alo, ahi))
     b_zp = draw(naive.zero_points(blo, bhi))
     mult, shift = draw(naive.multipliers())
-    dtype, out_zp, qmin, qmax = draw(naive.out_params())
+    dtype, out_zp, qmin, qmax = draw(naive.out_params(naive.out_ranges_like((ad, alo, ahi))))
     return a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, dtype
 
 
