@@ -55,7 +55,7 @@ def judge(model: onnx.ModelProto, feeds: dict | None, out_dir: Path, run_onnx: d
         if any(q in str(exc) for q in CHECKER_QUIRKS):
             verdict["checker_quirk"], verdict["checker"] = verdict["checker"], None
     try:
-        fused = helpers_oracle.ort_session(model, int8_fusion=True)
+        fused = helpers_oracle.ort_session(model, int8_fusion=True, quiet=True)
     except Exception as exc:
         verdict["ort_load"] = _short(exc)
         verdict["unimplemented"] = any(w in str(exc) for w in UNIMPLEMENTED)
@@ -68,7 +68,7 @@ def judge(model: onnx.ModelProto, feeds: dict | None, out_dir: Path, run_onnx: d
         expected = dict(zip([o.name for o in fused.get_outputs()], fused.run(None, ort_feeds)))
     except Exception as exc:  # a fused kernel's own limit (QLinearGlobalAveragePool's range) when unfused runs
         try:
-            unfused = helpers_oracle.ort_session(model, optimize=False)
+            unfused = helpers_oracle.ort_session(model, optimize=False, quiet=True)
             expected = dict(zip([o.name for o in unfused.get_outputs()], unfused.run(None, ort_feeds)))
             verdict["ort_fused_only"] = _short(exc)
         except Exception as exc2:
@@ -107,7 +107,7 @@ def differential(model, feeds, fused_out: dict, run_stdout: str, kinds: dict):
     if inexact:
         return None, f"{ort_cpu.REASON} ({', '.join(inexact)})"
     unfused_out = dict(zip([o.name for o in model.graph.output],
-                           helpers_oracle.ort_session(model, optimize=False).run(None, feeds)))
+                           helpers_oracle.ort_session(model, optimize=False, quiet=True).run(None, feeds)))
     written = {m.group(1): m.groups()[1:] for m in _OUTPUT.finditer(run_stdout)}
     worst = {}
     for name, ref in fused_out.items():
@@ -160,7 +160,7 @@ def nan_quantized(model, feeds) -> str | None:
         if out.name in names:
             out.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
     try:
-        values = helpers_oracle.ort_session(probe, optimize=False).run(names, feeds)
+        values = helpers_oracle.ort_session(probe, optimize=False, quiet=True).run(names, feeds)
     except Exception:
         return None
     return next((name for name, v in zip(names, values) if np.isnan(v).any()), None)
