@@ -27,7 +27,7 @@ def affine_case(draw):
     b_lim = room - dev * int(np.abs(w).max())
     b = np.array([draw(st.one_of(st.integers(-b_lim, b_lim), st.sampled_from([b_lim, -b_lim])))
                   for _ in range(shape[1])], np.int64)
-    dtype, out_zp, qmin, qmax = draw(naive.out_params())
+    dtype, out_zp, qmin, qmax = draw(naive.out_params(naive.out_ranges_like(xd)))
     return x, x_zp, w, b, f_bits, out_zp, qmin, qmax, dtype
 
 

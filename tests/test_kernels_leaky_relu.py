@@ -18,7 +18,7 @@ def leaky_case(draw):
     x_zp = draw(naive.zero_points(lo, hi))
     pos_mult, pos_shift = draw(naive.multipliers())
     neg_mult, neg_shift = draw(naive.multiplier_arrays(shape[1], allow_negative=True))
-    dtype, out_zp, qmin, qmax = draw(naive.out_params())
+    dtype, out_zp, qmin, qmax = draw(naive.out_params(naive.out_ranges_like(xd)))
     return x, x_zp, pos_mult, pos_shift, neg_mult, neg_shift, out_zp, qmin, qmax, dtype
 
 
