@@ -33,7 +33,7 @@ demo: $(VENV)/.installed-report
 		--fixed-model build/demo/digits_cnn.fixed.qdq.onnx
 	@echo "open build/demo/report.html"
 
-# Every test, each property test with a sixth of its random examples, the minute-long tests marked `full` left
+# Every test, each property test with an eighth of its random examples, the minute-long tests marked `full` left
 # out (tests/budget.py).
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -n auto -m "not full"

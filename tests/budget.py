@@ -1,8 +1,9 @@
 """How much each run of the suite draws and repeats: ``make test`` (the README's command, a few minutes) runs every
-test with a sixth of the random examples of each property test, the kernel tests' arrays int8, uint8 and int16
-(``tests/naive.py``: each dtype combination is one more Numba compile); ``make test-full`` (CI runs both) sets
-``NPU_SIM_TESTS=full`` and runs every test, each property test with its full count and uint16 arrays too, and the
-tests marked ``full`` (the Ray cluster runs and the other minute-long ones) that ``make test`` leaves out.
+test with an eighth of the random examples of each property test, the kernel tests' arrays int8, uint8 and int16,
+a second operand and the output of the first operand's dtype (or int32) (``tests/naive.py``: each dtype
+combination is one more Numba compile); ``make test-full`` (CI runs both) sets ``NPU_SIM_TESTS=full`` and runs
+every test, each property test with its full count and every dtype combination, uint16 too, and the tests marked
+``full`` (the Ray cluster runs and the other minute-long ones) that ``make test`` leaves out.
 
 A property test states its full count as ``@settings(max_examples=examples(N))``; one that states none gets
 hypothesis' 100 in a full run and 1/:data:`QUICK` of it otherwise (the profile ``tests/conftest.py`` loads). The
@@ -11,7 +12,7 @@ explicit ``@example`` cases (saturation, extreme scales, the bounds) run in both
 import os
 
 FULL = os.environ.get("NPU_SIM_TESTS", "").strip().lower() == "full"
-QUICK = 6  # make test draws 1/QUICK of the examples
+QUICK = 8  # make test draws 1/QUICK of the examples
 
 
 def examples(n: int) -> int:

@@ -136,7 +136,7 @@ def op_model(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("board", ["default", "onnx", "ethos-u55-128"])
+@pytest.mark.parametrize("board", ["default", "onnx", pytest.param("ethos-u55-128", marks=pytest.mark.full)])
 @pytest.mark.parametrize("act", ["s8", "s16"])
 @pytest.mark.parametrize("case_id", OP_CASES)
 def test_op_case_batch_is_single_runs(op_model, case_id, act, board):
