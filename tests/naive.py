@@ -390,7 +390,8 @@ VALUE_RANGES = [
     *([(np.uint16, 0, 65535)] if FULL else []),
     (np.int8, -8, 7), (np.uint8, 0, 15),
 ]
-OUT_RANGES = VALUE_RANGES + [(np.int32, -2 ** 31, 2 ** 31 - 1)]
+INT32_RANGE = (np.int32, -2 ** 31, 2 ** 31 - 1)  # an accumulator-wide output
+OUT_RANGES = VALUE_RANGES + [INT32_RANGE]
 
 
 @st.composite
@@ -471,7 +472,7 @@ def out_ranges_like(first):
     if not isinstance(first, tuple):
         info = np.iinfo(first)
         first = (np.dtype(first).type, int(info.min), int(info.max))
-    return [first, (np.int32, -2 ** 31, 2 ** 31 - 1)]
+    return [first, INT32_RANGE]
 
 
 @st.composite
