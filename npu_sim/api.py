@@ -105,7 +105,15 @@ def run_dataset(model, data, writer, float_model=None, board="default", input_sh
     sample against the float model on onnxruntime). ``engine``: where the shards run
     (``EngineOptions("local", workers)`` by default; the outputs do not depend on it). ``progress(done, total)``
     counts samples; ``notify(message)`` is told of each sample that fails. Returns a ``DatasetSummary``
-    (``.failed`` names the samples that failed; the others are written)."""
+    (``.failed`` names the samples that failed; the others are written; ``.ok``: none failed and none refused).
+
+    A model with nodes the board does not run runs as ``load(..., partial=True)`` runs it: the outputs computed
+    without those nodes are written (metrics: of those outputs), and the summary names the rest as typed fields,
+    empty when the board runs the whole model: ``.refused`` (``RefusedNode(node, op, reason)``, the board's
+    reason), ``.not_computed`` (``NotComputed(output, reason)``: the model outputs in no shard) and
+    ``.not_run_lines`` (what ``npu-sim run`` prints of both); both classes are in
+    ``npu_sim.analysis.dataset.run``. A model none of whose outputs can be computed raises
+    ``UnsupportedModelError`` naming the refused nodes, before anything is written."""
     plan = plan_dataset(model, data, board, input_shapes, float_model, shard_size, mean, std)
     return execute(plan, writer, engine, progress, notify)
 

@@ -12,6 +12,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import npu_sim
+from npu_sim.analysis.dataset.run import NotComputed, RefusedNode
 from npu_sim.cli.main import main
 from npu_sim.errors import UnsupportedModelError
 from tests.qdq_models import build_model, quantize, weights
@@ -123,3 +124,78 @@ def test_compare_compares_around_the_refused_node(model_path, tmp_path, capsys):
     assert main(["compare", str(model_path), str(dump), "--board", U55]) == 1
     out = capsys.readouterr().out
     assert "the board does not run node 'softmax'" in out and "y: not compared" in out
+
+
+# ---- a dataset run (run --data) of a partial program: the outputs computed, in shards; exit 1 ----
+def samples(tmp_path, n: int = 5):
+    """A .npz of ``n`` samples of the model's input (1, 16), float32, and the samples as single-run feeds."""
+    x = np.random.default_rng(11).standard_normal((n, 16)).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x)
+    return tmp_path / "data.npz", [{"x": x[i:i + 1]} for i in range(n)]
+
+
+def test_dataset_run_writes_what_is_computed_and_exits_1(model_path, tmp_path, capsys):
+    data, feeds = samples(tmp_path)
+    out = tmp_path / "out"
+    args = ["run", "--data", str(data), "--out", str(out), str(model_path), "--board", U55, "--shard-size", "2"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "the board does not run node 'softmax' (Softmax)" in err and "2**26" in err
+    assert "model output(s) not computed: 'z'" in err and "exit 1" in err
+    sim = npu_sim.load(model_path, board=U55, partial=True)
+    shards = [np.load(out / f"shard-0000{k}.npz") for k in range(3)]
+    assert all(set(s.files) == {"v.int", "v"} for s in shards)
+    got = np.concatenate([s["v.int"] for s in shards])
+    want = np.stack([sim.run(f, raw=True)["v"] for f in feeds])
+    assert want.max() > want.min() and np.array_equal(got, want)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert set(manifest["outputs"]) == {"v"} and manifest["complete"] and not manifest["failed"]
+    assert [e["output"] for e in manifest["not_computed"]] == ["z"] and "softmax" in manifest["not_computed"][0]["reason"]
+    assert [(r["node"], r["op"]) for r in manifest["refused"]] == [("softmax", "Softmax")]
+    assert "2**26" in manifest["refused"][0]["reason"]
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(args + ["--resume"]) == 1  # the finished run: every shard kept, the same files
+    captured = capsys.readouterr()
+    assert "3 shard(s) kept from the previous run" in captured.out and "'softmax'" in captured.err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_dataset_run_api_names_the_refusals(model_path, tmp_path):
+    data, _ = samples(tmp_path, 3)
+    summary = npu_sim.run_dataset(model_path, [data], npu_sim.DatasetWriter(tmp_path / "out"), board=U55)
+    assert summary.samples == 3 and not summary.failed and not summary.ok
+    assert [type(r) for r in summary.refused] == [RefusedNode] and summary.refused[0].node == "softmax"
+    assert summary.refused[0].op == "Softmax" and "2**26" in summary.refused[0].reason
+    assert [type(o) for o in summary.not_computed] == [NotComputed] and summary.not_computed[0].output == "z"
+    assert any("model output(s) not computed: 'z'" in line for line in summary.not_run_lines)
+
+
+def test_dataset_run_float_metrics_of_the_outputs_computed(model_path, tmp_path, capsys):
+    data, _ = samples(tmp_path, 3)
+    out = tmp_path / "out"
+    float_model = model_path.parent / "branches.float.onnx"  # what quantize() quantized
+    assert main(["run", "--data", str(data), "--out", str(out), "--float", str(float_model), str(model_path),
+                 "--board", U55]) == 1
+    captured = capsys.readouterr()
+    assert "output v: mean cosine" in captured.out and "exit 1" in captured.err
+    header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert header == ["index", "file", "item", "v.cosine", "v.sqnr_db", "v.top1_agree"]
+    rows = (out / "metrics.csv").read_text().splitlines()[1:]
+    assert len(rows) == 3 and all(float(r.split(",")[3]) > 0.99 for r in rows)
+
+
+def test_dataset_run_of_no_computable_output_exits_2(tmp_path, capsys):
+    """Every output depends on the refused Softmax: nothing to write; the message names the node, the board's
+    reason and the single run that dumps every tensor up to it."""
+    rng = np.random.default_rng(7)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="fc"),
+             helper.make_node("Softmax", ["m"], ["y"], name="softmax", axis=-1),
+             helper.make_node("Mul", ["y", "y"], ["z"], name="after")]
+    model = build_model(nodes, {"x": (1, 16)}, {"z": None}, {"w": weights(rng, (16, 10), 0.3)}, name="only")
+    path = quantize(model, tmp_path, "only", activation_type="s8", postprocess=softmax_scales(2.0 ** -30))
+    data, _ = samples(tmp_path, 2)
+    out = tmp_path / "out"
+    assert main(["run", "--data", str(data), "--out", str(out), str(path), "--board", U55]) == 2
+    err = capsys.readouterr().err
+    assert "no model output can be computed" in err and "node 'softmax' (Softmax)" in err and "2**26" in err
+    assert "--dump-all" in err and "Traceback" not in err and not out.exists()

@@ -36,8 +36,14 @@ OUT/manifest.json (each sample's source, shard and row; the failed ones by name)
 shard written; --resume goes on with a stopped run in the same OUT; the files do not depend on --engine or
 --workers. See docs/DATASETS.md.
 
-Exit codes: 0 done; 1 with --data, some samples failed (named on stderr and in manifest.json; the others are
-written); 2 bad input; 3 internal error; 130 / 143 with --data, stopped by SIGINT / SIGTERM (--resume goes on).
+A model with a node the board does not run: everything up to it and around it is simulated and written, the
+node (with the board's reason) and the outputs it leaves uncomputed are named on stderr (and, with --data, in
+manifest.json's not_computed and refused; those outputs are in no shard), exit 1. With --data, a model none of
+whose outputs can be computed is refused (exit 2): --input FILE --dump-all dumps every tensor up to the node.
+
+Exit codes: 0 done; 1 the board does not run the whole model (see above), or with --data some samples failed
+(named on stderr and in manifest.json; the others are written); 2 bad input; 3 internal error; 130 / 143 with
+--data, stopped by SIGINT / SIGTERM (--resume goes on).
 """
 MODEL_AFTER_LISTS = True  # `run --data DIR MODEL`: an .onnx file that ends --data is the model
 DATA_ONLY = (("resume", "--resume"), ("float_model", "--float"), ("shard_size", "--shard-size"),
@@ -61,7 +67,8 @@ def add_arguments(run) -> None:
                      help="with --dump-all, also write the tensors as golden vectors for firmware: c (one C header "
                           "per tensor and golden.h, in OUT/c) or bin (raw bytes and manifest.json, in OUT/bin)")
     run.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw", help="layout of the --format c/bin tensors")
-    d = run.add_argument_group("dataset runs (--data; exit code 1 when some samples failed, the others written)")
+    d = run.add_argument_group("dataset runs (--data; exit code 1 when some samples failed or the board refuses a "
+                               "node, the rest written)")
     d.add_argument("--data", nargs="+", action="extend", default=[], metavar="DIR|FILE",
                    help="run every sample of these folders or files (images, .npy, .npz; a leading batch dimension "
                         "is split into samples) and write shards and manifest.json into --out")
@@ -141,7 +148,8 @@ def main(args, shapes) -> int:
 
 
 def data_main(args, shapes) -> int:
-    """``run --data``: every sample, in shards, into --out; exit 1 when some failed (the others are written)."""
+    """``run --data``: every sample, in shards, into --out; exit 1 when some failed (the others are written) or
+    when the board refuses nodes (the outputs computed without them are written, the refused nodes named)."""
     if args.input:
         raise InputError("--input and --data: give one (--input feeds one sample, --data runs a dataset)")
     if args.dump_all or args.format != "npy":
@@ -168,8 +176,9 @@ def data_main(args, shapes) -> int:
     if summary.failed:
         print(f"npu-sim: {len(summary.failed)} sample(s) failed (named above and in "
               f"{Path(args.out) / 'manifest.json'}); the other samples are written", file=sys.stderr)
-        return 1
-    return EXIT_OK
+    for line in summary.not_run_lines:  # a partial program: what `run` says of it
+        print(line, file=sys.stderr)
+    return EXIT_OK if summary.ok else 1
 
 
 def _kept(writer: DatasetWriter, out) -> str:

@@ -178,4 +178,6 @@ def summary_lines(summary: Summary, out) -> list[str]:
         if m["accuracy"] is not None:
             parts.append(f"accuracy {_pct(m['accuracy'])} (float {_pct(m['float_accuracy'])})")
         lines.append(f"output {name}: " + ", ".join(parts) + f" -> {Path(out) / METRICS}")
+    for name, reason in summary.not_computed:  # a partial program (the board refuses a node it depends on)
+        lines.append(f"output {name}: {reason}; in no shard (manifest.json: not_computed)")
     return lines

@@ -10,13 +10,17 @@ headers: no sample is decoded then. ``execute`` sends the shards that are not al
 so the driver holds the decoded shards in flight only. It hands each finished shard to a *writer* (the files are
 the render layer's: ``npu_sim.render.dataset_out.DatasetWriter``), which also rewrites the manifest as shards
 finish, so a killed run resumes where it stopped and gives the same bytes.
+
+A model with nodes the board does not run is a partial program (``npu_sim.lowering.partial``): the shards hold
+the outputs it computes, the manifest (``not_computed``, ``refused``) and the ``Summary`` (``not_computed``,
+``refused``) name the others and the refused nodes; a model none of whose outputs can be computed is refused.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -26,6 +30,7 @@ from npu_sim.analysis.dataset.task import JobSpec, ShardPayload, ShardResult, fi
 from npu_sim.errors import InputError
 from npu_sim.frontend import dataset as ds
 from npu_sim.frontend.reader import open_model
+from npu_sim.lowering.partial import not_run_lines
 from npu_sim.runtime.engines import EngineOptions, TaskFailed, run_tasks
 from npu_sim.runtime.stop import held
 
@@ -33,6 +38,20 @@ MANIFEST_FORMAT = "npu-sim dataset run"
 MANIFEST_VERSION = 1
 # What must match between a previous run's manifest and this one for --resume to reuse its shards.
 RESUME_KEYS = ("model_sha256", "board", "float_model", "float_model_sha256", "shard_size", "inputs", "sources")
+
+
+class RefusedNode(NamedTuple):
+    """A node the board does not run (its toolchain refuses it, or npu-sim does not simulate what it runs), with
+    the reason; it and what depends on it are not simulated."""
+    node: str
+    op: str
+    reason: str
+
+
+class NotComputed(NamedTuple):
+    """A model output a partial run does not compute (it is in no shard), and why."""
+    output: str
+    reason: str
 
 
 @dataclass
@@ -62,6 +81,9 @@ class Plan:
     mean: str = "0"
     std: str = "1"
     qparams: dict[str, Any] = field(default_factory=dict)
+    refused: list[RefusedNode] = field(default_factory=list)        # a partial program's refused nodes
+    not_computed: list[NotComputed] = field(default_factory=list)   # and the model outputs it does not compute
+    not_run_lines: list[str] = field(default_factory=list)          # both, as `npu-sim run` says them
 
     @property
     def shards(self) -> int:
@@ -118,6 +140,10 @@ def plan_dataset(model, data, board="default", input_shapes: dict | None = None,
                               "scale": np.asarray(t.q.scale, np.float64).tolist(),
                               "zero_point": np.asarray(t.q.zero_point).tolist()}
         plan.qparams[name] = t.q
+    plan.refused = [RefusedNode(*r) for r in prog.refusals]
+    plan.not_computed = [NotComputed(name, why.removeprefix("model output: ")) for name, why in prog.not_run
+                         if why.startswith("model output")]
+    plan.not_run_lines = not_run_lines(prog) if prog.refusals else []
     return plan
 
 
@@ -202,7 +228,9 @@ def header(plan: Plan) -> dict:
             "model_sha256": plan.model_sha256, "board": plan.board, "float_model": spec.float_model,
             "float_model_sha256": spec.digests[1] if len(spec.digests) > 1 else None,
             "shard_size": plan.shard_size, "inputs": {n: list(s) for n, s in spec.shapes},
-            "outputs": plan.outputs, "sources": plan.sources}
+            "outputs": plan.outputs, "sources": plan.sources,
+            "not_computed": [{"output": o.output, "reason": o.reason} for o in plan.not_computed],
+            "refused": [{"node": r.node, "op": r.op, "reason": r.reason} for r in plan.refused]}
 
 
 @dataclass
@@ -279,17 +307,24 @@ def resume_state(plan: Plan, previous: dict, hashes: dict[str, str], metrics: di
 class Summary:
     """A finished run: samples written (of those read), the failed ones (by name, with the error; a file that
     could not be read counts once), shards reused by ``--resume``, and
-    with ``--float`` per output the mean cosine, the top-1 agreement and, with labels, both models' accuracy."""
+    with ``--float`` per output the mean cosine, the top-1 agreement and, with labels, both models' accuracy
+    (of the outputs computed). A model the board does not run whole (a partial program): ``refused`` its
+    refused nodes (``RefusedNode``: node, op, reason), ``not_computed`` the model outputs left out of the shards
+    (``NotComputed``: output, reason), ``not_run_lines`` what ``npu-sim run`` says of both; all empty otherwise."""
     samples: int
     planned: int
     failed: list[dict]
     reused_shards: int
     shards: int
     metrics: dict[str, dict[str, float | None]]
+    refused: list[RefusedNode] = field(default_factory=list)
+    not_computed: list[NotComputed] = field(default_factory=list)
+    not_run_lines: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        """Every sample written, with every model output (no failed sample, no refused node)."""
+        return not self.failed and not self.refused
 
 
 def execute(plan: Plan, writer, options: EngineOptions | None = None,
@@ -404,7 +439,8 @@ def summarize(plan: Plan, state: Progress, reused: int) -> Summary:
                              "top1_agree": _mean(rows, f"{name}.top1_agree", batch),
                              "accuracy": _mean(rows, f"{name}.correct", batch),
                              "float_accuracy": _mean(rows, f"{name}.float_correct", batch)}
-    return Summary(len(state.rows), len(plan.samples), failed, reused, plan.shards, metrics)
+    return Summary(len(state.rows), len(plan.samples), failed, reused, plan.shards, metrics, list(plan.refused),
+                   list(plan.not_computed), list(plan.not_run_lines))
 
 
 def _mean(rows: list[dict], key: str, per: int) -> float | None:

@@ -1,6 +1,7 @@
 """The worker side of a dataset run (``npu_sim.analysis.dataset.run``): load the model once, run shards of samples.
 
-``setup(spec)`` loads and lowers the model (and builds the float reference with ``--float``) once per worker;
+``setup(spec)`` loads and lowers the model (and builds the float reference with ``--float``) once per worker: a
+partial program when the board refuses nodes (``npu_sim.lowering.partial``: their outputs are not computed);
 ``shard_task(worker, payload)`` runs one shard's samples and returns their integer outputs and, with a float
 reference, per-sample metrics. Both are module-level functions and ``JobSpec``, ``ShardPayload`` and
 ``ShardResult`` are plain data, so a worker process or a Ray actor on another machine needs only the model
@@ -17,8 +18,9 @@ import numpy as np
 from npu_sim.analysis.accuracy.engine import class_rows
 from npu_sim.analysis.metrics import error_metrics
 from npu_sim.analysis.reference import FloatReference
-from npu_sim.errors import FloatReferenceError, InputError
+from npu_sim.errors import FloatReferenceError, InputError, UnsupportedModelError
 from npu_sim.frontend.reader import open_model
+from npu_sim.lowering.partial import what_left_out
 from npu_sim.runtime.memo import WORKER
 from npu_sim.runtime.simulator import Simulator, load
 
@@ -72,7 +74,8 @@ def _build(spec: JobSpec, opened) -> Worker:
             raise InputError(f"{path}: the file changed since the run started (or differs on this worker's "
                              f"machine); run again on one version of it")
     opened = open_model(spec.model if opened is None else opened)
-    sim = load(opened, board=spec.board, input_shapes=dict(spec.shapes))
+    sim = load(opened, board=spec.board, input_shapes=dict(spec.shapes), partial=True)
+    _refuse_nothing_computed(sim.program, spec.model)
     ref = None
     if spec.float_model is not None:
         ref = FloatReference(opened, spec.float_model)
@@ -83,6 +86,20 @@ def _build(spec: JobSpec, opened) -> Worker:
                                       f"quantized from")
         ref.prepare(list(sim.program.outputs))
     return Worker(sim, ref)
+
+
+def _refuse_nothing_computed(program, model) -> None:
+    """A partial program (the board refuses nodes: ``npu_sim.lowering.partial``) that computes no model output
+    leaves a dataset run nothing to write: an error naming the refused nodes, with the board's reasons."""
+    if not program.refusals or program.outputs:
+        return
+    nodes = "; ".join(f"{what_left_out(program, name)} node {name!r} ({op}): {why}"
+                      for name, op, why in program.refusals)
+    raise UnsupportedModelError(
+        f"{model}: run --data: no model output can be computed on board {program.board.name!r}, every one depends "
+        f"on a node left out: {nodes}. Nothing to write for --data; `npu-sim run {model} --input FILE --dump-all "
+        f"--out DIR` (with the same --board) simulates one sample and dumps every tensor up to the refused "
+        f"node(s)", problems=program.refusals)
 
 
 def file_sha256(path) -> str:
