@@ -29,6 +29,8 @@ the board on most elements of the tensor is reported as the closest.
 * LiteRT's optimized int8 Requantize: its SIMD loop (16 elements at a time, in the dump's memory order) rounds
   second-stage ties toward +inf, its scalar loop over the last ``size % 16`` elements as the reference kernels;
 * lookup tables (8-bit inputs): the entry of the neighbouring input code (an index off by one);
+* int16 logistic at input scale 2**-12: LiteRT's optimized 16-bit LOGISTIC (gemmlowp's fixed-point logistic,
+  ``logistic``);
 * Add/Sub of two activations: the variations of ``binary``.
 
 This is a diagnostic, not a kernel: plain numpy and Python integers.
@@ -41,6 +43,7 @@ import numpy as np
 
 from npu_sim.analysis.compare.mean import mean_candidates
 from npu_sim.analysis.compare.binary import add_candidates
+from npu_sim.analysis.compare.logistic import logistic16_candidates
 from npu_sim.analysis.compare.recover import Requant, requant_of
 from npu_sim.analysis.compare.rounding import (ROUNDINGS, floor_shift, float32_rule, half_away, half_even, half_up,
                                                saturate, toward_zero, two_stage, wrap)
@@ -223,9 +226,9 @@ def _candidates(prog: Program, node: Node, inputs: list, board: np.ndarray, orde
     if lut:
         x = inputs[0].reshape(-1).astype(np.int64)
         return [(name, f(x)) for name, f in lut]
-    means = mean_candidates(prog, node, inputs)
-    if means:
-        return means
+    fixed = mean_candidates(prog, node, inputs) or logistic16_candidates(prog, node, inputs)
+    if fixed:
+        return fixed
     if node.op in ("Add", "Sub") and board.size > MAX_PYTHON:
         return None
     cands = add_candidates(prog, node, inputs, np.arange(board.size))
