@@ -8,6 +8,8 @@ The second half of the file holds hypothesis strategies shared by the ``tests/te
 """
 import itertools
 import math
+import os
+import zlib
 from fractions import Fraction
 
 import numpy as np
@@ -394,10 +396,23 @@ INT32_RANGE = (np.int32, -2 ** 31, 2 ** 31 - 1)  # an accumulator-wide output
 OUT_RANGES = VALUE_RANGES + [INT32_RANGE]
 
 
+def this_tests(ranges):
+    """The (dtype, lo, hi) ranges the running test draws its arrays from: all of ``ranges`` in ``make test-full``;
+    in ``make test`` those of one dtype, picked by a stable hash of the test's file and name (parameters left
+    out), so each test compiles one dtype's kernels and the dtypes spread over the tests (each dtype combination
+    is one more Numba compile, 1-3 s). Outside a pytest run: all of them."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0].split("[")[0]
+    if FULL or not test:
+        return list(ranges)
+    dtypes = list(dict.fromkeys(np.dtype(r[0]) for r in ranges))
+    pick = dtypes[zlib.crc32(test.encode()) % len(dtypes)]
+    return [r for r in ranges if np.dtype(r[0]) == pick]
+
+
 @st.composite
 def value_ranges(draw, ranges=VALUE_RANGES):
-    """A (dtype, lo, hi) triple: array dtype and the range of values it holds."""
-    return draw(st.sampled_from(ranges))
+    """A (dtype, lo, hi) triple: array dtype and the range of values it holds (of :func:`this_tests` ranges)."""
+    return draw(st.sampled_from(this_tests(ranges)))
 
 
 @st.composite
@@ -490,7 +505,7 @@ def out_params(draw, ranges=OUT_RANGES):
 def broadcast_case(draw):
     """(outer, mid, inner) output with each operand broadcast along a random subset of the axes."""
     shape = tuple(draw(st.integers(1, 4)) for _ in range(3))
-    dt, lo, hi = draw(st.sampled_from(VALUE_RANGES))
+    dt, lo, hi = draw(value_ranges())
 
     def operand():
         keep = [draw(st.booleans()) for _ in range(3)]

@@ -21,7 +21,7 @@ def add_case(draw):
     2**left_shift * factor is in [1, 2**28] (factors >= 2**-32: smaller ones flush to 0), the output factor mapping
     the larger span onto the output range (times 2**+-4). left_shift up to MAX_LEFT_SHIFT (32)."""
     n = draw(st.integers(1, 40))
-    ad, alo, ahi = draw(st.sampled_from(ADD_RANGES))
+    ad, alo, ahi = draw(naive.value_ranges(ADD_RANGES))
     bd, blo, bhi = draw(naive.second_range((ad, alo, ahi), ADD_RANGES))
     a = draw(naive.int_arrays((n,), ad, alo, ahi))
     b = draw(naive.int_arrays((n,), bd, blo, bhi))
@@ -115,7 +115,7 @@ def test_add_domain_and_validation():
 def realistic_add_case(draw):
     """Adds as the board lowers them (TFLite-style scales, 8/16-bit): mostly the branch-free direct path."""
     n = draw(st.integers(1, 60))
-    dt, lo, hi = draw(st.sampled_from(naive.VALUE_RANGES))
+    dt, lo, hi = draw(naive.value_ranges())
     a = draw(naive.int_arrays((n,), dt, lo, hi))
     b = draw(naive.int_arrays((n,), dt, lo, hi))
     a_zp, b_zp = draw(naive.zero_points(lo, hi)), draw(naive.zero_points(lo, hi))

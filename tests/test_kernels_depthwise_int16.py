@@ -88,7 +88,7 @@ def dw16_case(draw):
     h = draw(st.integers(h_min, max(h_min, 12)))
     # rows shorter than one 16-lane vector up to several 64-output tiles
     w = draw(st.integers(max(1, dw * (kw - 1) + 1 - pads[1] - pads[3]), 150))
-    xd, xlo, xhi = draw(st.sampled_from(X16 + X8))
+    xd, xlo, xhi = draw(naive.value_ranges(X16 + X8))
     x = draw(naive.int_arrays((draw(st.integers(1, 2)), c, h, w), xd, xlo, xhi))
     wd, wlo, whi = draw(st.sampled_from([(np.int8, -128, 127), (np.int8, -8, 7), (np.int16, -2000, 2000)]))
     wt = draw(naive.int_arrays((c * per, 1, kh, kw), wd, wlo, whi))

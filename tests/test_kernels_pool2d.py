@@ -37,7 +37,7 @@ def pool_geometry(draw, dilated=True):
 def maxpool_case(draw):
     h, w, kernel, stride, pads, dilation, out_hw = draw(pool_geometry())
     assume(naive.maxpool_window_ok(h, w, kernel, stride, pads, dilation, out_hw))
-    xd, lo, hi = draw(st.sampled_from(POOL_RANGES))
+    xd, lo, hi = draw(naive.value_ranges(POOL_RANGES))
     x = draw(naive.int_arrays((draw(st.integers(1, 2)), draw(st.integers(1, 3)), h, w), xd, lo, hi))
     return x, kernel, stride, pads, dilation, out_hw
 
@@ -57,7 +57,7 @@ def avgpool_case(draw):
     zero point inside the data's range or anywhere up to the kernel's limit |zp| < 2**32, the output's too in a
     quarter of the draws."""
     h, w, kernel, stride, pads, _, out_hw = draw(pool_geometry(dilated=False))
-    xd, lo, hi = draw(st.sampled_from(POOL_RANGES))
+    xd, lo, hi = draw(naive.value_ranges(POOL_RANGES))
     x = draw(naive.int_arrays((draw(st.integers(1, 2)), draw(st.integers(1, 3)), h, w), xd, lo, hi))
     wide_zp = st.one_of(st.sampled_from([-ZP_LIMIT, ZP_LIMIT]), st.integers(-ZP_LIMIT, ZP_LIMIT))
     x_zp = draw(st.one_of(naive.zero_points(lo, hi), wide_zp))
