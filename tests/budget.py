@@ -1,7 +1,7 @@
 """How much each run of the suite draws and repeats: ``make test`` (the README's command, a few minutes) runs every
-test with an eighth of the random examples of each property test, the kernel tests' arrays int8, uint8 and int16,
-a second operand and the output of the first operand's dtype (or int32) (``tests/naive.py``: each dtype
-combination is one more Numba compile); ``make test-full`` (CI runs both) sets ``NPU_SIM_TESTS=full`` and runs
+test with an eighth of the random examples of each property test; each kernel property test draws its arrays of
+one dtype (int8, uint8 or int16, picked by its name: ``tests/naive.this_tests``), a second operand and the output
+of the first operand's dtype (or int32) (each dtype combination is one more Numba compile); ``make test-full`` (CI runs both) sets ``NPU_SIM_TESTS=full`` and runs
 every test, each property test with its full count and every dtype combination, uint16 too, and the tests marked
 ``full`` (the Ray cluster runs and the other minute-long ones) that ``make test`` leaves out.
 
