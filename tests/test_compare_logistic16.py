@@ -33,7 +33,8 @@ def test_the_variant_reproduces_every_optimized_output(litert):
     assert x.dtype == np.int16 and x.size == 2048 and np.unique(x).size == x.size
     assert {-32768, -1, 0, 1, 32767} <= set(x.reshape(-1).tolist())
     assert np.array_equal(gemmlowp_logistic16(x.reshape(-1)), opt.reshape(-1))
-    # the two kernel sets differ on most codes (up to 6 LSB here, 7 over all 65,536 codes), and npu-sim's kernel is the reference one
+    # the two kernel sets differ on most codes (up to 6 LSB here, 7 over all 65,536 codes); npu-sim's kernel is
+    # the reference one
     assert np.count_nonzero(opt != ref) == 1781 and int(np.abs(opt - ref).max()) == 6
     assert np.array_equal(tfl_sigmoid16(x, "Sigmoid", 3, 0).astype(np.int64), ref)
 

@@ -7,8 +7,10 @@ shift, ``t = 2 max(sa, sb)``, and each value then offset by ``zy`` and clamped t
   board's and TFLite's) with each rounding rule at every stage (the node's own multiplier/shift pairs, from its
   ``Operands`` record: made at the board's ``multiplier_bits``), and with TFLite's double rounding at every stage;
 * the exact sum ``(da sa + s db sb) / sy`` rounded once, half to even and half up;
-* TFLite's Add with the input stages' rounding shift truncated (or ties to even, or toward +inf): LiteRT's optimized
-  16-bit Add truncates there (measured on the 16x8 ADDs of seven Keras networks, every element);
+* LiteRT's optimized 16-bit Add: TFLite's Add with each input stage rounded once, ``(d << L) * M_t / 2**(31 - s)``
+  ties toward +inf (one high multiply of the input shifted left by ``L + s``, no rounding shift), the output stage
+  as TFLite's (measured: every element of every 16x8 ADD of LiteRT's optimized-kernel dumps of the zoo's networks);
+* TFLite's Add with the input stages' rounding shift truncated toward -inf, ties to even or toward +inf;
 * ONNX's definition in float32 (dequantize, add, quantize: round half to even);
 * onnxruntime's QLinearAdd (float32 fused multiply-adds, ``kernels/ort_qladd.py``), for 8-bit Adds.
 """
@@ -26,7 +28,7 @@ from npu_sim.analysis.compare.rounding import ROUNDINGS, double_rounding, floor_
 from npu_sim.ir import Node, Program
 
 
-# measured: reproduces every element of LiteRT's optimized-kernel dumps of the 16x8 ADDs of seven Keras networks
+# measured: reproduces every element of every 16x8 ADD of LiteRT's optimized-kernel dumps of the zoo's networks
 LITERT_ADD16 = "LiteRT optimized 16-bit Add"
 
 
@@ -78,7 +80,12 @@ def add_candidates(prog: Program, node: Node, inputs: list, tried: np.ndarray) -
         return double_rounding(x, tfl[k][0], tfl[k][1])
     cands.append(("double rounding (TFLite Add)",
                   [tstage(tstage(x << shift, 0) + sign * tstage(y << shift, 1), 2) for x, y in zip(da, db)]))
-    for name, f in ((f"{LITERT_ADD16} (the input stages' second stage truncated toward -inf)", floor_shift),
+    def once(x, k):  # an input stage rounded once (ties toward +inf), the output stage as TFLite's
+        m, s = tfl[k]
+        return half_up((x << max(s, 0)) * m, 31 + max(-s, 0)) if k < 2 else tstage(x, k)
+    cands.append((f"{LITERT_ADD16} (the input stages rounded once, ties toward +inf)",
+                  [once(once(x << shift, 0) + sign * once(y << shift, 1), 2) for x, y in zip(da, db)]))
+    for name, f in (("double rounding (TFLite Add), the input stages' second stage truncated toward -inf", floor_shift),
                     ("double rounding (TFLite Add), the input stages' second stage ties to even", half_even),
                     ("double rounding (TFLite Add), the input stages' second stage ties toward +inf", half_up)):
         def istage(x, k, f=f):  # the input stages' rounding shift other than TFLite's reference (ties away)
