@@ -43,15 +43,20 @@ def test_tally_counts_differing_missing_and_optimized_tensors():
     assert any("optimized" in line for line in t["first"]) and any("c: missing" in line for line in t["first"])
 
 
-@pytest.mark.parametrize("stem, op", [("mobilenet_v1_int8", "Mean"), ("mobilenet_v3_large_minimalistic_16x8", "Add")])
+@pytest.mark.parametrize("stem, op", [("mobilenet_v1_int8", "Mean"), ("mobilenet_v3_large_minimalistic_16x8", "Add"),
+                                      ("xception_16x8", "Add")])
 def test_a_litert_optimized_dump_is_explained_on_its_whole_first_divergent_tensor(stem, op, tmp_path):
     """LiteRT's optimized kernels (the zoo's STEM.optimized.npz, every op output that differs from the reference
     kernels) against the .tflite: the first divergent node is the MEAN / the 16-bit ADD, and one catalogued cause
-    reproduces every element of it (MobileNet V1's global average pool: 313 elements; the V3's first ADD: 1)."""
+    reproduces every element of it (MobileNet V1's global average pool: 289-313 elements; the first ADDs: 1-3).
+    Which networks the optimized kernels change depends on the build's weights (docs/DUMPS.md)."""
     files = [ZOO / f"{stem}{ext}" for ext in (".tflite", ".npz", ".optimized.npz")]
-    if not all(f.exists() for f in files):
+    if not all(f.exists() for f in files[:2]):
         pytest.skip(f"the TFLite zoo is not built ({files[0]} absent): run models/tflite_zoo.py in the Vela "
                     f"virtualenv")
+    if not files[2].exists():
+        pytest.skip(f"LiteRT's optimized kernels give {stem}'s reference integers in this zoo build (no "
+                    f"{files[2].name}): nothing to explain")
     opened = npu_sim.open_model(files[0])
     (name,) = opened.inputs
     with np.load(files[1]) as ref, np.load(files[2]) as opt:
