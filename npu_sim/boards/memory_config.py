@@ -1,7 +1,8 @@
 """A board's ``[memory]`` section: the one source of the board's memory facts. Its memories (``[memory.NAME]``:
 size, bandwidth, latencies, burst), which of them holds the feature maps (always ``sram``), the constants
 (``weight_memory``) and the feature maps that do not fit (``spill_memory``), and how the constants are stored
-(``bias_bytes``, ``scale_bytes_per_channel``).
+(``bias_bytes``, ``scale_bytes_per_channel``, their alignment and the layout of the weights: ``constant_alignment``,
+``weight_*``; read by ``npu_sim.analysis.cost.constants``).
 
 Read by the memory model (``npu_sim.analysis.cost.memory``: does it fit, reported by ``npu-sim estimate``,
 enforced by ``npu-sim check``'s ``memory.*`` rules) and by the latency model (``npu_sim.analysis.cost``, through
@@ -40,9 +41,23 @@ class MemoryConfig:
                                "memory")
     spill_memory: str = entry(SRAM, "where feature maps that do not fit the SRAM go (slower: a warning); sram: "
                               "nowhere (an error)", "memory")
-    bias_bytes: int = entry(0, "bytes per bias element as stored (0: the bias tensor's own width)", range=(0, None))
+    bias_bytes: int = entry(0, "bytes of bias stored per output channel of a MAC op, zeros where it has no bias "
+                            "(0: the bias tensor at its own width, nothing without one)", range=(0, None))
     scale_bytes_per_channel: int = entry(0, "bytes of requantization parameters (multiplier, shift) stored per "
                                          "output channel of a MAC op", range=(0, None))
+    constant_alignment: int = entry(1, "every constant tensor, and each stream of a MAC op's constants (its "
+                                    "per-channel records, its weights), starts at a multiple of this many bytes",
+                                    range=(1, None))
+    weight_ublock: int = entry(1, "a MAC op's weights are stored in micro-blocks of this many output channels "
+                               "(part-kernel-first: and input channels), each padded with zeros (1: dense)",
+                               range=(1, None))
+    weight_ifm_block: int = entry(1, "input channels per block of a depth-first weight stream, padded with zeros "
+                                  "(16-bit inputs: half as many)", range=(1, None))
+    weight_kernel_round: int = entry(1, "kernel elements of a depthwise or part-kernel-first (sub-)kernel padded "
+                                     "to a multiple of this (part-kernel-first with 16-bit inputs: half)",
+                                     range=(1, None))
+    weight_subkernel: int = entry(0, "kernels wider or taller than this are stored as sub-kernels of at most this "
+                                  "size (0: whole)", range=(0, None))
     memories: dict = field(default_factory=_unlimited_sram)  # name -> Memory: the [memory.NAME] tables
 
     @property

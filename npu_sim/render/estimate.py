@@ -72,11 +72,15 @@ def memory_lines(m: dict, top: int = 3) -> list[str]:
     """The memory section: constants (flash), the peak live activations and the SRAM they need, the fit, and the
     largest live sets (bytes live while a node runs)."""
     in_sram = m["weight_memory"] == "sram"
+    padding = m.get("padding_bytes", 0)
+    luts = f"LUTs {m['lut_bytes']:,}"
     lines = [f"memory: flash {m['flash_used_bytes']:,} bytes = weights {m['weight_bytes']:,} + biases "
-             f"{m['bias_bytes']:,} + scales {m['scale_bytes']:,} + other {m['other_constant_bytes']:,} + LUTs "
-             f"{m['lut_bytes']:,}",
-             "        " + ("board: stored in the SRAM (below)" if in_sram else
-                          _limit(m["flash_used_bytes"], m["flash_bytes"], f"memory.{m['weight_memory']}.size_bytes")),
+             f"{m['bias_bytes']:,} + scales {m['scale_bytes']:,} + other {m['other_constant_bytes']:,}"
+             + ("" if padding else f" + {luts}")]
+    if padding:
+        lines.append(f"        + {luts} + padding {padding:,} (the board's weight layout and constant alignment)")
+    lines += ["        " + ("board: stored in the SRAM (below)" if in_sram else
+                            _limit(m["flash_used_bytes"], m["flash_bytes"], f"memory.{m['weight_memory']}.size_bytes")),
              f"        SRAM {m['sram_used_bytes']:,} bytes = peak live activations {m['peak_activation_bytes']:,}"
              + (" + constants (weight_memory = sram)" if in_sram else f" (constants in {m['weight_memory']})"),
              "        " + _limit(m["sram_used_bytes"], m["sram_bytes"], m["sram_key"])

@@ -61,8 +61,8 @@ def _wide_activations(program) -> bool:
 @rule("memory.weights", "error", "board", scope="model")
 def _weights(ctx):
     """The model's constants do not fit the memory the board stores them in: they take {needed} (weights
-    {weights:,}, biases {biases:,}, scales {scales:,}, other constants {other:,}, lookup tables {luts:,} bytes) and
-    the board has {size} ({key}).
+    {weights:,}, biases {biases:,}, scales {scales:,}, other constants {other:,}, lookup tables {luts:,}, padding
+    {padding:,} bytes) and the board has {size} ({key}).
 
     Use int8 instead of int16 weights (half the bytes), or a smaller model (fewer or narrower layers, pruned
     channels)."""
@@ -72,4 +72,5 @@ def _weights(ctx):
         return None
     return {"needed": size_text(rep["flash_used_bytes"]), "weights": rep["weight_bytes"], "biases": rep["bias_bytes"],
             "scales": rep["scale_bytes"], "other": rep["other_constant_bytes"], "luts": rep["lut_bytes"],
+            "padding": rep["padding_bytes"],
             "size": size_text(size), "key": f"memory.{rep['weight_memory']}.size_bytes"}

@@ -1,12 +1,14 @@
 """Does it fit: the bytes a program needs in the board's memories (``npu-sim estimate``'s memory section, the
 ``memory.*`` rules of ``npu-sim check``).
 
-* **Constants** (flash/ROM), each constant tensor counted once, at the integer width the board stores:
-  weights of multiply-accumulate ops at their dtype (int8, int16; int4 packs two per byte), biases at
-  ``[memory] bias_bytes`` per element (0: the tensor's own width, int32 or int64), ``scale_bytes_per_channel``
-  per output channel of every multiply-accumulate op (its requantization multiplier and shift), other quantized
-  constants (an Add's constant operand, ...) at their dtype, and the lookup tables the lowering built (each
-  node's ``Tables`` record: entries x the narrowest integer width that holds them).
+* **Constants** (flash/ROM), each constant tensor counted once, as the board stores them
+  (``npu_sim.analysis.cost.constants``): weights of multiply-accumulate ops at their dtype (int8, int16; int4
+  packs two per byte) in the board's weight layout, a per-channel record of every multiply-accumulate op
+  (``[memory] bias_bytes`` + ``scale_bytes_per_channel`` per output channel; ``bias_bytes = 0``: the bias tensor
+  at its own width), other quantized constants (an Add's constant operand, ...) at their dtype, the lookup tables
+  the lowering built (each node's ``Tables`` record: entries x the narrowest integer width that holds them), the
+  zeros of the weight layout and the alignment (``padding``); on a Vela board, the constants Vela makes for the
+  ops it rewrites (MEAN, SOFTMAX, lookup tables, unfolded PADs).
 * **Activations** (SRAM, the tensor arena) under the executor's schedule, the program's node order: a tensor
   is live from the node that produces it (model inputs: from the start) to its last consumer (model outputs: to
   the end); a view (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) shares its input's buffer, and so
@@ -19,63 +21,12 @@
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from npu_sim.analysis.cost.constants import constant_bytes, lut_bytes  # noqa: F401  (lut_bytes: re-exported)
 from npu_sim.analysis.cost.layer import tensor_bytes
-from npu_sim.ir import Program, Tables
-from npu_sim.opset import VIEW_OPS, WEIGHT_INPUT, facts_of, kind_of
-
-
-def _table_bytes(arr: np.ndarray) -> int:
-    """Entries x the narrowest integer width (1, 2, 4 or 8 bytes) that holds every entry."""
-    if arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
-        return int(arr.nbytes)
-    lo, hi = int(arr.min()), int(arr.max())
-    for width in (1, 2, 4):
-        bits = 8 * width
-        if -(2 ** (bits - 1)) <= lo and hi < 2 ** bits and (lo >= 0 or hi < 2 ** (bits - 1)):
-            return arr.size * width
-    return arr.size * 8
-
-
-def lut_bytes(tables: Tables | None) -> int:
-    """Bytes of a node's lookup tables (its ``Tables`` record, as the lowering built them)."""
-    return sum(_table_bytes(t) for t in tables.entries.values()) if tables is not None else 0
-
-
-def _out_channels(program: Program, node) -> int:
-    out = program.tensors[node.outputs[0]].shape
-    if not out:
-        return 1
-    facts = facts_of(node.op)
-    return out[1] if facts.kind == "mac" and facts.window and len(out) >= 2 else out[-1]
-
-
-def constant_bytes(program: Program, board=None) -> dict:
-    """Bytes of the program's constants as the board stores them: weights, biases, scales, other, LUTs."""
-    mem = (board or program.board).memory
-    seen: set[str] = set()
-    out = {"weights": 0, "biases": 0, "scales": 0, "other": 0, "luts": 0}
-    for node in program.nodes:
-        mac = kind_of(node.op) == "mac"
-        if mac and any(program.tensors[i].is_const for i in node.inputs[WEIGHT_INPUT:WEIGHT_INPUT + 1]):
-            out["scales"] += mem.scale_bytes_per_channel * _out_channels(program, node)
-        for pos, name in enumerate(node.inputs):
-            t = program.tensors[name]
-            if not t.is_const or t.q is None or name in seen:
-                continue
-            seen.add(name)
-            if mac and pos == WEIGHT_INPUT:
-                out["weights"] += tensor_bytes(t)
-            elif mac and pos == WEIGHT_INPUT + 1:
-                out["biases"] += (mem.bias_bytes * math.prod(t.shape) if mem.bias_bytes
-                                  else int(t.data.dtype.itemsize) * t.data.size)
-            else:
-                out["other"] += tensor_bytes(t)
-        out["luts"] += lut_bytes(node.tables)
-    return out
+from npu_sim.ir import Program
+from npu_sim.opset import VIEW_OPS, facts_of, kind_of
 
 
 def buffer_spans(program: Program) -> dict[str, tuple[int, int]]:
@@ -186,7 +137,8 @@ def memory_report(program: Program, board=None) -> dict:
     largest = live_at(program, peak_at, spans)[:4] if live else []
     return {
         "weight_bytes": consts["weights"], "bias_bytes": consts["biases"], "scale_bytes": consts["scales"],
-        "other_constant_bytes": consts["other"], "lut_bytes": consts["luts"], "flash_used_bytes": flash,
+        "other_constant_bytes": consts["other"], "lut_bytes": consts["luts"], "padding_bytes": consts["padding"],
+        "flash_used_bytes": flash,
         "peak_activation_bytes": peak, "peak_node": program.nodes[peak_at].name if live else "",
         "peak_tensors": [{"tensor": b, "bytes": tensor_bytes(program.tensors[b])} for b in largest],
         "weight_memory": mem.weight_memory, "sram_used_bytes": sram,
