@@ -26,8 +26,12 @@ def presets() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
 
 
+_PARSED: dict[tuple, Board] = {}  # (path as given, mtime_ns, size) -> the Board read from it (frozen records)
+
+
 def load_board(spec: "str | Path | Board" = "default") -> Board:
-    """Return the board named by a preset name, a TOML file path, or a Board (returned as is)."""
+    """Return the board named by a preset name, a TOML file path, or a Board (returned as is). A file is read
+    and validated once per process while it stays unchanged (its records are frozen: the same Board is returned)."""
     if isinstance(spec, Board):
         return spec
     text = str(spec)
@@ -38,8 +42,12 @@ def load_board(spec: "str | Path | Board" = "default") -> Board:
             raise BoardError(f"unknown board {text!r}: use a preset ({', '.join(presets())}) or a path to a .toml file")
     elif not path.is_file():
         raise BoardError(f"board file {text!r} does not exist")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise BoardError(f"board file {path}: not valid TOML ({exc})") from None
-    return board_from_dict(data, path)
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _PARSED:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise BoardError(f"board file {path}: not valid TOML ({exc})") from None
+        _PARSED[key] = board_from_dict(data, path)
+    return _PARSED[key]
