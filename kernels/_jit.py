@@ -51,6 +51,41 @@ def _use_fingerprinted_cache() -> None:
 _use_fingerprinted_cache()
 
 
+def _lock_cache_saves() -> None:
+    """Serialize Numba's cache saves of one function across processes.
+
+    Numba saves a compiled function by reading its cache index, adding the new signature with the first data-file
+    number the index does not use, and writing the index and the data file back
+    (``numba.core.caching.IndexDataCacheFile.save``). Two processes saving signatures of the same function at once
+    (the workers of a dataset run or of the test suite, on a cold cache) can both take the same number: the index
+    then names one signature and the data file holds the other's code, which a later run would load and call
+    with the wrong argument types (Numba issue #10128). Here each save holds an exclusive lock on a file beside the
+    index (``fcntl.flock``; a platform without ``fcntl`` keeps Numba's own save)."""
+    try:
+        import fcntl
+        from numba.core import caching
+    except ImportError:
+        return
+    cls = getattr(caching, "IndexDataCacheFile", None)
+    save = getattr(cls, "save", None)
+    if save is None or getattr(save, "locked_across_processes", False):
+        return
+
+    def locked_save(self, key, data):
+        index = getattr(self, "_index_path", None)
+        if index is None:  # a Numba whose cache files are laid out otherwise
+            return save(self, key, data)
+        with open(f"{index}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+            return save(self, key, data)
+
+    locked_save.locked_across_processes = True
+    cls.save = locked_save
+
+
+_lock_cache_saves()
+
+
 def njit(fn):
     return numba.njit(**JIT_OPTIONS)(fn)
 

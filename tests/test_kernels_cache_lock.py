@@ -1,0 +1,82 @@
+"""Numba's cache saves are serialized across processes (kernels/_jit.py ``_lock_cache_saves``): two processes that
+save signatures of one function at once must not both take the same data file (Numba issue #10128: the index
+would then point a signature at another signature's code). Checked on a cached function of a throwaway module, in
+child processes with their own cache folder: a save waits while another process holds the function's lock, and
+afterwards a fresh process loads both signatures from the cache, each giving its own result."""
+import fcntl
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from numba.core import caching
+
+import kernels._jit  # noqa: F401  (installs the lock)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MODULE = textwrap.dedent("""
+    from kernels._jit import njit
+
+    @njit
+    def add_one(x):
+        return x + 1
+""")
+
+CALL = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    import numpy as np
+    import lockmod
+    Path(sys.argv[1]).touch()  # imported: next, the call compiles and saves
+    kind = sys.argv[2]
+    print(lockmod.add_one(np.int64(41) if kind == "int" else np.float64(0.5)),
+          sum(lockmod.add_one.stats.cache_hits.values()))
+""")
+
+
+def _child(tmp_path, marker, kind):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "mod"), str(ROOT)])}
+    return subprocess.Popen([sys.executable, "-c", CALL, str(tmp_path / marker), kind], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(path: Path, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < end, f"{path.name} never appeared"
+        time.sleep(0.05)
+
+
+def test_the_save_of_numba_caches_is_locked():
+    assert caching.IndexDataCacheFile.save.locked_across_processes
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "flock"), reason="no flock on this platform")
+def test_a_save_waits_for_the_lock_and_both_signatures_load(tmp_path):
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "lockmod.py").write_text(MODULE)
+    first = _child(tmp_path, "m1", "int")
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert out.split() == ["42", "0"]  # compiled and saved
+    (index,) = (tmp_path / "cache").rglob("*lockmod.add_one*.nbi")
+    with open(f"{index}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        second = _child(tmp_path, "m2", "float")
+        _wait_for(tmp_path / "m2", 120)
+        time.sleep(3)  # compiling add_one takes well under a second: only the lock keeps the call from returning
+        assert second.poll() is None, second.communicate()
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    assert out.split() == ["1.5", "0"]
+    for marker, kind, want in (("m3", "int", "42"), ("m4", "float", "1.5")):
+        fresh = _child(tmp_path, marker, kind)
+        out, err = fresh.communicate(timeout=120)
+        assert fresh.returncode == 0, err
+        assert out.split() == [want, "1"], (kind, out)  # loaded from the cache, its own code
