@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from budget import examples
 from kernels.fixedpoint import quantize_multiplier
-from kernels.pool2d import avgpool2d, maxpool2d
+from kernels.pool2d import _bind_maxpool, avgpool2d, maxpool2d
 from tests import naive
 
 POOL_RANGES = naive.VALUE_RANGES + [(np.int32, -2 ** 31, 2 ** 31 - 1)]
@@ -49,6 +49,41 @@ def test_maxpool2d_matches_twin(case):
     out = maxpool2d(*case)
     assert out.dtype == expected.dtype == case[0].dtype
     np.testing.assert_array_equal(out, expected)
+
+
+@st.composite
+def large_maxpool_case(draw):
+    """Windows of 3..13 cells a side (YOLOX's SPP: 5, 9, 13 at stride 1, same padding), strides 1-2, dilation 1-2,
+    paddings up to k-1 a side, every input dtype: the sizes where the separable kernel is chosen."""
+    kh, kw = draw(st.integers(3, 13)), draw(st.integers(3, 13))
+    sh, sw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    if draw(st.booleans()):
+        pads = (kh // 2, kw // 2, (kh - 1) // 2, (kw - 1) // 2)
+    else:
+        pads = (draw(st.integers(0, kh - 1)), draw(st.integers(0, kw - 1)), draw(st.integers(0, kh - 1)),
+                draw(st.integers(0, kw - 1)))
+    top, left, bottom, right = pads
+    h_min, w_min = max(1, dh * (kh - 1) + 1 - top - bottom), max(1, dw * (kw - 1) + 1 - left - right)
+    h, w = draw(st.integers(h_min, max(h_min, 16))), draw(st.integers(w_min, max(w_min, 16)))
+    ceil = draw(st.booleans())
+    out_hw = _out_len(h, top, bottom, kh, sh, dh, ceil), _out_len(w, left, right, kw, sw, dw, ceil)
+    assume(naive.maxpool_window_ok(h, w, (kh, kw), (sh, sw), pads, (dh, dw), out_hw))
+    xd, lo, hi = draw(naive.value_ranges(POOL_RANGES))
+    x = draw(naive.int_arrays((1, draw(st.integers(1, 3)), h, w), xd, lo, hi))
+    return x, (kh, kw), (sh, sw), pads, (dh, dw), out_hw
+
+
+@settings(deadline=None, max_examples=examples(160))
+@given(large_maxpool_case())
+def test_large_maxpool2d_both_kernels_match_twin(case):
+    """The kernel maxpool2d picks, and each of the two (direct and separable) forced, equal the twin."""
+    expected = naive.maxpool2d(*case)
+    np.testing.assert_array_equal(maxpool2d(*case), expected)
+    for separable in (False, True):
+        out = _bind_maxpool(*case, separable=separable)(case[0])
+        assert out.dtype == case[0].dtype
+        np.testing.assert_array_equal(out, expected)
 
 
 @st.composite
@@ -98,6 +133,38 @@ def test_maxpool_padding_never_wins():
     xu = np.array([[[[5, 7], [3, 65535]]]], np.uint16)
     out = maxpool2d(xu, (2, 2), (1, 1), (1, 1, 0, 0), (1, 1), (2, 2))
     assert out.ravel().tolist() == [5, 7, 5, 65535]
+
+
+@pytest.mark.parametrize("separable", [False, True])
+def test_maxpool_window_larger_than_input(separable):
+    """A 13x13 window over a 1x1 input (pads 12 and 0): every cell but one is padding, the one cell wins; over a
+    2x3 input at pads 6 each window holds 6 cells, the smallest values included."""
+    x = np.array([[[[-128]]]], np.int8)
+    for pads in ((12, 12, 0, 0), (0, 0, 12, 12), (6, 6, 6, 6)):
+        out = _bind_maxpool(x, (13, 13), (1, 1), pads, (1, 1), (1, 1), separable=separable)(x)
+        assert out.tolist() == [[[[-128]]]]
+    x = np.array([[[[-32768, -32767, -32768], [-32768, -32768, -32768]]]], np.int16)
+    out = _bind_maxpool(x, (13, 13), (1, 1), (6, 6, 6, 6), (1, 1), (2, 3), separable=separable)(x)
+    np.testing.assert_array_equal(out, naive.maxpool2d(x, (13, 13), (1, 1), (6, 6, 6, 6), (1, 1), (2, 3)))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32])
+def test_maxpool_spp_13x13_same_padding(dtype):
+    """YOLOX's SPP pools (5, 9, 13 at stride 1, pad k//2) on a 13x13 map: the separable kernel (chosen), the
+    direct one and the twin agree; all-minimum and all-maximum inputs come out unchanged."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(13)
+    x = rng.integers(info.min, info.max, size=(1, 4, 13, 13), dtype=dtype, endpoint=True)
+    x[0, 1] = info.min
+    x[0, 2] = info.max
+    x[0, 3, ::2] = info.min
+    for k in (5, 9, 13):
+        geometry = (k, k), (1, 1), (k // 2,) * 4, (1, 1), (13, 13)
+        expected = naive.maxpool2d(x, *geometry)
+        np.testing.assert_array_equal(maxpool2d(x, *geometry), expected)
+        for separable in (False, True):
+            np.testing.assert_array_equal(_bind_maxpool(x, *geometry, separable=separable)(x), expected)
+        assert (expected[0, 1] == info.min).all() and (expected[0, 2] == info.max).all()
 
 
 def test_maxpool_all_padding_window_rejected():
