@@ -211,12 +211,19 @@ PRECISIONS = {"hardswish": ("int8",), "prelu": ("int8",), "refusal_depthwise": (
 
 
 def _convert(model, shape, precision: str, seed: int) -> bytes:
-    import tensorflow as tf
     rng = np.random.default_rng(seed)
-    data = [rng.uniform(-2.0, 2.0, size=(1,) + shape).astype(np.float32) for _ in range(32)]
+    return full_integer(model, [rng.uniform(-2.0, 2.0, size=(1,) + shape).astype(np.float32) for _ in range(32)],
+                        precision)
+
+
+def full_integer(model, samples: list, precision: str) -> bytes:
+    """A Keras model through the TFLite converter, full-integer with integer I/O, calibrated on ``samples``
+    (arrays with their batch dimension of 1): ``precision`` "int8", else 16x8 (int16 activations, int8
+    weights: EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8)."""
+    import tensorflow as tf
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = lambda: ([d] for d in data)
+    conv.representative_dataset = lambda: ([d] for d in samples)
     if precision == "int8":
         conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
         conv.inference_input_type = conv.inference_output_type = tf.int8

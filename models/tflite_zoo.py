@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from benchmarks.vela_anchor import VELA_ARGS  # noqa: E402  (the repository root is on the path only now)
-from models.tflite_fixtures import interpreter, optimized_dump  # noqa: E402
+from models.tflite_fixtures import full_integer, interpreter, optimized_dump  # noqa: E402
 
 OUT = Path.home() / ".cache" / "npu-sim" / "tflite-zoo"
 SEED = 11
@@ -108,18 +108,7 @@ def keras_model(name: str):
 
 
 def to_tflite(model, name: str, precision: str) -> bytes:
-    import tensorflow as tf
-    data = images(name, 8, SEED + 1)
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = lambda: ([d[None]] for d in data)
-    if precision == "int8":
-        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        conv.inference_input_type = conv.inference_output_type = tf.int8
-    else:
-        conv.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
-        conv.inference_input_type = conv.inference_output_type = tf.int16
-    return conv.convert()
+    return full_integer(model, [d[None] for d in images(name, 8, SEED + 1)], precision)
 
 
 def op_histogram(tflite_path: Path) -> dict[str, int]:

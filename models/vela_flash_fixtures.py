@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.vela_anchor import VELA_ARGS  # noqa: E402  (the repository root is on the path only now)
+from models.tflite_fixtures import full_integer  # noqa: E402
 
 SHAPE = (24, 24, 3)
 
@@ -53,22 +54,8 @@ def network():
 
 
 def to_tflite(model, precision: str) -> bytes:
-    import tensorflow as tf
-
-    def data():
-        rng = np.random.default_rng(0)
-        for _ in range(8):
-            yield [rng.uniform(-1, 1, (1,) + SHAPE).astype(np.float32)]
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = data
-    if precision == "int8":
-        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        conv.inference_input_type = conv.inference_output_type = tf.int8
-    else:
-        conv.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
-        conv.inference_input_type = conv.inference_output_type = tf.int16
-    return conv.convert()
+    rng = np.random.default_rng(0)
+    return full_integer(model, [rng.uniform(-1, 1, (1,) + SHAPE).astype(np.float32) for _ in range(8)], precision)
 
 
 def readonly_part(stdout: str) -> str:
