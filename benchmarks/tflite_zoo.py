@@ -167,6 +167,25 @@ def compare_runs(rec: dict, zoo: Path, stem: str, opened_tfl, opened_twin) -> No
         rec["tflite_vs_twin"] = tally({k: v for k, v in mine.items() if k in litert}, theirs)
 
 
+def compare_optimized_dump(stem: str, folder: Path, zoo: Path = ZOO):
+    """``npu_sim.compare_dump`` of LiteRT's optimized-kernel dump of the zoo network ``stem`` on ethos-u55-128: the
+    reference run's input and the tensors the optimized kernels computed otherwise (``STEM.optimized.npz``),
+    written into ``folder`` as one dump. Returns (the comparison, the first divergent tensor's report); a
+    ``FileNotFoundError`` names what the zoo lacks (the network, or its optimized dump: a build whose optimized
+    kernels give the reference integers has none)."""
+    files = [zoo / f"{stem}{ext}" for ext in (".tflite", ".npz", ".optimized.npz")]
+    for f in files:
+        if not f.exists():
+            raise FileNotFoundError(f)
+    opened = npu_sim.open_model(files[0])
+    (name,) = opened.inputs
+    with np.load(files[1]) as ref, np.load(files[2]) as opt:
+        arrays = {name: ref["input"], **{k[2:]: opt[k] for k in opt.files}}
+    np.savez(folder / "dump.npz", **arrays)
+    c = npu_sim.compare_dump(opened, folder / "dump.npz", board=BOARD)
+    return c, next(t for t in c.tensors if t.producer == c.first_divergent)
+
+
 def measure(zoo: Path, stem: str, execute: bool) -> dict:
     manifest = json.loads((zoo / f"{stem}.json").read_text())
     rec: dict = {"stem": stem, "ops": manifest.get("ops", {}), "vela": manifest.get("vela"),

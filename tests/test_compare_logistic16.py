@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import npu_sim
+from benchmarks.tflite_zoo import compare_optimized_dump
 from kernels.tflite_sigmoid16 import tfl_sigmoid16
 from npu_sim.analysis.compare.logistic import LITERT_LOGISTIC16, gemmlowp_logistic16, logistic16_candidates
 from npu_sim.cli.main import main as cli_main
@@ -83,18 +84,10 @@ def test_the_zoo_efficientnet_v2_b0_16x8_logistic_is_explained_on_every_element(
     """The zoo's (``models/tflite_zoo.py``) EfficientNetV2-B0 16x8: LiteRT's optimized kernels first differ from
     the reference kernels at the LOGISTIC of block 6a (input scale 2.4428e-4, which LiteRT's CheckedLog2 takes as
     2**-12: its only LOGISTIC on the optimized path); the variant reproduces the whole tensor."""
-    zoo = Path.home() / ".cache" / "npu-sim" / "tflite-zoo"
-    files = [zoo / f"efficientnet_v2_b0_16x8{ext}" for ext in (".tflite", ".npz", ".optimized.npz")]
-    if not all(f.exists() for f in files):
-        pytest.skip(f"the TFLite zoo is not built ({files[0]} absent): run models/tflite_zoo.py in the Vela "
-                    f"virtualenv")
-    opened = npu_sim.open_model(files[0])
-    (name,) = opened.inputs
-    with np.load(files[1]) as ref, np.load(files[2]) as opt:
-        arrays = {name: ref["input"], **{k[2:]: opt[k] for k in opt.files}}
-    np.savez(tmp_path / "dump.npz", **arrays)
-    c = npu_sim.compare_dump(opened, tmp_path / "dump.npz", board="ethos-u55-128")
-    first = next(t for t in c.tensors if t.producer == c.first_divergent)
+    try:
+        _, first = compare_optimized_dump("efficientnet_v2_b0_16x8", tmp_path)
+    except FileNotFoundError as missing:
+        pytest.skip(f"the TFLite zoo lacks {missing}: run models/tflite_zoo.py in the Vela virtualenv")
     assert first.op == "Sigmoid" and "block6a_activation" in first.producer, first
     assert first.causes == {LITERT_LOGISTIC16: first.differing} and first.differing > 0, first.causes
     assert first.reproduces[LITERT_LOGISTIC16] == [first.total, first.total]

@@ -7,11 +7,13 @@ comparison on MobileNetV3Small int8 (hard-swish, squeeze-excite) and MobileNet V
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import npu_sim
-from benchmarks.tflite_zoo import ZOO, compare_runs, tally
+from benchmarks.tflite_zoo import ZOO, compare_optimized_dump, compare_runs, tally
 
 SMALL = ("mobilenet_v3_small_int8", "mobilenet_v1_16x8")
 
@@ -50,20 +52,14 @@ def test_a_litert_optimized_dump_is_explained_on_its_whole_first_divergent_tenso
     kernels) against the .tflite: the first divergent node is the MEAN / the 16-bit ADD, and one catalogued cause
     reproduces every element of it (MobileNet V1's global average pool: 289-313 elements; the first ADDs: 1-3).
     Which networks the optimized kernels change depends on the build's weights (docs/DUMPS.md)."""
-    files = [ZOO / f"{stem}{ext}" for ext in (".tflite", ".npz", ".optimized.npz")]
-    if not all(f.exists() for f in files[:2]):
-        pytest.skip(f"the TFLite zoo is not built ({files[0]} absent): run models/tflite_zoo.py in the Vela "
-                    f"virtualenv")
-    if not files[2].exists():
+    try:
+        _, first = compare_optimized_dump(stem, tmp_path)
+    except FileNotFoundError as missing:
+        if not str(missing).endswith(".optimized.npz"):
+            pytest.skip(f"the TFLite zoo is not built ({missing} absent): run models/tflite_zoo.py in the Vela "
+                        f"virtualenv")
         pytest.skip(f"LiteRT's optimized kernels give {stem}'s reference integers in this zoo build (no "
-                    f"{files[2].name}): nothing to explain")
-    opened = npu_sim.open_model(files[0])
-    (name,) = opened.inputs
-    with np.load(files[1]) as ref, np.load(files[2]) as opt:
-        arrays = {name: ref["input"], **{k[2:]: opt[k] for k in opt.files}}
-    np.savez(tmp_path / "dump.npz", **arrays)
-    c = npu_sim.compare_dump(opened, tmp_path / "dump.npz", board="ethos-u55-128")
-    first = next(t for t in c.tensors if t.producer == c.first_divergent)
+                    f"{Path(str(missing)).name}): nothing to explain")
     assert first.op == ("ReduceMean" if op == "Mean" else op), first
     assert "unexplained" not in first.causes and sum(first.causes.values()) == first.differing > 0, first.causes
     cause = next(iter(first.causes))
