@@ -18,6 +18,7 @@ from numba.core import event
 
 import kernels
 from kernels import requantize
+from npu_sim.runtime import ahead
 
 SOURCES = Path(kernels.__file__).parent
 
@@ -85,6 +86,7 @@ def watch(runs: bool = True, stream=None):
     listener = FirstUse(cache, stream)
     if runs and cache_is_cold(cache):
         listener.say()
+        ahead.arm()  # the first run compiles ahead in a second process (npu_sim.runtime.ahead)
     with event.install_listener("numba:compile", listener):
         try:
             yield listener
