@@ -63,19 +63,17 @@ def test_the_other_process_runs_the_kinds_and_is_ended(monkeypatch, tmp_path):
     assert marker.read_text() == " ".join(f"{np.dtype(t.q.np_dtype).name}{list(t.shape)}" for t in want)
 
 
-def _run(tmp_path, name, compile_ahead):
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / f"cache-{name}"), "NPU_SIM_COMPILE_AHEAD": compile_ahead}
-    out = tmp_path / name
+@pytest.mark.full  # compiles the demo's kernels into an empty cache: make test-full (as test_cli_firstuse's)
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_cold_run_with_it_gives_the_same_integers(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NPU_SIM_COMPILE_AHEAD": "1"}
+    out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "npu_sim.cli", "run", str(DEMO), "--seed", "3", "--out", str(out)],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "compiling kernels for first use" in done.stderr
-    return {p.name: np.load(p) for p in sorted(out.glob("*.npy"))}
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
-def test_a_cold_run_with_it_gives_the_same_integers(tmp_path):
-    with_it, without = _run(tmp_path, "ahead", "1"), _run(tmp_path, "plain", "0")
-    assert with_it.keys() == without.keys() and with_it
-    for name in with_it:
-        np.testing.assert_array_equal(with_it[name], without[name], err_msg=name)
+    sim = npu_sim.load(DEMO, input_shapes=SHAPES)
+    want = sim.run(sim.random_inputs(3), raw=True)
+    assert want
+    for name, arr in want.items():
+        np.testing.assert_array_equal(np.load(out / f"{name}.int.npy"), arr, err_msg=name)
