@@ -31,6 +31,11 @@ def arm() -> None:
     _ARMED = os.environ.get("NPU_SIM_COMPILE_AHEAD", "1") != "0" and hasattr(os, "fork") and _cpus() > 1
 
 
+def armed() -> bool:
+    """Whether the next run compiles ahead (:func:`arm`)."""
+    return _ARMED
+
+
 def _cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
