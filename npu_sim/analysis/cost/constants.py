@@ -74,7 +74,7 @@ def _mac_constants(program: Program, node, mem, out: dict, seen: set) -> None:
     dense = tensor_bytes(t)
     stored = (weight_layout_elements(program, node, mem) * t.q.bits + 7) // 8 if t.q is not None else dense
     out["weights"] += dense
-    out["padding"] += max(stored, dense) - dense + round_up(max(stored, dense), align) - max(stored, dense)
+    out["padding"] += round_up(max(stored, dense), align) - dense  # the layout's zeros, then the alignment
 
 
 def _has_weights(program: Program, node) -> bool:
@@ -118,8 +118,8 @@ def constant_bytes(program: Program, board=None) -> dict:
         if _has_weights(program, node):
             _mac_constants(program, node, mem, out, seen)
         _other_constants(program, node, mem, out, seen)
-        n = lut_bytes(node.tables)
-        out["luts"] += n
-        out["padding"] += sum(round_up(_table_bytes(t), mem.constant_alignment) - _table_bytes(t)
-                              for t in node.tables.entries.values()) if node.tables is not None else 0
+        for table in (node.tables.entries.values() if node.tables is not None else ()):
+            n = _table_bytes(table)
+            out["luts"] += n
+            out["padding"] += round_up(n, mem.constant_alignment) - n
     return out
