@@ -187,14 +187,12 @@ def _bind_maxpool(x, kernel, stride, pads, dilation, out_hw, separable=None):
     cols = _window_axis_hits(wo, wd, kw, sw, dw, left)
     if (rows == 0).any() or (cols == 0).any():
         raise ValueError("maxpool2d: some pooling window lies entirely in the padding")
-    ranges = np.array([valid_range(wo, wd, sw, kx * dw - left) for kx in range(kw)], np.int64).reshape(kw, 2)
-    col_lo, col_hi = ranges[:, 0].copy(), ranges[:, 1].copy()
     shape = (n, c, ho, wo)
-    wp = max(left + wd, (wo - 1) * sw + (kw - 1) * dw + 1)
-    hp = max(top + h, (ho - 1) * sh + (kh - 1) * dh + 1)
     if separable is None:
         separable = kh * kw > kh + kw
     if separable:
+        wp = max(left + wd, (wo - 1) * sw + (kw - 1) * dw + 1)
+        hp = max(top + h, (ho - 1) * sh + (kh - 1) * dh + 1)
         n_hb = ho * wp - (kw - 1) * dw if sw == 1 else 0
 
         def run(x):  # scratch fresh per call: concurrent users never share it
@@ -203,7 +201,8 @@ def _bind_maxpool(x, kernel, stride, pads, dilation, out_hw, separable=None):
                                  np.empty(ho * wp, x.dtype), np.empty(n_hb, x.dtype), out)
             return out
         return run
-    args = (kh, kw, sh, sw, top, left, dh, dw, col_lo, col_hi)
+    ranges = np.array([valid_range(wo, wd, sw, kx * dw - left) for kx in range(kw)], np.int64).reshape(kw, 2)
+    args = (kh, kw, sh, sw, top, left, dh, dw, ranges[:, 0].copy(), ranges[:, 1].copy())
 
     def run(x):
         out = np.empty(shape, dtype=x.dtype)
