@@ -14,6 +14,12 @@ def lut8(x, table, out_dtype):
     return np.array([int(table[int(v) - qmin]) for v in x.reshape(-1)], dtype=out_dtype).reshape(x.shape)
 
 
+def lut_codes(x, table, out_dtype):
+    """out[i] = table[x[i] - qmin], qmin = the input dtype's minimum (8- or 16-bit input, one entry per code)."""
+    qmin = int(np.iinfo(x.dtype).min)
+    return np.array([int(table[int(v) - qmin]) for v in x.reshape(-1)], dtype=out_dtype).reshape(x.shape)
+
+
 def lut16(x, table, qmin, qmax, out_dtype):
     """Interpolated lookup: entry j at input code x_min + j * 2**s, s = 16 - log2(len(table) - 1);
     y = t[i] + floor(((t[i+1] - t[i]) * frac + 2**s // 2) / 2**s), clamped to [qmin, qmax]."""

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from budget import examples
 from kernels.lut16 import lut16
-from kernels.lut8 import lut8
+from kernels.lut8 import lut8, lut_codes
 from npu_sim.ir import QParams
 from npu_sim.ops import lut
 from tests import naive, naive_lut
@@ -62,6 +62,36 @@ def test_lut8_every_code():
         out = np.empty(256, np.int16)
         lut8(x, table, out)
         np.testing.assert_array_equal(out, table)  # code qmin + j reads entry j
+
+
+@st.composite
+def lut_codes_case(draw):
+    xd, xlo, xhi = draw(st.sampled_from(IN8 + IN16))
+    x = draw(naive.int_arrays((draw(st.integers(1, 300)),), xd, xlo, xhi))
+    td, tlo, thi = draw(st.sampled_from(TABLE8_DTYPES))
+    return x, _table(draw, 1 << (8 * np.dtype(xd).itemsize), td, tlo, thi)
+
+
+@settings(deadline=None, max_examples=examples(100))
+@given(lut_codes_case())
+def test_lut_codes_matches_twin(case):
+    x, table = case
+    out = np.empty(x.shape, table.dtype)
+    lut_codes(x, table, out, cache={})
+    np.testing.assert_array_equal(out, naive_lut.lut_codes(x, table, table.dtype))
+
+
+def test_lut_codes_every_code_and_refusals():
+    for xd in (np.int8, np.uint8, np.int16, np.uint16):
+        x = np.arange(np.iinfo(xd).min, np.iinfo(xd).max + 1).astype(xd)
+        table = (np.arange(x.size, dtype=np.int64) * 7919 % 65536 - 32768).astype(np.int16)
+        out = np.empty(x.size, np.int16)
+        lut_codes(x, table, out)
+        np.testing.assert_array_equal(out, table)  # code qmin + j reads entry j, the lowest and highest included
+    with pytest.raises(ValueError, match="65536 entries"):
+        lut_codes(np.zeros(3, np.int16), np.zeros(256, np.int8), np.zeros(3, np.int8))
+    with pytest.raises(ValueError, match="dtype in"):
+        lut8(np.zeros(3, np.int16), np.zeros(256, np.int8), np.zeros(3, np.int8))
 
 
 @st.composite
