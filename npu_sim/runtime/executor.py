@@ -18,6 +18,7 @@ import numpy as np
 from npu_sim.errors import InputError
 from npu_sim.ir import Node, Program
 from npu_sim.runtime.ahead import armed as ahead_armed, compile_ahead
+from npu_sim.runtime.chains import fused_nodes
 
 
 @dataclass
@@ -106,34 +107,54 @@ def keep_freed_memory() -> bool:
         return False
 
 
-_PLANS: "weakref.WeakKeyDictionary[Program, tuple]" = weakref.WeakKeyDictionary()  # program -> (key, plan)
+# program -> (its nodes and outputs when planned, {(keep_all, fuse): plan})
+_PLANS: "weakref.WeakKeyDictionary[Program, tuple]" = weakref.WeakKeyDictionary()
 
 
-def _plan(program: Program, keep_all: bool) -> list:
-    """Per node, in order: ``(node, names of its activation inputs, names whose last use it is)`` -- what the
-    loop needs, worked out once per program (kept here, not on the IR; rebuilt when its nodes or outputs change)."""
-    key = (tuple(map(id, program.nodes)), tuple(program.outputs.values()), tuple(program.passthrough.values()),
-           keep_all)
-    cached = _PLANS.get(program)
-    if cached is not None and cached[0] == key:
-        return cached[1]
+def chains_enabled() -> bool:
+    """Whether runs that keep no intermediate tensor run elementwise chains as tables (``npu_sim.runtime.chains``);
+    off with ``NPU_SIM_CHAINS=0`` (the same integers, node by node: to time each node on its own)."""
+    return os.environ.get("NPU_SIM_CHAINS", "1") != "0"
+
+
+def _plan(program: Program, keep_all: bool, fuse: bool = False, ctx=None) -> list:
+    """Per step, in order: ``(node, names of its activation inputs, names whose last use it is)`` -- what the
+    loop needs, worked out once per program (kept here, not on the IR; rebuilt when its nodes or outputs change).
+    With ``fuse`` the steps are the program's nodes with its elementwise chains as table lookups (probed with
+    ``ctx``, the run's context)."""
+    version = (tuple(map(id, program.nodes)), tuple(program.outputs.values()), tuple(program.passthrough.values()))
+    if program not in _PLANS or _PLANS[program][0] != version:
+        _PLANS[program] = (version, {})
+    plans, key = _PLANS[program][1], (keep_all, fuse)
+    if key in plans:
+        return plans[key]
     tensors = program.tensors
+    nodes = fused_nodes(program, ctx) if fuse else program.nodes
     last_use = {}
     if not keep_all:
-        for i, node in enumerate(program.nodes):
+        for i, node in enumerate(nodes):
             for name in node.inputs:
                 last_use[name] = i
         for name in list(program.outputs.values()) + list(program.passthrough.values()):
-            last_use[name] = len(program.nodes)
+            last_use[name] = len(nodes)
     plan = []
-    for i, node in enumerate(program.nodes):
+    for i, node in enumerate(nodes):
         free = tuple(dict.fromkeys(n for n in node.inputs if last_use.get(n) == i))
         plan.append((node, tuple(n for n in node.inputs if not tensors[n].is_const), free))
-    _PLANS[program] = (key, plan)
+    plans[key] = plan
     return plan
 
 
+def run_steps(program: Program) -> list[Node]:
+    """The steps a run with no hooks that keeps only the outputs executes: the program's nodes, its elementwise
+    chains as table lookups (``npu_sim.runtime.chains``) unless ``NPU_SIM_CHAINS=0``."""
+    return [step for step, _, _ in _plan(program, False, chains_enabled(), _Context(program, RunResult({})))]
+
+
 def execute(program: Program, feeds: dict, hooks=(), keep_all: bool = False) -> RunResult:
+    """Run ``program`` on ``feeds``. A run with no hooks that keeps only the outputs computes elementwise chains
+    as table lookups (``npu_sim.runtime.chains``: the same integers); its ``seconds`` then hold one entry per
+    lookup, under the name of the chain node whose output it is."""
     keep_freed_memory()
     values = check_feeds(program, feeds)
     result = RunResult(values)
@@ -151,7 +172,7 @@ def _loop(program: Program, values: dict, result: RunResult, hooks, keep_all: bo
     ctx = _Context(program, result)
     seconds = result.seconds
     clock = time.perf_counter
-    for node, in_names, free in _plan(program, keep_all):
+    for node, in_names, free in _plan(program, keep_all, not keep_all and not hooks and chains_enabled(), ctx):
         inputs = [values[n] for n in in_names]
         t0 = clock()
         try:
