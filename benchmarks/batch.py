@@ -1,21 +1,20 @@
-"""Benchmark: per-sample time of a batch of N samples against one sample at a time (issue 19, item 1).
+"""Benchmark: per-sample time of a batch of N samples against one sample at a time (issue 19, item 1; issue 33).
 
-    python benchmarks/batch.py [--models ppocr_cls_a8w8 efficientnet_lite0_a8w8 mobilenetv2_a8w8] [--batch 16] [--repeat 7] [--profile]
+    python benchmarks/batch.py [--models ppocr_cls_a8w8 efficientnet_lite0_a8w8 mobilenetv2_a8w8] [--batch 16] [--repeat 7] [--threads T] [--profile]
 
 For each model (from models/build.py, cached in ~/.cache/npu-sim; the same models and sample inputs as
-benchmarks/vs_onnxruntime.py), on the `default` board, one thread (thread pools pinned before numpy is imported):
-warms up (kernels compiled, the batch program lowered), then alternates one ``Simulator.run`` of N stacked
-samples with N runs of single samples, so that both see the same load on a shared machine, and reports the median
-per-sample time of each and their ratio (batch / single; lower is better). Targets of the issue: <= 0.6x on
-PP-OCR mobile v2 cls A8W8 (small nodes, per-node overhead dominates), <= 0.95x on an EfficientNet-class model
-(benchmarks/vs_onnxruntime.py's EfficientNet-Lite0-class network). ``--profile`` adds where the time goes per op type (node time from the executor's clock, and
-the rest: the loop's own overhead).
+benchmarks/vs_onnxruntime.py), on the `default` board: warms up (kernels compiled, the batch programs lowered),
+then alternates one ``Simulator.run`` of N stacked samples with N runs of single samples, so that both see the
+same load on a shared machine, and reports the median per-sample time of each and their ratio (batch / single;
+lower is better). Single runs use one thread; the batch uses ``--threads`` (``NPU_SIM_THREADS``; default: the
+CPUs this process may use), each thread on its part of the samples. Other thread pools are pinned to 1.
+``--profile`` adds where the time goes per op type (node time from the executor's clock, summed over the
+threads, and the rest).
 
-Measured (2-core machine, one thread on core 1 with another job on core 0, default board, batch of 16, medians of
-5 interleaved repetitions): PP-OCR cls A8W8 0.32x (3.55 -> 1.12 ms/sample: 149 small nodes, the loop's and each
-node's fixed cost paid once per batch); EfficientNet-Lite0-class A8W8 0.89x (12.1 -> 10.8 ms/sample); MobileNetV2
-A8W8 0.80x (10.3 -> 8.2 ms/sample). The convolution models' time is in the Conv kernels: the depthwise ones, bound
-by memory, lose to the batch's tensors falling out of cache, the others gain.
+Measured (AMD EPYC Zen 2 class, 2 cores, default board, batch of 16, medians of 5 interleaved repetitions,
+2026-12-06): 2 threads: PP-OCR cls A8W8 0.48x (2.49 -> 1.20 ms/sample), MobileNetV2 A8W8 0.46x (14.62 -> 6.71),
+PP-OCRv4 det A8W8 0.47x (29.62 -> 13.97); 1 thread: cls 0.56x, MobileNetV2 0.90x (its time is in the Conv
+kernels, which a batch does not make cheaper per sample; cls's is per-node overhead, paid once per batch).
 """
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):  # not a batch's
     os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402
@@ -35,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import npu_sim  # noqa: E402
+from npu_sim.runtime.batch import batch_threads  # noqa: E402
 from models.build import sample_inputs  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -71,8 +71,10 @@ def measure(name: str, n: int, repeat: int, profile: bool) -> dict:
             sim.run(f)
             op_single.update(_by_op(sim, sim.last.seconds))
         t_single.append((time.perf_counter() - s) / n)
+    threads = min(batch_threads(), n)
     row = {"model": name, "n": n, "nodes": len(sim.program.nodes), "batch_ms": float(np.median(t_batch)) * 1e3,
-           "single_ms": float(np.median(t_single)) * 1e3, "note": sim.batch_note or "one program for the batch"}
+           "single_ms": float(np.median(t_single)) * 1e3, "threads": threads,
+           "note": sim.batch_note or f"{threads} thread(s), a program each"}
     row["ratio"] = row["batch_ms"] / row["single_ms"]
     if profile:
         scale = 1e3 / (repeat * n)
@@ -89,8 +91,11 @@ def main() -> None:
                                                          "mobilenetv2_a8w8"])
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--threads", type=int, help="threads for the batch (NPU_SIM_THREADS; default: the CPUs)")
     ap.add_argument("--profile", action="store_true", help="time per op type, per sample")
     args = ap.parse_args()
+    if args.threads:
+        os.environ["NPU_SIM_THREADS"] = str(args.threads)
     rows = []
     for name in args.models:
         r = measure(name, args.batch, args.repeat, args.profile)
@@ -101,10 +106,11 @@ def main() -> None:
             print(f"    {op:22s} {single:8.3f} ms  {batch:8.3f} ms")
         if "overhead" in r:
             print(f"    {'(outside the nodes)':22s} {r['overhead'][0]:8.3f} ms  {r['overhead'][1]:8.3f} ms")
-    print(f"\n| model | nodes | one at a time ms/sample | batch of {args.batch} ms/sample | ratio |")
-    print("|---|---|---|---|---|")
+    print(f"\n| model | nodes | one at a time ms/sample | batch of {args.batch} ms/sample | threads | ratio |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['nodes']} | {r['single_ms']:.2f} | {r['batch_ms']:.2f} | {r['ratio']:.2f}× |")
+        print(f"| {r['model']} | {r['nodes']} | {r['single_ms']:.2f} | {r['batch_ms']:.2f} | {r['threads']} | "
+              f"{r['ratio']:.2f}× |")
 
 
 if __name__ == "__main__":

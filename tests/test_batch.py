@@ -83,6 +83,31 @@ def test_real_model_batch_is_single_runs(name, board, batched):
     assert_batch_identical(sim, batched, SEEDS if "det" in name or "rec" in name else SEEDS + (41, 53))
 
 
+@pytest.mark.parametrize("threads,seeds", [(2, SEEDS), (3, (1, 2, 3, 4, 5)), (8, SEEDS)],
+                         ids=["2-threads-3-samples", "3-threads-5-samples", "more-threads-than-samples"])
+def test_batch_on_threads_is_single_runs(threads, seeds, monkeypatch):
+    """Each thread runs consecutive samples with a program of its own; the batch equals the single runs."""
+    monkeypatch.setenv("NPU_SIM_THREADS", str(threads))
+    sim = npu_sim.load(DEMO, input_shapes={"input": (1, 1, 8, 8)})
+    singles, batch = stacked(sim, seeds)
+    assert_same(sim.run(batch, raw=True), [sim.run(f, raw=True) for f in singles], "raw")
+    assert_same(sim.trace(batch), [sim.trace(f) for f in singles], "trace")
+    used = min(threads, len(seeds))
+    programs = sim.thread_programs[(len(seeds), used)]
+    sizes = [p.tensors[p.inputs["input"]].shape[0] for p in programs]
+    assert sizes == [len(seeds) // used + (i < len(seeds) % used) for i in range(used)]
+    assert len({id(p) for p in programs}) == used  # no two threads share a program (nor its nodes' memos)
+    assert sim.batch_note is None
+
+
+def test_batch_threads_setting_is_checked(monkeypatch):
+    sim = npu_sim.load(DEMO, input_shapes={"input": (1, 1, 8, 8)})
+    _, batch = stacked(sim)
+    monkeypatch.setenv("NPU_SIM_THREADS", "two")
+    with pytest.raises(InputError, match="NPU_SIM_THREADS='two'"):
+        sim.run(batch)
+
+
 @pytest.mark.parametrize("board", ["default", "onnx"])
 def test_demo_model_dynamic_batch(board):
     sim = npu_sim.load(DEMO, board=board, input_shapes={"input": (1, 1, 8, 8)})

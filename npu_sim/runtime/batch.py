@@ -6,8 +6,12 @@ batch is not the one-sample program with N in front (naming the node), or None w
 (every non-constant tensor) must have the one-sample shape with its first dimension 1 replaced by N, the nodes
 must be the same, and no node may work along the batch axis (a Softmax or LayerNorm over axis 0 would mix the
 samples while keeping their shapes). ``split_feeds`` and ``concat_results`` are the loop of single runs.
+A batch runs on ``batch_threads()`` threads, each on its part of the samples with a program of its own
+(``part_sizes``, ``split_parts``): the kernels release the GIL.
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -99,6 +103,35 @@ def batch_refusal(single: Program, batched: Program, n: int) -> str | None:
             [t for t in single.tensors.values() if not t.is_const]):
         return "the program for a batch has other intermediate tensors"
     return None
+
+
+def batch_threads() -> int:
+    """How many threads a batch runs on: ``NPU_SIM_THREADS``, else the CPUs this process may use (a dataset job's
+    worker processes are given 1: ``npu_sim.runtime.engines``)."""
+    value = os.environ.get("NPU_SIM_THREADS", "")
+    if value.strip():
+        try:
+            return max(1, int(value))
+        except ValueError:
+            raise InputError(f"NPU_SIM_THREADS={value!r}: give a whole number of threads, e.g. 1") from None
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def part_sizes(n: int, parts: int) -> list[int]:
+    """``n`` samples in ``parts`` consecutive parts as even as can be, larger first."""
+    return [n // parts + (i < n % parts) for i in range(parts)]
+
+
+def split_parts(feeds: dict, sizes: list[int]) -> list[dict]:
+    """The feeds of a batch cut along axis 0 into consecutive parts of ``sizes`` samples."""
+    out, start = [], 0
+    for size in sizes:
+        out.append({name: np.asarray(value)[start:start + size] for name, value in feeds.items()})
+        start += size
+    return out
 
 
 def split_feeds(feeds: dict, n: int) -> list[dict]:

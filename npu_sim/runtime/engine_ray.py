@@ -79,6 +79,7 @@ class RayWorker:
                 f"npu-sim on every node, and do not run the command from inside another npu-sim checkout (Ray puts "
                 f"the driver's current folder first on its workers' path; see docs/SCALING.md)"))
         else:
+            os.environ.setdefault("NPU_SIM_THREADS", "1")  # one actor per CPU: one thread a batch each
             self.state = set_up(setup, arg)
 
     def run(self, payload):

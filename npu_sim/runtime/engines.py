@@ -92,6 +92,7 @@ def _worker_init(setup, arg) -> None:
     group: the driver stops its workers itself (no traceback from each), and a worker ends once its driver is gone
     (a driver killed by SIGKILL cannot stop them)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ.setdefault("NPU_SIM_THREADS", "1")  # the workers share the CPUs already: one thread a batch each
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     WORKER.put("engine", set_up(setup, arg))
 

@@ -1,11 +1,15 @@
 """The Python API: load a QDQ model for a board, run it, trace it."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from npu_sim.boards import Board, load_board
 from npu_sim.errors import NpuSimError
-from npu_sim.runtime.batch import axis_refusal, batch_refusal, concat_results, feed_batch, split_feeds
+from npu_sim.runtime.ahead import armed as ahead_armed
+from npu_sim.runtime.batch import (axis_refusal, batch_refusal, batch_threads, concat_results, feed_batch,
+                                   part_sizes, split_feeds, split_parts)
 from npu_sim.runtime.executor import RunResult, execute
 from npu_sim.ir import Program
 from npu_sim.lowering.walk import lower_graph
@@ -25,7 +29,9 @@ class Simulator:
     is lowered once more for N (each node then runs once for the whole batch); where that is not exact (a node
     working along axis 0, an activation without the batch dimension) or not possible (a Simulator built from a
     Program), the samples run one by one, and ``batch_note`` says why, naming the node. The batch program comes
-    from the model as ``load`` read it (its ``OpenModel``), not from the file again.
+    from the model as ``load`` read it (its ``OpenModel``), not from the file again. A batch runs on as many
+    threads as the process may use CPUs (``NPU_SIM_THREADS`` sets the number), each on consecutive samples with
+    a program lowered for its part; without hooks only (hooks see the nodes in order, in this thread).
     """
 
     def __init__(self, program: Program, opened=None):
@@ -36,6 +42,7 @@ class Simulator:
         self.batch_note: str | None = None  # why a batch ran as single runs (None: never so far)
         self.opened = opened
         self.batch_programs: dict[int, tuple[Program | None, str | None]] = {}  # N -> (program or None, reason)
+        self.thread_programs: dict[tuple[int, int], list[Program] | None] = {}  # (N, threads) -> one per thread
 
     @property
     def board(self) -> Board:
@@ -86,6 +93,14 @@ class Simulator:
         n = feed_batch(self.program, feeds)
         if n is None:
             return self.execute(feeds, hooks, keep_all)
+        threads = 1 if hooks or ahead_armed() else min(batch_threads(), n)
+        programs = self.part_programs(n, threads) if threads > 1 else None
+        if programs is not None:
+            parts = split_parts(feeds, part_sizes(n, threads))
+            with ThreadPoolExecutor(len(programs)) as pool:
+                results = list(pool.map(lambda job: execute(job[0], job[1], (), keep_all), zip(programs, parts)))
+            self.last = concat_results(results)
+            return self.last
         program = self.batch_program(n)
         if program is not None:
             self.last = execute(program, feeds, hooks, keep_all)
@@ -107,6 +122,24 @@ class Simulator:
             self.batch_note = (f"{where}: a batch of {n} runs as {n} single runs (the same integers, without the "
                                f"speed of a batch): {reason}")
         return program
+
+    def part_programs(self, n: int, threads: int) -> list[Program] | None:
+        """One program per thread for a batch of ``n`` on ``threads`` threads (``part_sizes``; each its own, so that
+        no two threads share a node's run-time memo), or None where a part cannot be lowered for its size (the
+        batch then runs in this thread). Lowered once per (n, threads); the last few are kept."""
+        key = (n, threads)
+        if key not in self.thread_programs:
+            programs = []
+            for size in part_sizes(n, threads):
+                program, _ = self.lower_batch(size)
+                if program is None:
+                    programs = None
+                    break
+                programs.append(program)
+            self.thread_programs[key] = programs
+            while len(self.thread_programs) > BATCH_PROGRAMS_KEPT:
+                self.thread_programs.pop(next(iter(self.thread_programs)))
+        return self.thread_programs[key]
 
     def lower_batch(self, n: int) -> tuple[Program | None, str | None]:
         """``(program for n samples, None)``, or ``(None, the reason it cannot be)``."""
