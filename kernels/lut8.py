@@ -59,6 +59,12 @@ def lut_codes(x, table, out, cache=None) -> None:
     cached_bind(cache, array_key(x, out), lambda: _bind(x, table, out, IN_DTYPES + IN_DTYPES_16))(x, out)
 
 
+def bind_codes(x, table, out):
+    """:func:`lut_codes` validated once for arrays like ``x`` and ``out`` (1-D): returns ``run(x, out)``, which goes
+    straight to the loop (for a caller that checks shapes itself, e.g. one bound run per input shape)."""
+    return _bind(x, table, out, IN_DTYPES + IN_DTYPES_16)
+
+
 def raw_order(table: np.ndarray, in_dtype) -> np.ndarray:
     """``table`` (entry j for code ``qmin + j``) rearranged to be indexed by the code's storage read as unsigned:
     the same table for unsigned inputs; for signed ones the two halves swapped (code -1 is stored as 0xFF...)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.lut8 import lut_codes
+from kernels.lut8 import bind_codes
 from npu_sim.ir import Node, Program, Tensor
 from npu_sim.opset import facts_of
 from npu_sim.ops.onnx_arith import run_float_reference
@@ -140,11 +140,19 @@ def chain_tables(program: Program, src: str, members: list[Node], wanted: list[s
 
 
 def _run_gather(node, inputs, ctx):
-    x = np.ascontiguousarray(inputs[0])
+    """Each output of a chain from its table: one gather from the source (bound once per source shape)."""
+    x = inputs[0]
+    bound = node.memo.get("bound")
+    if bound is None or bound[0] != (x.shape, x.dtype) or not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+        flat = x.reshape(-1)
+        runs = [(table.dtype, bind_codes(flat, table, np.empty(flat.size, table.dtype)))
+                for table in node.params["tables"]]
+        bound = node.memo["bound"] = ((x.shape, x.dtype), runs)
     outs = []
-    for name, table in zip(node.outputs, node.params["tables"]):
-        out = np.empty(x.shape, table.dtype)
-        lut_codes(x.reshape(-1), table, out.reshape(-1), cache=node.memo.setdefault(name, {}))
+    for dtype, run in bound[1]:
+        out = np.empty(x.shape, dtype)
+        run(x.reshape(-1), out.reshape(-1))
         outs.append(out)
     return outs
 
