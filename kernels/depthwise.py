@@ -296,8 +296,9 @@ def _int16_admits(x_dtype, x_zp, s_max, sumw, fuse, bias) -> bool:
 
 
 # 8-bit activations: the float32 loop is exact, and faster than the int16-pair kernel (which packs a pair plane
-# per channel) below 3x3 and for row-strided 3x3 on large planes; from 3x3 at row stride 1 on the pair kernel is
-# faster, ~1.1-1.6x (measured: MobileNetV2 and PP-OCR det/rec 3x3 layers at 7x7-160x160, 5x5 at 2x96-20x20)
+# per channel) below 3x3 and for 3x3 strided in both directions on large planes; from 3x3 at column stride 1 on
+# the pair kernel is faster, ~1.1-1.6x at row stride 1 (measured: MobileNetV2 and PP-OCR det/rec 3x3 layers at
+# 7x7-160x160, 5x5 at 2x96-20x20), 1.05-1.9x at PP-OCR's row stride 2 (3x3 and 5x5 at 3x96-24x160; AVX2)
 PAIR_MIN_TAPS_8BIT = 9
 
 
@@ -315,10 +316,10 @@ def column_pairs(x_dtype, x_zp, wf, kh, kw, stride, dilation, fuse=False, bias=N
 
 def takes_pairs(x_dtype, kh, kw, stride) -> bool:
     """Whether :func:`bind` tries the int16-pair kernel first: 16-bit activations, and 8-bit ones with at least
-    ``PAIR_MIN_TAPS_8BIT`` taps at row stride 1 (where it is proven exact and the CPU has it)."""
+    ``PAIR_MIN_TAPS_8BIT`` taps at column stride 1 (where it is proven exact and the CPU has it)."""
     dt = np.dtype(x_dtype)
     return (depthwise_int16.AVAILABLE and dt in depthwise_int16.X_DTYPES
-            and (dt.itemsize == 2 or kh * kw >= PAIR_MIN_TAPS_8BIT and stride[0] == 1))
+            and (dt.itemsize == 2 or kh * kw >= PAIR_MIN_TAPS_8BIT and stride[1] == 1))
 
 
 def bind(x_shape, x_dtype, x_zp, wf, kh, kw, stride, pads, dilation, out_shape, fuse=False, bias=None, mult=None,

@@ -2,7 +2,7 @@
 ``vpmaddwd``, fused by LLVM with the accumulation into the VNNI ``vpdpwssd`` where the CPU has it).
 
 Used by :func:`kernels.depthwise.bind` where ``kernels.depthwise.takes_pairs`` (16-bit activations; 8-bit ones
-from 3x3 at row stride 1), where :func:`prepare` and
+from 3x3 at column stride 1), where :func:`prepare` and
 ``kernels.conv_int16.plan`` prove it exact and the CPU has AVX-512BW or AVX2 (the instruction set
 ``kernels.conv_int16`` chose; :data:`KERNELS` its tiles, :func:`kernel_set`); elsewhere the float path of
 :mod:`kernels.depthwise` runs. Checked bit for bit against ``tests/naive.py::conv2d_acc`` for both instruction

@@ -97,10 +97,10 @@ def dw16_case(draw):
 
 def _admitted(wt, x_dtype, stride) -> bool:
     """Whether the int16-pair kernel runs: the bound, and for 8-bit activations at least PAIR_MIN_TAPS_8BIT taps
-    at row stride 1 (the centred padding stays within +-2**15 for 16-bit and +-128 for 8-bit zero points)."""
+    at column stride 1 (the centred padding stays within +-2**15 for 16-bit and +-128 for 8-bit zero points)."""
     v = 1 << (8 * np.dtype(x_dtype).itemsize - 1)
     taps = wt.shape[2] * wt.shape[3]
-    if np.dtype(x_dtype).itemsize == 1 and (taps < depthwise.PAIR_MIN_TAPS_8BIT or stride[0] != 1):
+    if np.dtype(x_dtype).itemsize == 1 and (taps < depthwise.PAIR_MIN_TAPS_8BIT or stride[1] != 1):
         return False
     return int(np.abs(wt.astype(np.int64)).reshape(wt.shape[0], -1).sum(axis=1).max()) * v <= (1 << 31) - 1
 
@@ -185,10 +185,10 @@ def test_depthwise_int16_padding_at_the_edges(isa, dtype, x_zp, stride):
 
 
 @pytest.mark.parametrize("dtype,x_zp", [(np.int8, -128), (np.int8, 127), (np.uint8, 0), (np.uint8, 255)])
-@pytest.mark.parametrize("stride", [(1, 1), (2, 2)])
+@pytest.mark.parametrize("stride", [(1, 1), (2, 1), (2, 2)])
 @per_isa
 def test_depthwise_int16_8bit_extremes(isa, dtype, x_zp, stride):
-    """8-bit activations on the pair kernel (5x5; row stride 2 takes the float loop): extreme inputs, int16
+    """8-bit activations on the pair kernel (5x5; column stride 2 takes the float loop): extreme inputs, int16
     weights at +-32767 and padding values at the ends of the centred range (+-128); exact against the twin, fused
     and not."""
     info = np.iinfo(dtype)
@@ -197,7 +197,7 @@ def test_depthwise_int16_8bit_extremes(isa, dtype, x_zp, stride):
     w = rng.choice(np.array([-32767, 32767], np.int64), (3, 1, 5, 5)).astype(np.int16)
     rq = (np.array([5, -7, 2 ** 40]), np.array([1 << 30] * 3), np.array([40, 31, 45]))
     with _using(isa):
-        _check(x, x_zp, w, stride, (2, 2, 2, 2), (1, 1), int_path=stride[0] == 1)
+        _check(x, x_zp, w, stride, (2, 2, 2, 2), (1, 1), int_path=stride[1] == 1)
         assert _check_fused(x, x_zp, w, stride, (2, 2, 2, 2), (1, 1), *rq, -3, -128, 127, np.int8)
 
 
@@ -207,13 +207,15 @@ def test_depthwise_int16_refuses_what_it_cannot_prove():
     w = np.zeros((1, 1, 3, 3), np.int64)
     w[0, 0, 1, 1] = 40000
     _check(x, 0, w, (1, 1), (1, 1, 1, 1), (1, 1), int_path=False)
-    # 8-bit activations keep the float32 path below 3x3 and at row stride 2 (faster there), take the pair kernel
-    # from 3x3 at row stride 1 on
+    # 8-bit activations keep the float32 path below 3x3 and at column stride 2 (faster there), take the pair kernel
+    # from 3x3 at column stride 1 on (row stride 2 included)
     out = np.empty((1, 1, 4, 4), np.int64)
     x8 = x.astype(np.int8)
     assert not _run(x8, 0, np.ones((1, 1, 2, 3), np.int8), (1, 1), (0, 1, 1, 1), (1, 1), out)
     assert _run(x8, 0, np.ones((1, 1, 3, 3), np.int8), (1, 1), (1, 1, 1, 1), (1, 1), out)
     assert _run(x8, 0, np.ones((1, 1, 5, 5), np.int8), (1, 1), (2, 2, 2, 2), (1, 1), out)
+    assert _run(x8, 0, np.ones((1, 1, 3, 3), np.int8), (2, 1), (1, 1, 1, 1), (1, 1), np.empty((1, 1, 2, 4),
+                                                                                              np.int64))
     assert not _run(x8, 0, np.ones((1, 1, 3, 3), np.int8), (2, 2), (1, 1, 1, 1), (1, 1), np.empty((1, 1, 2, 2),
                                                                                                   np.int64))
     # neither AVX-512BW nor AVX2: the float path
