@@ -170,14 +170,17 @@ def _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias
     """Validation and fusion decision of :func:`conv2d_direct_requantized`; None when fusion is not proven."""
     x_zp, sh, sw, top, left, bottom, right, dh, dw, groups, shape, bound = validate_conv2d(
         x, x_zp, w, stride, pads, dilation, groups)
-    taps = w.shape[1] * w.shape[2] * w.shape[3]
     bias, mult, shift, out_zp, qmin, qmax = requant_args(bias, mult, shift, out, shape, out_zp, qmin, qmax,
                                                          "conv2d_direct_requantized")
-    acc_max = bound * taps
-    max_bias = int(np.abs(bias).max()) if bias.size else 0
-    if acc_max >= (1 << 31) - 1 or acc_max + max_bias >= 1 << (min(acc_bits, 64) - 1):
+    # per output channel c, every partial sum is at most x_dev * sum_t |w[c, t]| (acc_max) in magnitude, and
+    # acc + bias at most that plus |bias[c]| (reach): both must fit, the first int32, the second the board's width
+    info = np.iinfo(x.dtype)
+    x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))
+    acc_max = x_dev * np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1)
+    reach = acc_max + (np.abs(bias) if bias.size else 0)
+    if acc_max.size and (int(acc_max.max()) >= (1 << 31) - 1 or int(reach.max()) >= 1 << (min(acc_bits, 64) - 1)):
         return None
-    lims = saturation_bounds(mult, shift, out_zp, qmin, qmax)
+    lims = saturation_bounds(mult, shift, out_zp, qmin, qmax, reach=reach)
     if lims.size and int(lims.min()) == 0:
         return None
     fdt = depthwise.plan(w.shape[2] * w.shape[3], bound) if w.shape[1] == 1 else None

@@ -278,10 +278,10 @@ def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
     pad = x_zp - center
     info = np.iinfo(x.dtype)
     x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))  # padding contributes 0
-    max_bias = int(np.abs(bias).max()) if bias.size else 0
-    if x_dev * wabs + max_bias >= 1 << (acc_bits - 1):
+    reach = x_dev * np.abs(w64).sum(axis=1) + np.abs(bias)  # per channel: |acc + bias| at most
+    if reach.size and int(reach.max()) >= 1 << (acc_bits - 1):
         return None
-    bound = saturation_bounds(mult, shift, out_zp, qmin, qmax)
+    bound = saturation_bounds(mult, shift, out_zp, qmin, qmax, reach=reach)
     if bound.size and int(bound.min()) == 0:
         return None
     w32 = mod.pack_weights(w, groups)

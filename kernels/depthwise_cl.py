@@ -12,8 +12,9 @@ accumulators are transposed back to one row per channel and each row is requanti
 exactly as the other depthwise kernels requantize theirs. :func:`wins` says where (measured).
 
 Exactness. Every partial sum of an output is a sum of a subset of its terms ``(x - x_zp) * w[c, t]`` (the border
-adds 0), at most ``taps * max|x - x_zp| * max|w|`` in magnitude; the caller
-(:func:`kernels.conv2d_direct.bind_direct_requantized`) admits only convolutions where that is below 2**31 - 1,
+adds 0), at most ``max|x - x_zp| * sum_t |w[c, t]|`` in magnitude; the caller
+(:func:`kernels.conv2d_direct.bind_direct_requantized`) admits only convolutions where that is below 2**31 - 1 for
+every channel,
 so the int32 products and sums are the exact integers, whatever the order. The requantization is the shared
 ``requantize_row`` on the same integers and per-channel arguments: the same outputs.
 """

@@ -21,9 +21,9 @@ Planes whose pixel count is not a multiple of 16 (or ``PX``) take their last tra
 (``PX``) pixels, overlapping the one before: recomputing the same values is harmless.
 
 Exactness. Every partial sum of a lane is a sum of a subset of one channel's terms ``(x - x_zp) * w[c, t]`` (the
-border adds 0; the other half of each ``vpmaddwd`` pair is multiplied by 0), at most ``taps * max|x - x_zp| *
-max|w|`` in magnitude; the caller (:func:`kernels.conv2d_direct.bind_direct_requantized`) admits only convolutions
-where that is below 2**31 - 1, and :func:`wins` only weights within int16 and 8-bit activations (``|x - x_zp| <=
+border adds 0; the other half of each ``vpmaddwd`` pair is multiplied by 0), at most ``max|x - x_zp| *
+sum_t |w[c, t]|`` in magnitude; the caller (:func:`kernels.conv2d_direct.bind_direct_requantized`) admits only
+convolutions where that is below 2**31 - 1 for every channel, and :func:`wins` only weights within int16 and 8-bit activations (``|x - x_zp| <=
 255`` fits int16), so every int16 and int32 value is the exact integer. The requantization is the formula above in
 int64: ``|clamp(...)*mult| <= bound*|mult| <= 2**62`` (saturation_bounds), so it is exact too, the same outputs as
 ``requantize_row`` (whose int32 fast path is proven equal to it).

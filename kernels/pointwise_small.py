@@ -67,12 +67,12 @@ def prepare(x_dtype, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, acc_bits):
     x_dev = max(abs(int(info.min) - int(x_zp)), abs(int(info.max) - int(x_zp)))
     wabs = int(np.abs(w64).sum(axis=1).max(initial=0))
     bias = np.ascontiguousarray(bias, np.int64)
-    max_bias = int(np.abs(bias).max(initial=0))
-    if x_dev * wabs + max_bias >= min(1 << (acc_bits - 1), ACC_LIMIT):
+    reach = x_dev * np.abs(w64).sum(axis=1) + np.abs(bias)  # per channel: |acc + bias| at most
+    if reach.size and int(reach.max()) >= min(1 << (acc_bits - 1), ACC_LIMIT):
         return None
     mult = np.ascontiguousarray(mult, np.int64)
     shift = np.ascontiguousarray(shift, np.int64)
-    bound = saturation_bounds(mult, shift, int(out_zp), int(qmin), int(qmax))
+    bound = saturation_bounds(mult, shift, int(out_zp), int(qmin), int(qmax), reach=reach)
     if bound.size and int(bound.min()) == 0:
         return None
     rnd = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0).astype(np.int64)

@@ -231,9 +231,13 @@ def _check_acc(acc) -> None:
     check_int_array(acc, "acc", ndim=3, dtypes=(np.int64, np.int32, np.int16, np.uint16, np.int8, np.uint8))
 
 
-def saturation_bounds(mult: np.ndarray, shift: np.ndarray, out_zp: int, qmin: int, qmax: int) -> np.ndarray:
+def saturation_bounds(mult: np.ndarray, shift: np.ndarray, out_zp: int, qmin: int, qmax: int,
+                      reach: int | None = None) -> np.ndarray:
     """Per channel, a bound ``L`` with ``L*|M| <= 2**62`` such that every |v| >= L saturates the output, or 0 if
-    none.
+    none. ``reach``: a bound the caller has proven on every |v| it will requantize (accumulator plus bias; one
+    for all channels, or one per channel); a channel without a saturation bound then gets ``reach + 1`` where ``(reach + 1)*|M| <= 2**62``: no |v| reaches it,
+    so clamping to it changes nothing, and ``v*M`` is exact (a dead channel of a trained model: a tiny multiplier
+    with a large shift, whose ``(Q+1) << r`` does not fit int64).
 
     With ``Q = max(qmax - out_zp, out_zp - qmin) + 1`` and ``L = ((Q + 1) << r) // |M| + 1``: for v >= L,
     ``v*|M| >= (Q+1)*2**r`` so ``mul_round_shift(v, |M|, r) >= Q + 1`` (past either clamp bound), and
@@ -250,7 +254,11 @@ def saturation_bounds(mult: np.ndarray, shift: np.ndarray, out_zp: int, qmin: in
     fits = r <= 62 - q1.bit_length()
     num = np.where(fits, np.left_shift(np.int64(q1), np.where(fits, r, 0)), 0)
     lim = np.where(m > 0, num // np.maximum(m, 1) + 1, 1 << 31)
-    return np.where(fits & (lim <= (1 << 62) // np.maximum(m, 1)), lim, 0).astype(np.int64)
+    lim = np.where(fits & (lim <= (1 << 62) // np.maximum(m, 1)), lim, 0).astype(np.int64)
+    if reach is not None:
+        r1 = np.minimum(np.asarray(reach, np.int64), (1 << 62) - 1) + 1  # per channel, or one for all
+        lim = np.where((lim == 0) & (r1 <= (1 << 62) // np.maximum(m, 1)), r1, lim).astype(np.int64)
+    return lim
 
 
 def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_acc, out, bound=None) -> int:

@@ -70,9 +70,10 @@ def bind_requantized(x, bias, mult, shift, out_zp, qmin, qmax, acc_bits, out):
     bias, mult, shift, acc_bits = int(bias), int(mult), int(shift), int(acc_bits)
     check_multiplier(mult, shift, "row_sums_requantized")
     info = np.iinfo(x.dtype)
-    if x.shape[1] * max(-int(info.min), int(info.max)) + abs(bias) >= min(1 << (acc_bits - 1), ACC_LIMIT):
+    reach = x.shape[1] * max(-int(info.min), int(info.max)) + abs(bias)
+    if reach >= min(1 << (acc_bits - 1), ACC_LIMIT):
         return None
-    bound = int(saturation_bounds(np.array([mult]), np.array([shift]), out_zp, qmin, qmax)[0])
+    bound = int(saturation_bounds(np.array([mult]), np.array([shift]), out_zp, qmin, qmax, reach=reach)[0])
     if bound == 0:
         return None
     args = (bias, mult, shift, bound, out_zp, qmin, qmax)

@@ -243,6 +243,37 @@ def test_direct_requantized_refuses_when_overflow_is_possible():
     assert out[0, 0, 0, 0] == 127
 
 
+@pytest.mark.parametrize("path", ["direct-depthwise", "direct-dense", "gemm-pointwise", "gemm-3x3"])
+def test_requantization_fuses_with_a_dead_channel(path):
+    """A channel of a trained model whose weights are all but zero gets a tiny multiplier with a large shift
+    (here 60) and may get a bias near the accumulator's limit: no saturation bound fits int64 for it, so the fused
+    kernels clamp it at the accumulator's proven reach instead (kernels.requantize.saturation_bounds' ``reach``),
+    and the overflow check is per channel (|w| summed over the channel's taps). Fused, and equal to the twins."""
+    from kernels.conv2d_direct import conv2d_direct_requantized
+    from kernels.conv2d_gemm import conv2d_gemm_requantized
+    rng = np.random.default_rng(11)
+    cin, cout, k, groups = {"direct-depthwise": (8, 8, 3, 8), "direct-dense": (3, 4, 3, 1),
+                            "gemm-pointwise": (32, 16, 1, 1), "gemm-3x3": (16, 16, 3, 1)}[path]
+    x = rng.integers(-128, 128, (1, cin, 12, 14)).astype(np.int8)
+    wt = rng.integers(-127, 128, (cout, cin // groups, k, k)).astype(np.int8)
+    wt[1] = 0
+    wt[1].reshape(-1)[0] = 1  # the dead channel
+    mult = rng.integers(1 << 29, 1 << 30, cout).astype(np.int64)
+    shift = np.full(cout, 38, np.int64)
+    shift[1] = 60
+    bias = rng.integers(-5000, 5000, cout).astype(np.int64)
+    bias[1] = 2 ** 31 - 1000  # and a bias at the edge of the 32-bit accumulator: it cannot overflow with these weights
+    pads = (k // 2,) * 4
+    out = np.empty((1, cout, 12, 14), np.int8)
+    run = conv2d_direct_requantized if path.startswith("direct") else conv2d_gemm_requantized
+    assert run(x, 3, wt, (1, 1), pads, (1, 1), groups, bias, mult, shift, -4, -128, 127, 32, out)
+    acc = naive.conv2d_acc(x, 3, wt, (1, 1), pads, (1, 1), groups)
+    expected, overflows = naive.requantize(acc.reshape(1, cout, -1), bias, mult, shift, -4, -128, 127, 32, False,
+                                           np.int8)
+    assert overflows == 0
+    np.testing.assert_array_equal(out, expected.reshape(acc.shape))
+
+
 @st.composite
 def depthwise_case(draw, dtypes=None):
     """The shapes kernels/depthwise.py takes: one input channel per group, kernel 1-5 (3x3 most often), stride

@@ -47,8 +47,9 @@ def test_row_sums_requantized_matches_twins(data):
     acc_bits = data.draw(st.sampled_from([32, 48, 64]))
     args = (bias, mult, shift, out_zp, qmin, qmax, acc_bits)
     info = np.iinfo(dt)
-    proven = (shape[1] * max(-int(info.min), int(info.max)) + abs(bias) < 2 ** (acc_bits - 1)
-              and int(saturation_bounds(np.array([mult]), np.array([shift]), out_zp, qmin, qmax)[0]) > 0)
+    reach = shape[1] * max(-int(info.min), int(info.max)) + abs(bias)
+    proven = (reach < 2 ** (acc_bits - 1)
+              and int(saturation_bounds(np.array([mult]), np.array([shift]), out_zp, qmin, qmax, reach)[0]) > 0)
     for rows in (shape[0], shape[0] + 1):
         x = data.draw(naive.int_arrays((rows, shape[1]), dt, lo, hi))
         out = np.empty(rows, out_dtype)
