@@ -95,15 +95,72 @@ def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) ->
     offset = (center - x_zp) * cache["wsum"]
     offset_split = offset + 128 * cache["wsum"]
     offset_int = offset if mod is None else (int_center - x_zp) * cache["wsum"]
+    planes = byte_planes(x.dtype, x_zp, padded, w, cache, groups) if mod is None else None
+    if planes is not None:
+        kernels, offset_planes = [], 0
+        for pmod, pdtype, pzp, weight in planes:
+            if pmod.__name__ not in cache:
+                cache[pmod.__name__] = pmod.pack_weights(w, groups)
+            pcenter = pmod.x_center(pdtype)
+            kernels.append((cache[pmod.__name__], pcenter, pzp - pcenter, conv_int16.Layout(
+                x.shape, w.shape, groups, (sh, sw), (top, left, bottom, right), (dh, dw), shape[2], shape[3],
+                block_cols, cache[pmod.__name__].shape[2], pmod.KERNELS)))
+            offset_planes = offset_planes + weight * (pcenter - pzp) * cache["wsum"]
+        planes = (kernels, offset_planes)
+        offset_planes.flags.writeable = False
     for a in (offset, offset_split, offset_int):
         a.flags.writeable = False  # yielded to callers on every call
     gp = {"geo": (x_zp, sh, sw, top, left, bottom, right, dh, dw, groups), "out_hw": shape[2:], "center": center,
           "pad": pad, "padded": padded, "offset": offset, "offset_split": offset_split, "layout": layout,
-          "method": plan(x_dev * cache["wmax"], k),
+          "method": plan(x_dev * cache["wmax"], k), "planes": planes,
           "int": None if mod is None else (cache[mod.__name__], int_center, x_zp - int_center, offset_int)}
     if key is not None:
         cache["plan_key"], cache["plan"] = key, gp
     return gp
+
+
+def byte_planes(x_dtype, x_zp, padded, w, cache=None, groups=1):
+    """For 16-bit activations no integer kernel takes whole (``max_c sum|w[c]| * 2**15`` past int32): the two
+    8-bit planes of the centred activations, ``v = x - center = 256 * hi + lo`` (``hi = v >> 8`` int8, ``lo = v &
+    255`` uint8), each on the exact integer kernel :func:`int_kernel` finds for it, as ``(module, plane dtype,
+    plane zero point, weight)`` for hi (weight 256) and lo (1); None where either has none. With ``z = x_zp -
+    center = 256 * (z >> 8) + (z & 255)`` (padding cells hold ``x_zp``, their planes ``z >> 8`` and ``z & 255``),
+    ``sum w (x - x_zp) = 256 sum w (hi - (z >> 8)) + sum w (lo - (z & 255))``: two convolutions of 8-bit values,
+    each exact in int32 (``sum|w| * 2**7``), added in int64."""
+    if np.dtype(x_dtype).itemsize != 2:
+        return None
+    z = int(x_zp) - conv_int16.x_center(x_dtype)
+    cache = {} if cache is None else cache
+    if "wabs" not in cache:
+        cache["wabs"] = int(np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1).max(initial=0))
+    out = []
+    for dtype, zp, weight in ((np.dtype(np.int8), z >> 8, 256), (np.dtype(np.uint8), z & 255, 1)):
+        mod = int_kernel(dtype, zp, padded, w, cache["wabs"], cache, groups)
+        if mod is None:
+            return None
+        out.append((mod, dtype, zp, weight))
+    return out
+
+
+def _plane_blocks(x, gp, cout_g):
+    """:func:`conv2d_gemm_blocks` on the byte planes of :func:`byte_planes`: the whole accumulator of each (image,
+    group) as one block, int64."""
+    kernels, offset = gp["planes"]
+    ho, wo = gp["out_hw"]
+    groups = gp["geo"][-1]
+    v = x.astype(np.int32) - gp["center"]
+    planes = ((v >> 8).astype(np.int8), (v & 255).astype(np.uint8))
+    del v
+    total = np.empty((x.shape[0], groups, cout_g, ho * wo), np.int64)
+    for (w32, center, pad, layout), plane, high in zip(kernels, planes, (True, False)):
+        for n, g, c0, c1, acc in conv_int16.blocks(plane, center, pad, w32, layout):
+            if high:
+                np.left_shift(acc, 8, out=total[n, g, :, c0:c1], dtype=np.int64)
+            else:
+                total[n, g, :, c0:c1] += acc
+    for n in range(x.shape[0]):
+        for g in range(groups):
+            yield n, g, 0, ho * wo, total[n, g], offset[g * cout_g:(g + 1) * cout_g]
 
 
 def int_kernel(x_dtype, x_zp, padded, w, wabs_rowsum_max, cache=None, groups=1):
@@ -150,6 +207,9 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
         w32, int_center, int_pad, offset = gp["int"]
         for n, g, c0, c1, acc in conv_int16.blocks(x, int_center, int_pad, w32, gp["layout"]):
             yield n, g, c0, c1, acc, offset[g * cout_g:(g + 1) * cout_g]
+        return
+    if gp["planes"] is not None:
+        yield from _plane_blocks(x, gp, cout_g)
         return
     x_zp, sh, sw, top, left, bottom, right, dh, dw, groups = gp["geo"]
     n_img, cin, h, wd = x.shape

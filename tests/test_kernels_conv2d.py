@@ -87,6 +87,40 @@ def test_conv2d_byte_split_matches_twin(case, pw_case):
         _check(pw_case)
 
 
+@settings(deadline=None, max_examples=examples(60))
+@given(conv_case(), conv_case(pointwise=True))
+def test_conv2d_byte_planes_match_twin(case, pw_case):
+    """16-bit activations whose convolution the integer kernels cannot take whole run as the high and low byte
+    planes on them (kernels.conv2d_gemm.byte_planes), here forced on every 16-bit case (the whole-16-bit plan
+    refused), 8-bit ones unchanged."""
+    from unittest import mock
+    import kernels.conv2d_gemm as gemm_path
+    plan = gemm_path.conv_int16.plan
+    refuse_16 = lambda dtype, pad, wabs: np.dtype(dtype).itemsize == 1 and plan(dtype, pad, wabs)  # noqa: E731
+    with mock.patch.object(gemm_path.conv_int16, "plan", refuse_16):
+        for c in (case, pw_case):
+            x, x_zp, w, groups = c[0], c[1], c[2], c[6]
+            if x.dtype.itemsize == 2:
+                event("byte planes" if gemm_path.byte_planes(x.dtype, x_zp, any(c[4]), w, groups=groups) else
+                      "float")
+            _check(c)
+
+
+@pytest.mark.parametrize("dtype,x_zp", [(np.int16, 0), (np.int16, -32768), (np.int16, 32767), (np.uint16, 0),
+                                        (np.uint16, 65535), (np.uint16, 12345)])
+def test_conv2d_byte_planes_past_the_int16_pair_bound(dtype, x_zp):
+    """A 3x3 convolution of 64 channels with weights at +-127: sum|w| = 73,152, past the int16 pairs' bound for
+    16-bit activations (65,535), within the byte planes' (16.7 million). Extreme activations and zero points."""
+    import kernels.conv2d_gemm as gemm_path
+    rng = np.random.default_rng(x_zp & 0xFFFF)
+    info = np.iinfo(dtype)
+    x = rng.choice(np.array([info.min, info.max, x_zp], np.int64), (2, 64, 7, 9)).astype(dtype)
+    w = rng.choice(np.array([-127, 127], np.int64), (5, 64, 3, 3)).astype(np.int8)
+    assert gemm_path.byte_planes(dtype, x_zp, True, w) is not None or not gemm_path.conv_int16.AVAILABLE
+    _check((x, x_zp, w, (1, 1), (1, 1, 1, 1), (1, 1), 1))
+    _check((x, x_zp, w, (2, 1), (0, 1, 2, 0), (1, 2), 1))
+
+
 def test_conv2d_depthwise_3x3_edges():
     rng = np.random.default_rng(0)
     x = rng.choice(np.array([-128, 127], np.int8), size=(1, 5, 6, 6))
