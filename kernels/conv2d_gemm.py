@@ -142,6 +142,13 @@ def byte_planes(x_dtype, x_zp, padded, w, cache=None, groups=1):
     return out
 
 
+def _int_blocks(x, gp, cout_g):
+    """:func:`conv2d_gemm_blocks` on the exact integer kernel :func:`int_kernel` found (int32 blocks)."""
+    w32, int_center, int_pad, offset = gp["int"]
+    for n, g, c0, c1, acc in conv_int16.blocks(x, int_center, int_pad, w32, gp["layout"]):
+        yield n, g, c0, c1, acc, offset[g * cout_g:(g + 1) * cout_g]
+
+
 def _plane_blocks(x, gp, cout_g):
     """:func:`conv2d_gemm_blocks` on the byte planes of :func:`byte_planes`: the whole accumulator of each (image,
     group) as one block, int64."""
@@ -203,13 +210,8 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
     cache = w_cache if w_cache is not None else {}
     gp = _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols)
     cout_g = w.shape[0] // gp["geo"][-1]
-    if gp["layout"] is not None:
-        w32, int_center, int_pad, offset = gp["int"]
-        for n, g, c0, c1, acc in conv_int16.blocks(x, int_center, int_pad, w32, gp["layout"]):
-            yield n, g, c0, c1, acc, offset[g * cout_g:(g + 1) * cout_g]
-        return
-    if gp["planes"] is not None:
-        yield from _plane_blocks(x, gp, cout_g)
+    if gp["layout"] is not None or gp["planes"] is not None:
+        yield from (_int_blocks if gp["layout"] is not None else _plane_blocks)(x, gp, cout_g)
         return
     x_zp, sh, sw, top, left, bottom, right, dh, dw, groups = gp["geo"]
     n_img, cin, h, wd = x.shape
