@@ -18,7 +18,7 @@ import numpy as np
 
 from kernels.conv2d_direct import bind_direct, bind_direct_requantized
 from kernels.conv2d_gemm import bind_gemm_requantized, bind_matmul_requantized, conv2d_gemm_blocks
-from kernels.gemm import int_matmul
+from kernels.gemm import abs_max, int_matmul, plan as gemm_plan
 from kernels import conv_amx, pointwise_small
 from kernels.conv_transpose2d import conv_transpose2d_acc, conv_transpose2d_tiles, tiled, untile
 
@@ -419,19 +419,27 @@ def accumulate_matmul(lowering, onode, args) -> Accumulation:
 
 
 def _batched_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Exact integer matmul with numpy's batching/broadcasting rules (1-D operands promoted)."""
+    """Exact integer matmul with numpy's batching/broadcasting rules (1-D operands promoted): one batched float32
+    (float64) matmul where ``K * max|a| * max|b|`` is below 2**24 (2**53) -- every product and partial sum is then
+    an integer the float holds exactly, in any order (attention's small matrices: one call for all heads) --
+    else the exact integer matmul per batch."""
     squeeze_a, squeeze_b = a.ndim == 1, b.ndim == 1
     if squeeze_a:
         a = a[None, :]
     if squeeze_b:
         b = b[:, None]
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a_b = np.broadcast_to(a, batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
-    b_b = np.broadcast_to(b, batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
-    acc = np.empty((a_b.shape[0], a.shape[-2], b.shape[-1]), np.int64)
-    for i in range(a_b.shape[0]):
-        acc[i] = int_matmul(np.ascontiguousarray(a_b[i]), np.ascontiguousarray(b_b[i]))
-    acc = acc.reshape(batch + (a.shape[-2], b.shape[-1]))
+    method, kc = gemm_plan(abs_max(a) * abs_max(b), a.shape[-1])
+    if method in ("f32", "f64") and kc >= a.shape[-1]:
+        dt = np.float32 if method == "f32" else np.float64
+        acc = np.matmul(a.astype(dt), b.astype(dt)).astype(np.int64)
+    else:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a_b = np.broadcast_to(a, batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
+        b_b = np.broadcast_to(b, batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+        acc = np.empty((a_b.shape[0], a.shape[-2], b.shape[-1]), np.int64)
+        for i in range(a_b.shape[0]):
+            acc[i] = int_matmul(np.ascontiguousarray(a_b[i]), np.ascontiguousarray(b_b[i]))
+        acc = acc.reshape(batch + (a.shape[-2], b.shape[-1]))
     if squeeze_a:
         acc = acc[..., 0, :]
     if squeeze_b:
