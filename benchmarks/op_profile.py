@@ -2,8 +2,9 @@
 
     python benchmarks/op_profile.py MODEL [--repeat 20]      # MODEL: a name of vs_onnxruntime.py's list
 
-One thread each (pinned like vs_onnxruntime.py's children), board ``default``. npu-sim: the executor's per-node
-seconds (``RunResult.seconds``); onnxruntime: ``SessionOptions.enable_profiling``'s node events (its fused
+One thread each (pinned like vs_onnxruntime.py's children), board ``default``. npu-sim: the executor's per-step
+seconds (``RunResult.seconds``: an elementwise chain run as table lookups counts each lookup under the node whose
+output it gives, its other nodes not at all; ``NPU_SIM_CHAINS=0`` times every node on its own); onnxruntime: ``SessionOptions.enable_profiling``'s node events (its fused
 QLinearConv / QGemm / float nodes). Each node is put in a class by the QDQ model's op it comes from (Conv split
 into 1x1, depthwise and other kernels; Q/DQ pairs of onnxruntime's unfused path under "Q/DQ"), and the classes'
 per-run medians of the summed microseconds are printed side by side, largest first.
