@@ -141,10 +141,9 @@ def chain_tables(program: Program, src: str, members: list[Node], wanted: list[s
 
 def _run_gather(node, inputs, ctx):
     """Each output of a chain from its table: one gather from the source (bound once per source shape)."""
-    x = inputs[0]
+    x = np.ascontiguousarray(inputs[0])
     bound = node.memo.get("bound")
-    if bound is None or bound[0] != (x.shape, x.dtype) or not x.flags.c_contiguous:
-        x = np.ascontiguousarray(x)
+    if bound is None or bound[0] != (x.shape, x.dtype):
         flat = x.reshape(-1)
         runs = [(table.dtype, bind_codes(flat, table, np.empty(flat.size, table.dtype)))
                 for table in node.params["tables"]]
