@@ -24,8 +24,7 @@ from npu_sim.opset import facts_of
 from npu_sim.ops.onnx_arith import run_float_reference
 
 CHAIN_KINDS = ("elementwise", "activation", "lut", "convert")  # the kinds whose ops work element by element
-SOURCE_DTYPES = ("int8", "uint8", "int16", "uint16")
-TABLE_DTYPES = ("int8", "uint8", "int16", "uint16")  # what a table (and the gather) can hold
+CODE_DTYPES = ("int8", "uint8", "int16", "uint16")  # a chain's source and the tensors its tables hold
 PROBE_REPEATS = 3  # each code appears at least this often in the probes
 PROBE_RUNS = 64     # at most this many runs of a chain's nodes to probe it
 
@@ -71,7 +70,7 @@ def elementwise_node(node: Node, tensors: dict[str, Tensor]) -> bool:
 
 
 def _source(t: Tensor) -> bool:
-    return (not t.is_const and t.q is not None and t.q.dtype in SOURCE_DTYPES and t.q.per_tensor
+    return (not t.is_const and t.q is not None and t.q.dtype in CODE_DTYPES and t.q.per_tensor
             and len(t.shape) >= 1)
 
 
@@ -91,7 +90,7 @@ def find_chains(program: Program) -> dict[str, list[Node]]:
             continue
         src = roots.pop()
         out = tensors[node.outputs[0]]
-        if out.shape != tensors[src].shape or out.q is None or out.q.dtype not in TABLE_DTYPES or not out.q.per_tensor:
+        if out.shape != tensors[src].shape or out.q is None or out.q.dtype not in CODE_DTYPES or not out.q.per_tensor:
             continue
         root[out.name] = src
         chains.setdefault(src, []).append(node)
@@ -140,20 +139,16 @@ def chain_tables(program: Program, src: str, members: list[Node], wanted: list[s
 
 
 def _run_gather(node, inputs, ctx):
-    """Each output of a chain from its table: one gather from the source (bound once per source shape)."""
+    """A chain tensor from its table: one gather from the source (bound once per source shape)."""
     x = np.ascontiguousarray(inputs[0])
+    table = node.params["table"]
     bound = node.memo.get("bound")
     if bound is None or bound[0] != (x.shape, x.dtype):
-        flat = x.reshape(-1)
-        runs = [(table.dtype, bind_codes(flat, table, np.empty(flat.size, table.dtype)))
-                for table in node.params["tables"]]
-        bound = node.memo["bound"] = ((x.shape, x.dtype), runs)
-    outs = []
-    for dtype, run in bound[1]:
-        out = np.empty(x.shape, dtype)
-        run(x.reshape(-1), out.reshape(-1))
-        outs.append(out)
-    return outs
+        bound = node.memo["bound"] = ((x.shape, x.dtype), bind_codes(x.reshape(-1), table,
+                                                                      np.empty(x.size, table.dtype)))
+    out = np.empty(x.shape, table.dtype)
+    bound[1](x.reshape(-1), out.reshape(-1))
+    return [out]
 
 
 def fused_nodes(program: Program, ctx) -> list[Node]:
@@ -177,7 +172,7 @@ def fused_nodes(program: Program, ctx) -> list[Node]:
             continue
         for m in members:
             out = m.outputs[0]
-            replace[m.name] = (Node(m.name, m.op, [src], [out], _run_gather, {"tables": [tables[out]]},
+            replace[m.name] = (Node(m.name, m.op, [src], [out], _run_gather, {"table": tables[out]},
                                     sources=[n.name for n in members])
                                if out in tables else None)
     out = []
