@@ -177,7 +177,7 @@ def _prepare_direct_requantized(x, x_zp, w, stride, pads, dilation, groups, bias
     info = np.iinfo(x.dtype)
     x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))
     acc_max = x_dev * np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1)
-    reach = acc_max + (np.abs(bias) if bias.size else 0)
+    reach = acc_max + np.abs(bias)  # bias: one per output channel (requant_args)
     if acc_max.size and (int(acc_max.max()) >= (1 << 31) - 1 or int(reach.max()) >= 1 << (min(acc_bits, 64) - 1)):
         return None
     lims = saturation_bounds(mult, shift, out_zp, qmin, qmax, reach=reach)

@@ -95,7 +95,7 @@ def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) ->
     offset = (center - x_zp) * cache["wsum"]
     offset_split = offset + 128 * cache["wsum"]
     offset_int = offset if mod is None else (int_center - x_zp) * cache["wsum"]
-    planes = byte_planes(x.dtype, x_zp, padded, w, cache, groups) if mod is None else None
+    planes = byte_planes(x.dtype, x_zp, padded, w, cache["wabs"], cache, groups) if mod is None else None
     if planes is not None:
         kernels, offset_planes = [], 0
         for pmod, pdtype, pzp, weight in planes:
@@ -119,23 +119,20 @@ def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) ->
     return gp
 
 
-def byte_planes(x_dtype, x_zp, padded, w, cache=None, groups=1):
+def byte_planes(x_dtype, x_zp, padded, w, wabs_rowsum_max, cache=None, groups=1):
     """For 16-bit activations no integer kernel takes whole (``max_c sum|w[c]| * 2**15`` past int32): the two
     8-bit planes of the centred activations, ``v = x - center = 256 * hi + lo`` (``hi = v >> 8`` int8, ``lo = v &
     255`` uint8), each on the exact integer kernel :func:`int_kernel` finds for it, as ``(module, plane dtype,
     plane zero point, weight)`` for hi (weight 256) and lo (1); None where either has none. With ``z = x_zp -
     center = 256 * (z >> 8) + (z & 255)`` (padding cells hold ``x_zp``, their planes ``z >> 8`` and ``z & 255``),
     ``sum w (x - x_zp) = 256 sum w (hi - (z >> 8)) + sum w (lo - (z & 255))``: two convolutions of 8-bit values,
-    each exact in int32 (``sum|w| * 2**7``), added in int64."""
+    each exact in int32 (``sum|w| * 2**7``), added in int64. Arguments as :func:`int_kernel`'s."""
     if np.dtype(x_dtype).itemsize != 2:
         return None
     z = int(x_zp) - conv_int16.x_center(x_dtype)
-    cache = {} if cache is None else cache
-    if "wabs" not in cache:
-        cache["wabs"] = int(np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1).max(initial=0))
     out = []
     for dtype, zp, weight in ((np.dtype(np.int8), z >> 8, 256), (np.dtype(np.uint8), z & 255, 1)):
-        mod = int_kernel(dtype, zp, padded, w, cache["wabs"], cache, groups)
+        mod = int_kernel(dtype, zp, padded, w, wabs_rowsum_max, cache, groups)
         if mod is None:
             return None
         out.append((mod, dtype, zp, weight))
@@ -332,15 +329,15 @@ def _prepare_gemm_requantized(x, x_zp, w, stride, pads, dilation, groups, bias, 
         raise ValueError(f"acc_bits must be in [2, 64], got {acc_bits}")
     padded = bool(top or left or bottom or right)
     w64 = w.reshape(cout, -1).astype(np.int64)
-    wabs = int(np.abs(w64).sum(axis=1).max(initial=0))
-    mod = int_kernel(x.dtype, x_zp, padded, w, wabs, groups=groups)
+    wsum_abs = np.abs(w64).sum(axis=1)  # per output channel
+    mod = int_kernel(x.dtype, x_zp, padded, w, int(wsum_abs.max(initial=0)), groups=groups)
     if mod is None:
         return None
     center = mod.x_center(x.dtype)
     pad = x_zp - center
     info = np.iinfo(x.dtype)
     x_dev = max(abs(int(info.min) - x_zp), abs(int(info.max) - x_zp))  # padding contributes 0
-    reach = x_dev * np.abs(w64).sum(axis=1) + np.abs(bias)  # per channel: |acc + bias| at most
+    reach = x_dev * wsum_abs + np.abs(bias)  # per channel: |acc + bias| at most
     if reach.size and int(reach.max()) >= 1 << (acc_bits - 1):
         return None
     bound = saturation_bounds(mult, shift, out_zp, qmin, qmax, reach=reach)

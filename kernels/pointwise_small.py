@@ -65,9 +65,10 @@ def prepare(x_dtype, x_zp, w, bias, mult, shift, out_zp, qmin, qmax, acc_bits):
     w64 = np.asarray(w).astype(np.int64)
     info = np.iinfo(x_dtype)
     x_dev = max(abs(int(info.min) - int(x_zp)), abs(int(info.max) - int(x_zp)))
-    wabs = int(np.abs(w64).sum(axis=1).max(initial=0))
+    wsum_abs = np.abs(w64).sum(axis=1)  # per output channel
+    wabs = int(wsum_abs.max(initial=0))
     bias = np.ascontiguousarray(bias, np.int64)
-    reach = x_dev * np.abs(w64).sum(axis=1) + np.abs(bias)  # per channel: |acc + bias| at most
+    reach = x_dev * wsum_abs + np.abs(bias)  # per channel: |acc + bias| at most
     if reach.size and int(reach.max()) >= min(1 << (acc_bits - 1), ACC_LIMIT):
         return None
     mult = np.ascontiguousarray(mult, np.int64)

@@ -101,8 +101,9 @@ def test_conv2d_byte_planes_match_twin(case, pw_case):
         for c in (case, pw_case):
             x, x_zp, w, groups = c[0], c[1], c[2], c[6]
             if x.dtype.itemsize == 2:
-                event("byte planes" if gemm_path.byte_planes(x.dtype, x_zp, any(c[4]), w, groups=groups) else
-                      "float")
+                wabs = int(np.abs(w.reshape(len(w), -1).astype(np.int64)).sum(axis=1).max())
+                event("byte planes" if gemm_path.byte_planes(x.dtype, x_zp, any(c[4]), w, wabs, groups=groups)
+                      else "float")
             _check(c)
 
 
@@ -116,7 +117,8 @@ def test_conv2d_byte_planes_past_the_int16_pair_bound(dtype, x_zp):
     info = np.iinfo(dtype)
     x = rng.choice(np.array([info.min, info.max, x_zp], np.int64), (2, 64, 7, 9)).astype(dtype)
     w = rng.choice(np.array([-127, 127], np.int64), (5, 64, 3, 3)).astype(np.int8)
-    assert gemm_path.byte_planes(dtype, x_zp, True, w) is not None or not gemm_path.conv_int16.AVAILABLE
+    planes = gemm_path.byte_planes(dtype, x_zp, True, w, 64 * 9 * 127)  # every channel's sum|w|: 73,152
+    assert planes is not None or not gemm_path.conv_int16.AVAILABLE
     _check((x, x_zp, w, (1, 1), (1, 1, 1, 1), (1, 1), 1))
     _check((x, x_zp, w, (2, 1), (0, 1, 2, 0), (1, 2), 1))
 
