@@ -59,13 +59,17 @@ def _asm_block(text: str, constraint: str):
     return loop
 
 
+def _independent(instruction: str, register: str):
+    """A loop of blocks of ``INDEPENDENT`` ``instruction``s, each writing its own ``register`` (ymm or zmm)."""
+    return _asm_block("\n".join(f"{instruction} %{register}0, %{register}1, %{register}{2 + i}"
+                                 for i in range(INDEPENDENT)),
+                      "=r,0," + ",".join(f"~{{{register}{2 + i}}}" for i in range(INDEPENDENT)))
+
+
 _ADDS = _asm_block("\n".join(["addq $$1, $0"] * BLOCK), "=r,0")
-_VPMADDWD = _asm_block("\n".join(f"vpmaddwd %ymm0, %ymm1, %ymm{2 + i}" for i in range(INDEPENDENT)),
-                       "=r,0," + ",".join(f"~{{ymm{2 + i}}}" for i in range(INDEPENDENT)))
-_VPMADDUBSW = _asm_block("\n".join(f"vpmaddubsw %ymm0, %ymm1, %ymm{2 + i}" for i in range(INDEPENDENT)),
-                         "=r,0," + ",".join(f"~{{ymm{2 + i}}}" for i in range(INDEPENDENT)))
-_VPDPBUSD = _asm_block("\n".join(f"vpdpbusd %zmm0, %zmm1, %zmm{2 + i}" for i in range(INDEPENDENT)),
-                       "=r,0," + ",".join(f"~{{zmm{2 + i}}}" for i in range(INDEPENDENT)))
+_VPMADDWD = _independent("vpmaddwd", "ymm")
+_VPMADDUBSW = _independent("vpmaddubsw", "ymm")
+_VPDPBUSD = _independent("vpdpbusd", "zmm")
 
 
 def _rate(loop, per_block: int, seconds: float) -> float:
