@@ -111,9 +111,9 @@ def chain_tables(program: Program, src: str, members: list[Node], wanted: list[s
         return None
     # each probe element's code index: every code once in order, then in shuffled orders (so that a result that
     # depended on an element's place would not repeat with its code)
-    orders = [np.arange(codes.size)] + [np.random.default_rng(k).permutation(codes.size)
-                                        for k in range(1, -(-runs * size // codes.size))]
-    index = np.concatenate(orders)[:runs * size]
+    shuffled = np.tile(np.arange(codes.size), (-(-runs * size // codes.size) - 1, 1))
+    np.random.default_rng(1).permuted(shuffled, axis=1, out=shuffled)  # each row on its own
+    index = np.concatenate([np.arange(codes.size), shuffled.reshape(-1)])[:runs * size]
     got: dict[str, list[np.ndarray]] = {name: [] for name in wanted}
     try:
         for part in index.reshape(runs, size):
