@@ -86,6 +86,75 @@ def _lock_cache_saves() -> None:
 _lock_cache_saves()
 
 
+class CompileBusy(RuntimeError):
+    """Another process is compiling this kernel for these argument types (raised only in a process that asked
+    for it with :func:`skip_busy_compiles`)."""
+
+
+_SKIP_BUSY = False
+
+
+def skip_busy_compiles(on: bool = True) -> None:
+    """From now on in this process (until called with ``on=False``), a compile another process holds raises
+    :class:`CompileBusy` instead of waiting: the caller moves on to other work (``npu_sim/runtime/ahead.py``)."""
+    global _SKIP_BUSY
+    _SKIP_BUSY = on
+
+
+def compile_lock_path(index, args) -> str:
+    """The lock file of one signature (Numba argument types ``args``) of the function whose cache index is
+    ``index``."""
+    return f"{index}.{hashlib.sha256(repr(tuple(args)).encode()).hexdigest()[:16]}.compiling"
+
+
+def _lock_compiles() -> None:
+    """Compile each cached kernel signature in one process at a time.
+
+    Two processes on a cold cache (the run and the process compiling ahead, dataset workers, test workers) would
+    otherwise both compile a kernel both reach, each paying its whole compile time. Here a process holds an
+    exclusive lock on a file beside the function's cache index, one per argument types, from Numba's cache lookup
+    to its save: a second process waits, then loads what the first saved (or, after :func:`skip_busy_compiles`,
+    raises :class:`CompileBusy` at once). A process holds these locks only down
+    its own chain of nested compiles (a kernel, then the functions it calls), and the calls form no cycle, so two
+    waiting processes cannot wait for each other. Numba's own compiler lock is taken first, so two threads of one
+    process never hold each other's file locks. Functions without a disk cache (Numba's own) compile as before."""
+    try:
+        import fcntl
+        from numba.core import sigutils
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.dispatcher import Dispatcher
+    except ImportError:
+        return
+    compile_ = Dispatcher.compile
+    if getattr(compile_, "locked_across_processes", False):
+        return
+
+    def locked_compile(self, sig):
+        index = getattr(getattr(self._cache, "_cache_file", None), "_index_path", None)
+        if index is None:
+            return compile_(self, sig)
+        with global_compiler_lock:
+            args, _ = sigutils.normalize_signature(sig)
+            if tuple(args) in self.overloads:
+                return compile_(self, sig)
+            try:
+                lock = open(compile_lock_path(index, args), "a")
+            except OSError:  # a cache folder this process cannot write: compiles unshared
+                return compile_(self, sig)
+            with lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | (fcntl.LOCK_NB if _SKIP_BUSY else 0))
+                except BlockingIOError:
+                    raise CompileBusy(f"{self.py_func.__qualname__}{tuple(args)}") from None
+                return compile_(self, sig)  # released when the file is closed
+
+    locked_compile.locked_across_processes = True
+    Dispatcher.compile = locked_compile
+
+
+_lock_compiles()
+
+
 def njit(fn):
     return numba.njit(**JIT_OPTIONS)(fn)
 

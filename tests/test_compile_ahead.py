@@ -1,6 +1,6 @@
-"""Compiling ahead on a cold kernel cache (npu_sim/runtime/ahead.py): the order of the other process's nodes, that
-it runs them (and is ended), and that a command with it gives the same integers as without it, from an empty
-cache. (How much faster first use gets is measured in docs/PERFORMANCE.md, not here.)"""
+"""Compiling ahead on a cold kernel cache (npu_sim/runtime/ahead.py): the placeholders, that the two processes
+run the nodes from both ends (and the other is ended), and that a command with it gives the same integers as
+without it, from an empty cache. (How much faster first use gets is measured in docs/PERFORMANCE.md, not here.)"""
 from __future__ import annotations
 
 import os
@@ -21,14 +21,23 @@ DEMO = ROOT / "models" / "demo" / "digits_cnn.qdq.onnx"
 SHAPES = {"input": (1, 1, 8, 8)}
 
 
-def test_one_node_of_each_kind_the_last_to_appear_first():
+def test_placeholders_reach_like_real_inputs():
     program = npu_sim.load(DEMO, input_shapes=SHAPES).program
-    order = ahead.ahead_order(program)
-    assert order and order[-1] is program.nodes[0]
-    position = {id(n): i for i, n in enumerate(program.nodes)}
-    firsts = [position[id(n)] for n in order]
-    assert firsts == sorted(firsts, reverse=True)  # by first appearance, last first
-    assert len(order) < len(program.nodes) and {n.op for n in order} == {n.op for n in program.nodes}
+    name = next(n for node in program.nodes for n in node.inputs
+                if not program.tensors[n].is_const and program.tensors[n].q is not None)
+    x = ahead._placeholder(program, name)
+    t = program.tensors[name]
+    assert x.dtype == t.q.np_dtype and x.shape == tuple(t.shape)
+    assert x.size == 64 and x.min() == -128 and x.max() == 127  # the range's ends
+
+    class Q16:
+        np_dtype, zero_point = np.int16, np.int16(32000)
+
+    class T:
+        q, shape = Q16(), (2, 5000)
+    x16 = ahead._placeholder(type("P", (), {"tensors": {"t": T()}})(), "t")
+    assert x16.dtype == np.int16 and x16.shape == (2, 5000)
+    assert np.array_equal(np.unique(x16), np.arange(32000 - 4096, 32768))  # every code about the zero point
 
 
 def test_not_armed_nothing_forks(monkeypatch):
@@ -40,27 +49,35 @@ def test_not_armed_nothing_forks(monkeypatch):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
-def test_the_other_process_runs_the_kinds_and_is_ended(monkeypatch, tmp_path):
+def test_both_processes_run_the_nodes_from_both_ends(monkeypatch, tmp_path):
     monkeypatch.setenv("NPU_SIM_COMPILE_AHEAD", "1")
     monkeypatch.setattr(ahead, "_cpus", lambda: 2)
     program = npu_sim.load(DEMO, input_shapes=SHAPES).program
-    first = ahead.ahead_order(program)[0]
-    marker = tmp_path / "ran"
-    real = first.run
-
-    def run(node, inputs, ctx):  # in the other process only: this process's run is not called here
-        marker.write_text(" ".join(f"{np.dtype(a.dtype).name}{list(a.shape)}" for a in inputs))
-        return real(node, inputs, ctx)
-    monkeypatch.setattr(first, "run", run)
+    here = os.getpid()
+    calls = []
+    for i, node in enumerate(program.nodes):
+        def run(node, inputs, ctx, real=node.run, i=i):
+            if os.getpid() == here:
+                calls.append(i)
+            else:  # the other process: its first node and what it was given
+                with open(tmp_path / "other", "a") as f:
+                    f.write(f"{i} " + " ".join(f"{np.dtype(a.dtype).name}{list(a.shape)}" for a in inputs) + "\n")
+            return real(node, inputs, ctx)
+        monkeypatch.setattr(node, "run", run)
     ahead.arm()
     stop = ahead.compile_ahead(program, _Context(program, RunResult({})))
     assert stop is not None and ahead.compile_ahead(program, None) is None  # once per arming
+    assert calls == list(range(len(program.nodes)))  # this process: first to last, before the run
+    marker = tmp_path / "other"
     end = time.monotonic() + 60
     while not marker.exists() and time.monotonic() < end:
         time.sleep(0.05)
     stop()
-    want = [program.tensors[n] for n in first.inputs if not program.tensors[n].is_const]
-    assert marker.read_text() == " ".join(f"{np.dtype(t.q.np_dtype).name}{list(t.shape)}" for t in want)
+    first = marker.read_text().splitlines()[0]
+    last = program.nodes[-1]
+    want = [program.tensors[n] for n in last.inputs if not program.tensors[n].is_const]
+    assert first == f"{len(program.nodes) - 1} " + " ".join(f"{np.dtype(t.q.np_dtype).name}{list(t.shape)}"
+                                                          for t in want)
 
 
 @pytest.mark.full  # compiles the demo's kernels into an empty cache: make test-full (as test_cli_firstuse's)

@@ -2,7 +2,10 @@
 save signatures of one function at once must not both take the same data file (Numba issue #10128: the index
 would then point a signature at another signature's code). Checked on a cached function of a throwaway module, in
 child processes with their own cache folder: a save waits while another process holds the function's lock, and
-afterwards a fresh process loads both signatures from the cache, each giving its own result."""
+afterwards a fresh process loads both signatures from the cache, each giving its own result. Compiles are locked
+the same way, per signature (``_lock_compiles``): a second process waits for a signature another is compiling,
+then loads it; one that asked to skip busy compiles (``skip_busy_compiles``, the first run's two processes) gets
+``CompileBusy`` at once."""
 import fcntl
 import os
 import subprocess
@@ -32,10 +35,17 @@ CALL = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     import lockmod
+    from kernels._jit import CompileBusy, skip_busy_compiles
     Path(sys.argv[1]).touch()  # imported: next, the call compiles and saves
     kind = sys.argv[2]
-    print(lockmod.add_one(np.int64(41) if kind == "int" else np.float64(0.5)),
-          sum(lockmod.add_one.stats.cache_hits.values()))
+    if kind.startswith("skip-"):
+        skip_busy_compiles()
+        kind = kind[5:]
+    try:
+        print(lockmod.add_one(np.int64(41) if kind == "int" else np.float64(0.5)),
+              sum(lockmod.add_one.stats.cache_hits.values()))
+    except CompileBusy as exc:
+        print("busy", type(exc).__name__)
 """)
 
 
@@ -80,3 +90,37 @@ def test_a_save_waits_for_the_lock_and_both_signatures_load(tmp_path):
         out, err = fresh.communicate(timeout=120)
         assert fresh.returncode == 0, err
         assert out.split() == [want, "1"], (kind, out)  # loaded from the cache, its own code
+
+
+def test_compiles_are_locked():
+    from numba.core.dispatcher import Dispatcher
+    assert Dispatcher.compile.locked_across_processes
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "flock"), reason="no flock on this platform")
+def test_a_busy_compile_is_waited_for_or_skipped(tmp_path):
+    from numba import types
+
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "lockmod.py").write_text(MODULE)
+    first = _child(tmp_path, "m1", "int")
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    (index,) = (tmp_path / "cache").rglob("*lockmod.add_one*.nbi")
+    with open(kernels._jit.compile_lock_path(index, (types.float64,)), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a process compiling add_one(float64) would
+        skipper = _child(tmp_path, "m2", "skip-float")
+        out, err = skipper.communicate(timeout=120)
+        assert skipper.returncode == 0, err
+        assert out.split() == ["busy", "CompileBusy"]
+        waiter = _child(tmp_path, "m3", "float")
+        _wait_for(tmp_path / "m3", 120)
+        time.sleep(3)
+        assert waiter.poll() is None, waiter.communicate()
+        other = _child(tmp_path, "m4", "skip-int")  # another signature: not held, loaded from the cache
+        out, err = other.communicate(timeout=120)
+        assert other.returncode == 0, err
+        assert out.split() == ["42", "1"]
+    out, err = waiter.communicate(timeout=120)
+    assert waiter.returncode == 0, err
+    assert out.split() == ["1.5", "0"]

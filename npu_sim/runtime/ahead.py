@@ -1,13 +1,14 @@
-"""Compiling ahead on a cold kernel cache: a second process compiles the kernels the run will need last.
+"""Compiling ahead on a cold kernel cache: two processes compile the run's kernels, from both ends of the program.
 
-On first use most of a run is Numba compiling the kernels (about 1 s each, a dozen for a CNN), one after the
-other as the nodes reach them. :func:`compile_ahead` forks a process that runs one node of each kind (op, input
-types, window geometry) on placeholder inputs (every element at its zero point), starting from the kinds that
-first appear last in the program: it compiles the kernels this process will need last while this process compiles
-the ones it needs first, and each finds in the shared cache what the other has saved (``kernels/_jit.py`` locks the
-cache's saves across processes). The other process computes nothing that is kept: its outputs are dropped, and it
-is ended when this process's run is done. Measured on 2 cores, empty cache (docs/PERFORMANCE.md): MobileNetV2
-A8W8 11.5 s -> 7.9 s.
+On first use most of a run is Numba compiling the kernels (about 1 s each, 15-30 for a real CNN), one after the
+other as the nodes reach them. :func:`compile_ahead` forks a process that runs every node, last first, on
+placeholder inputs (:func:`_placeholder`), while this process runs them first to last on the same placeholders;
+then the real run starts. Each process compiles a kernel signature the other has not started, and finds in the
+shared cache what the other has saved. A compile the other process holds is skipped, not waited for
+(``kernels._jit``: one process at a time compiles a signature, and ``skip_busy_compiles`` makes a busy one raise),
+so neither sits idle until the end; the real run then waits for at most the other's last kernel. The other
+process computes nothing that is kept: its outputs are dropped, and it is ended when this process's run is done.
+Measured on 2 cores, empty cache (docs/PERFORMANCE.md).
 
 Armed once per process by the command line when the cache is cold (:func:`arm`); off with
 ``NPU_SIM_COMPILE_AHEAD=0``, and where there is no ``os.fork`` or only one CPU.
@@ -20,7 +21,8 @@ import warnings
 
 import numpy as np
 
-from npu_sim.ir import Node, Program
+from kernels._jit import skip_busy_compiles
+from npu_sim.ir import Program
 
 _ARMED = False
 
@@ -43,31 +45,42 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def ahead_order(program: Program) -> list[Node]:
-    """One node of each kind (op, input types, geometry), the kinds that first appear last first."""
-    firsts: dict[tuple, Node] = {}
-    for node in program.nodes:
-        kinds = tuple(program.tensors[n].q.dtype if program.tensors[n].q is not None else "float"
-                      for n in node.inputs if n and not program.tensors[n].is_const)
-        firsts.setdefault((node.op, kinds, repr(node.geometry)), node)
-    return list(reversed(firsts.values()))
-
-
 def _placeholder(program: Program, name: str) -> np.ndarray:
+    """A ramp over the 8-bit range, or over 8,192 codes about the zero point of a 16-bit tensor (every code where
+    the tensor has as many elements): kernels that pick their path by the values' reach (a ConvTranspose of inputs
+    all at the zero point is zeros) take the one a real input takes."""
     t = program.tensors[name]
     if t.q is None:
         return np.zeros(t.shape, np.float32)
-    return np.full(t.shape, int(np.asarray(t.q.zero_point).reshape(-1)[0]), t.q.np_dtype)
+    info = np.iinfo(t.q.np_dtype)
+    lo, hi = int(info.min), int(info.max)
+    if info.bits > 8:
+        zp = int(np.asarray(t.q.zero_point).reshape(-1)[0])
+        lo, hi = max(lo, zp - 4096), min(hi, zp + 4095)
+    size = int(np.prod(t.shape, dtype=np.int64))
+    return np.linspace(lo, hi, size).round().astype(t.q.np_dtype).reshape(t.shape)
+
+
+def _compile(program: Program, nodes, context) -> None:
+    """Run each node on placeholder inputs, for the kernels it compiles (skipping those another process is
+    compiling: ``kernels._jit.skip_busy_compiles``)."""
+    for node in nodes:
+        inputs = [_placeholder(program, n) for n in node.inputs if n and not program.tensors[n].is_const]
+        try:
+            node.run(node, inputs, context)
+        except Exception:  # only compiling matters here; the real run reports its own errors
+            pass
 
 
 def compile_ahead(program: Program, context):
-    """If armed (:func:`arm`; disarmed here): fork the process that compiles ahead (module docstring) and return
-    the function that ends it; else None. ``context``: what a node's run function may ask of the executor."""
+    """If armed (:func:`arm`; disarmed here): fork the process that compiles from the end of ``program``, compile
+    from its start here (module docstring), and return the function that ends the other process; else None.
+    ``context``: what a node's run function may ask of the executor (a throwaway one: the placeholder runs'
+    counts are not the run's)."""
     global _ARMED
     if not _ARMED:
         return None
     _ARMED = False
-    order = ahead_order(program)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork() with other threads alive
         pid = os.fork()
@@ -75,12 +88,8 @@ def compile_ahead(program: Program, context):
         try:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            for node in order:
-                inputs = [_placeholder(program, n) for n in node.inputs if n and not program.tensors[n].is_const]
-                try:
-                    node.run(node, inputs, context)
-                except Exception:  # only compiling matters here; the real run reports its own errors
-                    pass
+            skip_busy_compiles()
+            _compile(program, reversed(program.nodes), context)
         finally:
             os._exit(0)
 
@@ -90,4 +99,12 @@ def compile_ahead(program: Program, context):
         except ProcessLookupError:
             pass
         os.waitpid(pid, 0)
+    skip_busy_compiles()
+    try:
+        _compile(program, program.nodes, context)
+    except BaseException:  # a stop (SIGINT/SIGTERM) during it: the other process goes too
+        stop()
+        raise
+    finally:
+        skip_busy_compiles(False)
     return stop
