@@ -95,7 +95,19 @@ def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) ->
     offset = (center - x_zp) * cache["wsum"]
     offset_split = offset + 128 * cache["wsum"]
     offset_int = offset if mod is None else (int_center - x_zp) * cache["wsum"]
-    planes = byte_planes(x.dtype, x_zp, padded, w, cache["wabs"], cache, groups) if mod is None else None
+    split = None
+    if mod is None and groups == 1:  # a few rows past the int16 pairs' bound: those rows in pieces
+        if "split_rows" not in cache:
+            cache["split_rows"] = split_rows(w, x.dtype, x_zp, padded)
+        if cache["split_rows"] is not None:
+            w32, split_shape, levels, smod = cache["split_rows"]
+            layout = conv_int16.Layout(x.shape, split_shape, groups, (sh, sw), (top, left, bottom, right), (dh, dw),
+                                       shape[2], shape[3], block_cols, w32.shape[2], smod.KERNELS)
+            scenter = smod.x_center(x.dtype)
+            split = (w32, scenter, x_zp - scenter, (scenter - x_zp) * cache["wsum"], levels)
+            split[3].flags.writeable = False
+    planes = byte_planes(x.dtype, x_zp, padded, w, cache["wabs"], cache, groups) if mod is None and split is None \
+        else None
     if planes is not None:
         kernels, offset_planes = [], 0
         for pmod, pdtype, pzp, weight in planes:
@@ -112,11 +124,68 @@ def _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols) ->
         a.flags.writeable = False  # yielded to callers on every call
     gp = {"geo": (x_zp, sh, sw, top, left, bottom, right, dh, dw, groups), "out_hw": shape[2:], "center": center,
           "pad": pad, "padded": padded, "offset": offset, "offset_split": offset_split, "layout": layout,
-          "method": plan(x_dev * cache["wmax"], k), "planes": planes,
+          "method": plan(x_dev * cache["wmax"], k), "planes": planes, "split": split,
           "int": None if mod is None else (cache[mod.__name__], int_center, x_zp - int_center, offset_int)}
     if key is not None:
         cache["plan_key"], cache["plan"] = key, gp
     return gp
+
+
+def split_rows(w, x_dtype, x_zp, padded):
+    """For 16-bit activations where a few output channels pass the int16 pairs' bound (``sum|w[c]| * 2**15`` past
+    int32; trained weights: 2 to 75 of 192 channels on YOLOX's heaviest layers): each such channel's weights cut
+    into consecutive pieces of the flattened kernel (zero elsewhere), each piece within the bound, so that the
+    pieces' convolutions add up, in int64, to the channel's. Returns ``(w32, shape, levels, module)``: the pieces
+    (of weight shape ``shape``) packed for ``module``, the integer kernel that takes them (:func:`int_kernel`); their
+    first ``Cout`` rows are each
+    channel's first piece, then for each further piece level ``(start, owners)``: row ``start + i`` belongs to
+    channel ``owners[i]`` (one piece per channel per level, so the owners differ). None where no channel passes
+    the bound, where no kernel takes the pieces, or where the pieces come to twice the channels or more (the byte
+    planes of :func:`byte_planes`, two convolutions, cost no more). Ungrouped convolutions; arguments as
+    :func:`int_kernel`'s."""
+    cout = w.shape[0]
+    a = np.abs(w.reshape(cout, -1).astype(np.int64))
+    pad = x_zp - conv_int16.x_center(x_dtype) if padded else 0
+    limit = conv_int16.INT32_LIMIT // max(1 << (8 * np.dtype(x_dtype).itemsize - 1), abs(pad))
+    sums = a.sum(axis=1)
+    if np.dtype(x_dtype).itemsize != 2 or int(sums.max(initial=0)) <= limit or int(a.max()) > limit:
+        return None
+    flat = w.reshape(cout, -1)
+    rows, by_level = [flat.copy()], {}
+    for c in np.flatnonzero(sums > limit):
+        cs, start, level = np.cumsum(a[c]), 0, 0
+        while start < cs.size:  # the longest run from ``start`` whose |w| sum stays within the limit
+            end = int(np.searchsorted(cs, (cs[start - 1] if start else 0) + limit, side="right"))
+            piece = np.zeros_like(flat[c])
+            piece[start:end] = flat[c, start:end]
+            if level == 0:
+                rows[0][c] = piece
+            else:
+                by_level.setdefault(level, []).append((c, piece))
+            start, level = end, level + 1
+    levels, start = [], cout
+    for level in sorted(by_level):
+        owners = np.array([c for c, _ in by_level[level]], np.int64)
+        rows.append(np.stack([piece for _, piece in by_level[level]]))
+        levels.append((start, owners))
+        start += owners.size
+    if start >= 2 * cout:
+        return None
+    w_split = np.ascontiguousarray(np.concatenate(rows).reshape((start,) + w.shape[1:]))
+    mod = int_kernel(x_dtype, x_zp, padded, w_split,
+                     int(np.abs(w_split.reshape(start, -1).astype(np.int64)).sum(axis=1).max()))
+    return None if mod is None else (mod.pack_weights(w_split, 1), w_split.shape, levels, mod)
+
+
+def _split_blocks(x, gp, cout_g):
+    """:func:`conv2d_gemm_blocks` on the row pieces of :func:`split_rows`: the pieces' int32 blocks added into
+    their channels' int64 ones."""
+    w32, center, pad, offset, levels = gp["split"]
+    for n, g, c0, c1, acc in conv_int16.blocks(x, center, pad, w32, gp["layout"]):
+        total = acc[:cout_g].astype(np.int64)
+        for start, owners in levels:
+            total[owners] += acc[start:start + owners.size]
+        yield n, g, c0, c1, total, offset
 
 
 def byte_planes(x_dtype, x_zp, padded, w, wabs_rowsum_max, cache=None, groups=1):
@@ -208,7 +277,8 @@ def conv2d_gemm_blocks(x, x_zp, w, stride, pads, dilation, groups, block_cols=81
     gp = _gemm_plan(cache, x, x_zp, w, stride, pads, dilation, groups, block_cols)
     cout_g = w.shape[0] // gp["geo"][-1]
     if gp["layout"] is not None or gp["planes"] is not None:
-        yield from (_int_blocks if gp["layout"] is not None else _plane_blocks)(x, gp, cout_g)
+        strategy = _split_blocks if gp["split"] is not None else _int_blocks if gp["int"] is not None else _plane_blocks
+        yield from strategy(x, gp, cout_g)
         return
     x_zp, sh, sw, top, left, bottom, right, dh, dw, groups = gp["geo"]
     n_img, cin, h, wd = x.shape

@@ -123,6 +123,54 @@ def test_conv2d_byte_planes_past_the_int16_pair_bound(dtype, x_zp):
     _check((x, x_zp, w, (2, 1), (0, 1, 2, 0), (1, 2), 1))
 
 
+@settings(deadline=None, max_examples=examples(60))
+@given(st.data())
+def test_conv2d_split_rows_match_twin(data):
+    """16-bit activations where some output channels pass the int16 pairs' bound (sum|w| > 65,535): those
+    channels' weights in pieces within it (kernels.conv2d_gemm.split_rows), added in int64; the other channels
+    whole. Extreme activations and zero points, any padding, stride and dilation."""
+    import kernels.conv2d_gemm as gemm_path
+    kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    cin, cout = -(-517 // (kh * kw)) + data.draw(st.integers(0, 600 // (kh * kw))), data.draw(st.integers(2, 9))
+    stride, dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))), (1, data.draw(st.integers(1, 2)))
+    pads = tuple(data.draw(st.integers(0, 2)) for _ in range(4))
+    dtype = data.draw(st.sampled_from([np.int16, np.uint16]))
+    info = np.iinfo(dtype)
+    x_zp = data.draw(st.sampled_from([int(info.min), int(info.max), 0, 12345]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1)))
+    h = max(1, dilation[0] * (kh - 1) + 1 - pads[0] - pads[2]) + data.draw(st.integers(0, 4))
+    wd = max(1, dilation[1] * (kw - 1) + 1 - pads[1] - pads[3]) + data.draw(st.integers(0, 4))
+    x = rng.choice(np.array([info.min, info.max, x_zp, x_zp + 1 if x_zp < info.max else x_zp - 1], np.int64),
+                   (1, cin, h, wd)).astype(dtype)
+    w = rng.integers(-20, 21, (cout, cin, kh, kw)).astype(np.int8)
+    heavy = rng.permutation(cout)[:data.draw(st.integers(1, cout - 1))]
+    w[heavy] = rng.choice(np.array([-127, 127], np.int8), (heavy.size, cin, kh, kw))  # sum|w| = 127 * K
+    rows = cout + heavy.size * (-(-cin * kh * kw // (65535 // 127)) - 1)  # +-127 weights: 516 to a piece
+    split = gemm_path.split_rows(w, np.dtype(dtype), x_zp, any(pads))
+    if gemm_path.conv_int16.AVAILABLE:
+        assert (split is None) == (rows >= 2 * cout)  # else the byte planes
+        assert split is None or split[1][0] == rows
+    event("split" if split is not None else "byte planes")
+    _check((x, x_zp, w, stride, pads, dilation, 1))
+
+
+def test_split_rows_pieces_add_up_to_the_weights():
+    import kernels.conv2d_gemm as gemm_path
+    rng = np.random.default_rng(1)
+    w = rng.integers(-10, 11, (8, 96, 3, 3)).astype(np.int8)
+    w[[1, 6]] = 127  # 864 * 127 = 109,728: two pieces each
+    split = gemm_path.split_rows(w, np.dtype(np.int16), 0, True)
+    if not gemm_path.conv_int16.AVAILABLE:
+        assert split is None
+        return
+    w32, shape, levels, mod = split
+    assert shape == (10, 96, 3, 3) and mod is gemm_path.conv_int16
+    assert len(levels) == 1 and levels[0][0] == 8 and levels[0][1].tolist() == [1, 6]
+    assert gemm_path.split_rows(w[[0, 2, 3]], np.dtype(np.int16), 0, True) is None  # nothing past the bound
+    assert gemm_path.split_rows(w[[1, 6]], np.dtype(np.int16), 0, True) is None  # every row: the byte planes
+    assert gemm_path.split_rows(w, np.dtype(np.int8), 0, True) is None  # 8-bit activations fit whole
+
+
 def test_conv2d_depthwise_3x3_edges():
     rng = np.random.default_rng(0)
     x = rng.choice(np.array([-128, 127], np.int8), size=(1, 5, 6, 6))
