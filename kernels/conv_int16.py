@@ -176,7 +176,9 @@ def _make_tile(isa, mr):
 def _pair_planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
     """Fill ``xp`` (pairs, plane length) with the int32-packed centred pair planes of channels ``c0 + [0, 2*pairs)``
     of image ``n`` (module docstring): every cell first the packed padding value, then the input values at
-    component ``(r % sh, c % sw)``, position ``(r // sh)*wq + c // sw`` of padded cell ``(r, c)``."""
+    component ``(r % sh, c % sw)``, position ``(r // sh)*wq + c // sw`` of padded cell ``(r, c)``. At stride 1 (one
+    component) only the cells no input value lands on get the padding value: the border and the slack (a 1x1
+    convolution: the slack only)."""
     cin = x.shape[1]
     h = x.shape[2]
     wd = x.shape[3]
@@ -186,8 +188,20 @@ def _pair_planes(x, n, c0, center, pad, top, left, sh, sw, wq, psz, xp):
         has_b = ca + 1 < cin
         pv = (np.int32(pad) & 0xFFFF) | ((np.int32(pad) if has_b else np.int32(0)) << 16)
         dst = xp[p]
-        for j in range(plane):
-            dst[j] = pv
+        if sh == 1 and sw == 1:
+            for j in range(top * wq):
+                dst[j] = pv
+            for ih in range(h):
+                r0 = (top + ih) * wq
+                for j in range(r0, r0 + left):
+                    dst[j] = pv
+                for j in range(r0 + left + wd, r0 + wq):
+                    dst[j] = pv
+            for j in range((top + h) * wq, plane):
+                dst[j] = pv
+        else:
+            for j in range(plane):
+                dst[j] = pv
         for ih in range(h):
             r = top + ih
             row0 = ((r % sh) * sw) * psz + (r // sh) * wq
