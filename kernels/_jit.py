@@ -87,18 +87,32 @@ _lock_cache_saves()
 
 
 class CompileBusy(RuntimeError):
-    """Another process is compiling this kernel for these argument types (raised only in a process that asked
-    for it with :func:`skip_busy_compiles`)."""
+    """Another process is compiling this kernel for these argument types, or has (raised only in a process that
+    asked for it with :func:`skip_busy_compiles`)."""
 
 
-_SKIP_BUSY = False
+_SKIP_BUSY = False  # raise CompileBusy for a signature another process holds
+_SKIP_DONE = False  # ... or has started before (a kernel, not a function a compile in progress calls)
+_DEPTH = [0]  # compiles in progress in this process (nested: a kernel, then the functions it calls)
 
 
-def skip_busy_compiles(on: bool = True) -> None:
-    """From now on in this process (until called with ``on=False``), a compile another process holds raises
-    :class:`CompileBusy` instead of waiting: the caller moves on to other work (``npu_sim/runtime/ahead.py``)."""
-    global _SKIP_BUSY
-    _SKIP_BUSY = on
+def skip_busy_compiles(on: bool = True, done: bool = False) -> None:
+    """From now on in this process (until called with ``on=False``), a kernel another process is compiling raises
+    :class:`CompileBusy` instead of being waited for: the caller moves on to other work
+    (``npu_sim/runtime/ahead.py``). A function called by a kernel this process is compiling is still waited for
+    (small; giving up would throw away the kernel's compile so far). With ``done``, a kernel another process has
+    compiled raises too, instead of loading from the cache (a process that compiles only for the cache, whose
+    loads would be wasted)."""
+    global _SKIP_BUSY, _SKIP_DONE
+    _SKIP_BUSY, _SKIP_DONE = on, on and done
+
+
+def ready_compiler() -> None:
+    """Do Numba's one-time set-up of its compiler (its typing and target registries: about 0.3 s) now, not at the
+    first compile: a process about to fork compilers (``npu_sim/runtime/ahead.py``) pays it once for all."""
+    from numba.core.registry import cpu_target
+    cpu_target.typing_context.refresh()
+    cpu_target.target_context.refresh()
 
 
 def compile_lock_path(index, args) -> str:
@@ -137,16 +151,23 @@ def _lock_compiles() -> None:
             args, _ = sigutils.normalize_signature(sig)
             if tuple(args) in self.overloads:
                 return compile_(self, sig)
+            path = compile_lock_path(index, args)
+            if _SKIP_DONE and not _DEPTH[0] and os.path.exists(path):
+                raise CompileBusy(f"{self.py_func.__qualname__}{tuple(args)} (compiled by another process)")
             try:
-                lock = open(compile_lock_path(index, args), "a")
+                lock = open(path, "a")
             except OSError:  # a cache folder this process cannot write: compiles unshared
                 return compile_(self, sig)
             with lock:
                 try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | (fcntl.LOCK_NB if _SKIP_BUSY else 0))
+                    fcntl.flock(lock, fcntl.LOCK_EX | (fcntl.LOCK_NB if _SKIP_BUSY and not _DEPTH[0] else 0))
                 except BlockingIOError:
                     raise CompileBusy(f"{self.py_func.__qualname__}{tuple(args)}") from None
-                return compile_(self, sig)  # released when the file is closed
+                _DEPTH[0] += 1
+                try:
+                    return compile_(self, sig)  # the lock is released when the file is closed
+                finally:
+                    _DEPTH[0] -= 1
 
     locked_compile.locked_across_processes = True
     Dispatcher.compile = locked_compile

@@ -5,7 +5,8 @@ child processes with their own cache folder: a save waits while another process 
 afterwards a fresh process loads both signatures from the cache, each giving its own result. Compiles are locked
 the same way, per signature (``_lock_compiles``): a second process waits for a signature another is compiling,
 then loads it; one that asked to skip busy compiles (``skip_busy_compiles``, the first run's two processes) gets
-``CompileBusy`` at once."""
+``CompileBusy`` at once for a kernel (also for one already compiled elsewhere, if it asked so), but still waits for
+a function a kernel it is compiling calls."""
 import fcntl
 import os
 import subprocess
@@ -28,6 +29,10 @@ MODULE = textwrap.dedent("""
     @njit
     def add_one(x):
         return x + 1
+
+    @njit
+    def add_two(x):
+        return add_one(x) + 1
 """)
 
 CALL = textwrap.dedent("""
@@ -38,12 +43,14 @@ CALL = textwrap.dedent("""
     from kernels._jit import CompileBusy, skip_busy_compiles
     Path(sys.argv[1]).touch()  # imported: next, the call compiles and saves
     kind = sys.argv[2]
+    fn = lockmod.add_one
+    if kind.startswith("two-"):  # add_two calls add_one
+        fn, kind = lockmod.add_two, kind[4:]
     if kind.startswith("skip-"):
-        skip_busy_compiles()
-        kind = kind[5:]
+        skip_busy_compiles(done=kind.startswith("skip-done-"))
+        kind = kind.rsplit("-", 1)[1]
     try:
-        print(lockmod.add_one(np.int64(41) if kind == "int" else np.float64(0.5)),
-              sum(lockmod.add_one.stats.cache_hits.values()))
+        print(fn(np.int64(41) if kind == "int" else np.float64(0.5)), sum(fn.stats.cache_hits.values()))
     except CompileBusy as exc:
         print("busy", type(exc).__name__)
 """)
@@ -124,3 +131,28 @@ def test_a_busy_compile_is_waited_for_or_skipped(tmp_path):
     out, err = waiter.communicate(timeout=120)
     assert waiter.returncode == 0, err
     assert out.split() == ["1.5", "0"]
+    done = _child(tmp_path, "m5", "skip-done-float")  # compiled by another process: not loaded
+    out, err = done.communicate(timeout=120)
+    assert done.returncode == 0, err
+    assert out.split() == ["busy", "CompileBusy"]
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "flock"), reason="no flock on this platform")
+def test_a_function_a_kernel_calls_is_waited_for_even_when_skipping(tmp_path):
+    from numba import types
+
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "lockmod.py").write_text(MODULE)
+    first = _child(tmp_path, "m1", "int")  # creates the cache folder and add_one's index
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    (index,) = (tmp_path / "cache").rglob("*lockmod.add_one*.nbi")
+    with open(kernels._jit.compile_lock_path(index, (types.float64,)), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process compiling add_one(float64)
+        caller = _child(tmp_path, "m2", "two-skip-float")  # add_two(float64) starts, then needs add_one(float64)
+        _wait_for(tmp_path / "m2", 120)
+        time.sleep(3)
+        assert caller.poll() is None, caller.communicate()  # waits: giving up would lose add_two's compile
+    out, err = caller.communicate(timeout=120)
+    assert caller.returncode == 0, err
+    assert out.split() == ["2.5", "0"]

@@ -1,14 +1,16 @@
 """Compiling ahead on a cold kernel cache: two processes compile the run's kernels, from both ends of the program.
 
 On first use most of a run is Numba compiling the kernels (about 1 s each, 15-30 for a real CNN), one after the
-other as the nodes reach them. :func:`compile_ahead` forks a process that runs every node, last first, on
-placeholder inputs (:func:`_placeholder`), while this process runs them first to last on the same placeholders;
-then the real run starts. Each process compiles a kernel signature the other has not started, and finds in the
-shared cache what the other has saved. A compile the other process holds is skipped, not waited for
-(``kernels._jit``: one process at a time compiles a signature, and ``skip_busy_compiles`` makes a busy one raise),
-so neither sits idle until the end; the real run then waits for at most the other's last kernel. The other
-process computes nothing that is kept: its outputs are dropped, and it is ended when this process's run is done.
-Measured on 2 cores, empty cache (docs/PERFORMANCE.md).
+other as the nodes reach them. :func:`compile_ahead` readies Numba's compiler (``kernels._jit.ready_compiler``),
+then forks a process that runs every node on placeholder inputs (:func:`_placeholder`): the convolutions first,
+whose kernels take longest to compile (:data:`BIG`), last first, then the other nodes, last first. Meanwhile this
+process runs the nodes first to last on the same placeholders; then the real run starts. Each process compiles a
+kernel the other has not started and skips one the other is compiling (``kernels._jit``: one process at a time
+compiles a signature; ``skip_busy_compiles`` makes a busy kernel raise), so neither sits idle until the end; the
+other process does not load what this one compiled either (it would only be thrown away). The real run then waits
+for at most the other's last kernel, and loads from the shared cache what the other saved. The other process
+computes nothing that is kept: its outputs are dropped, and it is ended when this process's run is done. Measured
+on 2 cores, empty cache (docs/PERFORMANCE.md).
 
 Armed once per process by the command line when the cache is cold (:func:`arm`); off with
 ``NPU_SIM_COMPILE_AHEAD=0``, and where there is no ``os.fork`` or only one CPU.
@@ -21,10 +23,12 @@ import warnings
 
 import numpy as np
 
-from kernels._jit import skip_busy_compiles
+from kernels._jit import ready_compiler, skip_busy_compiles
 from npu_sim.ir import Program
 
 _ARMED = False
+BIG = ("Conv", "ConvTranspose")  # ops whose kernels take longest to compile (1-3 s): the other process's first, so
+# that what is left at the end are shorter compiles (the run waits for the other's last one)
 
 
 def arm() -> None:
@@ -81,6 +85,7 @@ def compile_ahead(program: Program, context):
     if not _ARMED:
         return None
     _ARMED = False
+    ready_compiler()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork() with other threads alive
         pid = os.fork()
@@ -88,8 +93,10 @@ def compile_ahead(program: Program, context):
         try:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            skip_busy_compiles()
-            _compile(program, reversed(program.nodes), context)
+            skip_busy_compiles(done=True)  # what the run compiled, it loads itself: not loaded here
+            last_first = program.nodes[::-1]
+            _compile(program, [n for n in last_first if n.op in BIG] + [n for n in last_first if n.op not in BIG],
+                     context)
         finally:
             os._exit(0)
 
