@@ -54,47 +54,60 @@ def _add_row(ra, rb, left_shift, am, ca, a_shift, bm, cb, b_shift, om, co, out_s
 
 @njit_noalloc
 def _add_rescaled(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult,
-                  out_shift, out_zp, qmin, qmax, direct, fold, out):
+                  out_shift, out_zp, qmin, qmax, fold, out):
     """out = clamp(mrs(va + sign_b*vb, out_mult, out_shift) + out_zp, qmin, qmax) on (outer, mid, inner) arrays,
     va/vb the rescaled inputs (int64); a and b may have size 1 along any axis (numpy broadcasting: index times 0).
-
-    ``direct``: the wrapper proved the bounds of :func:`_add_direct` (shifts >= 1), so ``mrs(x, m, r) =
+    Where the wrapper proved the bounds of :func:`_add_direct` (shifts >= 1), so ``mrs(x, m, r) =
     (x*m + 2**(r-1)) >> r`` exactly, without branches (the loop vectorizes); ``fold``: with ``out_zp << out_shift``
-    in the output constant too."""
+    in the output constant too. Elsewhere :func:`_add_checked` runs (its own kernel: a model whose additions are
+    all proven compiles only this one)."""
     n_o, n_c, n_i = out.shape
     so, sc, si = int(a.shape[0] > 1), int(a.shape[1] > 1), int(a.shape[2] > 1)
     to, tc, ti = int(b.shape[0] > 1), int(b.shape[1] > 1), int(b.shape[2] > 1)
-    if direct:
-        am = np.int64(np.int32(a_mult))
-        bm = np.int64(np.int32(b_mult))
-        om = np.int64(np.int32(out_mult))
-        ca = (np.int64(1) << (a_shift - 1)) - (np.int64(a_zp) << left_shift) * am
-        cb = (np.int64(1) << (b_shift - 1)) - (np.int64(b_zp) << left_shift) * bm
-        if sign_b < 0:
-            bm = -bm
-            cb = (np.int64(1) << b_shift) - 1 - cb
-        co = np.int64(1) << (out_shift - 1)
-        zo = out_zp
-        if fold:
-            co += np.int64(out_zp) << out_shift
-            zo = 0
+    am = np.int64(np.int32(a_mult))
+    bm = np.int64(np.int32(b_mult))
+    om = np.int64(np.int32(out_mult))
+    ca = (np.int64(1) << (a_shift - 1)) - (np.int64(a_zp) << left_shift) * am
+    cb = (np.int64(1) << (b_shift - 1)) - (np.int64(b_zp) << left_shift) * bm
+    if sign_b < 0:
+        bm = -bm
+        cb = (np.int64(1) << b_shift) - 1 - cb
+    co = np.int64(1) << (out_shift - 1)
+    zo = out_zp
+    if fold:
+        co += np.int64(out_zp) << out_shift
+        zo = 0
     for o in range(n_o):
         for c in range(n_c):
             ra = a[o * so, c * sc]
             rb = b[o * to, c * tc]
             dst = out[o, c]
-            if direct and si == 1 and ti == 1:
+            if si == 1 and ti == 1:
                 _add_row(ra, rb, left_shift, am, ca, a_shift, bm, cb, b_shift, om, co, out_shift, zo, qmin, qmax, dst)
-            elif direct:
+            else:
                 for i in range(n_i):
                     y = _add_direct(ra[i * si], rb[i * ti], left_shift, am, ca, a_shift, bm, cb, b_shift, om, co,
                                     out_shift)
                     dst[i] = clamp(y + zo, qmin, qmax)
-            else:
-                for i in range(n_i):
-                    va = mul_round_shift(_shifted(np.int64(ra[i * si]) - a_zp, left_shift), a_mult, a_shift)
-                    vb = mul_round_shift(_shifted(np.int64(rb[i * ti]) - b_zp, left_shift), b_mult, b_shift)
-                    dst[i] = clamp(mrs_checked(va + sign_b * vb, out_mult, out_shift) + out_zp, qmin, qmax)
+
+
+@njit_noalloc
+def _add_checked(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift,
+                 out_zp, qmin, qmax, out):
+    """:func:`_add_rescaled` where its bounds are not proven: each step through ``mul_round_shift`` with its
+    domain checked."""
+    n_o, n_c, n_i = out.shape
+    so, sc, si = int(a.shape[0] > 1), int(a.shape[1] > 1), int(a.shape[2] > 1)
+    to, tc, ti = int(b.shape[0] > 1), int(b.shape[1] > 1), int(b.shape[2] > 1)
+    for o in range(n_o):
+        for c in range(n_c):
+            ra = a[o * so, c * sc]
+            rb = b[o * to, c * tc]
+            dst = out[o, c]
+            for i in range(n_i):
+                va = mul_round_shift(_shifted(np.int64(ra[i * si]) - a_zp, left_shift), a_mult, a_shift)
+                vb = mul_round_shift(_shifted(np.int64(rb[i * ti]) - b_zp, left_shift), b_mult, b_shift)
+                dst[i] = clamp(mrs_checked(va + sign_b * vb, out_mult, out_shift) + out_zp, qmin, qmax)
 
 
 def direct_ok(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, out_mult, out_shift,
@@ -187,10 +200,12 @@ def bind(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, left_shift, sign_b,
                              out_zp)
     s3a, s3b, s3o = a3.shape, b3.shape, out3.shape
     head = (a_zp, a_mult, a_shift)
-    rest = (b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift, out_zp, qmin, qmax, direct, fold)
+    rest = (b_zp, b_mult, b_shift, left_shift, sign_b, out_mult, out_shift, out_zp, qmin, qmax)
+    if direct:
+        rest += (fold,)
 
     def run(a, b, out):
-        _add_rescaled(a.reshape(s3a), *head, b.reshape(s3b), *rest, out.reshape(s3o))
+        (_add_rescaled if direct else _add_checked)(a.reshape(s3a), *head, b.reshape(s3b), *rest, out.reshape(s3o))
 
-    run.args = head + rest  # the loop's scalar arguments (direct, fold: which paths it proved)
+    run.direct, run.fold = direct, fold  # which paths it proved
     return run

@@ -285,25 +285,22 @@ def _conv_requantized(x, center, pad, top, left, sh, sw, wq, psz, rows, wo, offs
                 # reads reach offs[-1] + r0*wq + npix rounded up to NB: inside the last pair's plane and its slack
                 _tiles(flat[r0 * wq:], offs, w32[g], (r1 - r0 - 1) * wq + wo, wide)
                 npix = (r1 - r0 - 1) * wq + wo
+                whole = wq == wo or wo < 32  # one run of npix (into yb when it holds junk columns), or row by row
+                runs, run = (1, npix) if whole else (r1 - r0, wo)
                 for c in range(cout_g):
                     co = g * cout_g + c
                     src = wide[c]
                     dst = out[n, co]
-                    if wq == wo:
-                        requantize_row(src[:npix], dst[r0 * wo:r1 * wo], bias[co], mult[co], shift[co], bound[co],
-                                       out_zp, qmin, qmax)
-                    elif wo < 32:
-                        requantize_row(src[:npix], yb[:npix], bias[co], mult[co], shift[co], bound[co], out_zp,
+                    for r in range(runs):  # one call site: requantize_row's loops compiled once into this kernel
+                        d = yb[:npix] if wq != wo and whole else dst[(r0 + r) * wo:(r0 + r) * wo + run]
+                        requantize_row(src[r * wq:r * wq + run], d, bias[co], mult[co], shift[co], bound[co], out_zp,
                                        qmin, qmax)
+                    if wq != wo and whole:
                         for r in range(r1 - r0):
                             d = dst[(r0 + r) * wo:(r0 + r + 1) * wo]
                             s = yb[r * wq:r * wq + wo]
                             for j in range(wo):
                                 d[j] = s[j]
-                    else:
-                        for r in range(r1 - r0):
-                            requantize_row(src[r * wq:r * wq + wo], dst[(r0 + r) * wo:(r0 + r + 1) * wo], bias[co],
-                                           mult[co], shift[co], bound[co], out_zp, qmin, qmax)
 
 
 class KernelSet:

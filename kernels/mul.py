@@ -30,17 +30,18 @@ def _mul_row(ra, a_zp, rb, b_zp, m, c, shift, small, out_zp, qmin, qmax, dst):
 
 
 @njit_noalloc
-def _mul(a, a_zp, b, b_zp, mult, shift, direct, fold, pmax_small, out_zp, qmin, qmax, out):
+def _mul(a, a_zp, b, b_zp, mult, shift, fold, pmax_small, out_zp, qmin, qmax, out):
     """out = clamp(mrs((a - a_zp) * (b - b_zp), mult, shift) + out_zp) on (outer, mid, inner) arrays; a and b
     may have size 1 along any of the three axes (numpy broadcasting: index times 0), out has the full shape.
 
-    ``direct``: the wrapper proved that ``|p*mult| + 2**(shift-1) + |out_zp|`` stays inside int64 for every product
-    ``p``, and so does ``|x*k| + |x_zp*k| + 2**(shift-1) + |out_zp|`` for either operand ``x`` times a constant
-    ``k = (other - other_zp) * mult``; then ``((p*mult + 2**(shift-1)) >> shift) + out_zp`` is the result before
-    the clamp (branch-free, vectorizes). ``fold``: the same holds with ``|out_zp|*2**shift`` in place of
-    ``|out_zp|``, so the output zero point joins the constant (one addition less). A row whose operand is
-    constant along the inner axis folds it into the multiplier (one multiply less). ``pmax_small``: every product
-    is below 2**31 in magnitude (8-bit operands)."""
+    The wrapper proved that ``|p*mult| + 2**(shift-1) + |out_zp|`` stays inside int64 for every product ``p``, and
+    so does ``|x*k| + |x_zp*k| + 2**(shift-1) + |out_zp|`` for either operand ``x`` times a constant ``k = (other
+    - other_zp) * mult``; then ``((p*mult + 2**(shift-1)) >> shift) + out_zp`` is the result before the clamp
+    (branch-free, vectorizes). ``fold``: the same holds with ``|out_zp|*2**shift`` in place of ``|out_zp|``, so
+    the output zero point joins the constant (one addition less). A row whose operand is constant along the inner
+    axis folds it into the multiplier (one multiply less). ``pmax_small``: every product is below 2**31 in
+    magnitude (8-bit operands). Elsewhere :func:`_mul_checked` runs (its own kernel: a model whose products are
+    all proven compiles only this one)."""
     n_o, n_c, n_i = out.shape
     c = (np.int64(1) << shift) >> 1
     zo = out_zp
@@ -55,22 +56,35 @@ def _mul(a, a_zp, b, b_zp, mult, shift, direct, fold, pmax_small, out_zp, qmin, 
             ra = a[o * so, ch * sc]
             rb = b[o * to, ch * tc]
             dst = out[o, ch]
-            if direct and si == 1 and ti == 1:
+            if si == 1 and ti == 1:
                 _mul_row(ra, a_zp, rb, b_zp, m, c, shift, pmax_small, zo, qmin, qmax, dst)
-            elif direct and si == 1:
+            elif si == 1:
                 k = (np.int64(rb[0]) - b_zp) * m
                 scale_row(ra, k, c - a_zp * k, shift, zo, qmin, qmax, dst)
-            elif direct and ti == 1:
+            elif ti == 1:
                 k = (np.int64(ra[0]) - a_zp) * m
                 scale_row(rb, k, c - b_zp * k, shift, zo, qmin, qmax, dst)
-            elif direct:  # both constant along the row: one value
+            else:  # both constant along the row: one value
                 k = (np.int64(ra[0]) - a_zp) * m
                 scale_row(rb, k, c - b_zp * k, shift, zo, qmin, qmax, dst[:1])
                 dst[:] = dst[0]
-            else:
-                for i in range(n_i):
-                    p = (np.int64(ra[i * si]) - a_zp) * (np.int64(rb[i * ti]) - b_zp)
-                    dst[i] = clamp(mrs_checked(p, mult, shift) + out_zp, qmin, qmax)
+
+
+@njit_noalloc
+def _mul_checked(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out):
+    """:func:`_mul` where its bounds are not proven: each product through ``mul_round_shift`` with its domain
+    checked."""
+    n_o, n_c, n_i = out.shape
+    so, sc, si = int(a.shape[0] > 1), int(a.shape[1] > 1), int(a.shape[2] > 1)
+    to, tc, ti = int(b.shape[0] > 1), int(b.shape[1] > 1), int(b.shape[2] > 1)
+    for o in range(n_o):
+        for ch in range(n_c):
+            ra = a[o * so, ch * sc]
+            rb = b[o * to, ch * tc]
+            dst = out[o, ch]
+            for i in range(n_i):
+                p = (np.int64(ra[i * si]) - a_zp) * (np.int64(rb[i * ti]) - b_zp)
+                dst[i] = clamp(mrs_checked(p, mult, shift) + out_zp, qmin, qmax)
 
 
 def _proven(a_dtype, a_zp, dev_a, b_dtype, b_zp, dev_b, m, c) -> bool:
@@ -133,10 +147,10 @@ def bind(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out):
     direct = _proven(a.dtype, a_zp, dev_a, b.dtype, b_zp, dev_b, abs(mult), rnd + abs(out_zp))
     fold = direct and _proven(a.dtype, a_zp, dev_a, b.dtype, b_zp, dev_b, abs(mult), rnd + (abs(out_zp) << shift))
     s3a, s3b, s3o = a3.shape, b3.shape, out3.shape
-    rest = (b_zp, mult, shift, direct, fold, pmax < 1 << 31, out_zp, qmin, qmax)
+    rest = (b_zp, mult, shift) + ((fold, pmax < 1 << 31) if direct else ()) + (out_zp, qmin, qmax)
 
     def run(a, b, out):
-        _mul(a.reshape(s3a), a_zp, b.reshape(s3b), *rest, out.reshape(s3o))
+        (_mul if direct else _mul_checked)(a.reshape(s3a), a_zp, b.reshape(s3b), *rest, out.reshape(s3o))
 
-    run.args = (a_zp,) + rest  # the loop's scalar arguments (direct, fold: which paths it proved)
+    run.direct, run.fold = direct, fold  # which paths it proved
     return run

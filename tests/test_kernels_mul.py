@@ -80,7 +80,7 @@ def test_mul_direct_path_bound():
                     expected = naive.mul(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, dtype)
                     out = np.empty(a.shape, dtype)
                     run = bind(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out)
-                    assert run.args[4:6] == (abs(mult) <= edge, abs(mult) <= fold_edge)
+                    assert (run.direct, run.fold) == (abs(mult) <= edge, abs(mult) <= fold_edge)
                     run(a, b, out)
                     np.testing.assert_array_equal(out, expected)
                     # one operand broadcast along the inner axis (its value folded into the multiplier)
