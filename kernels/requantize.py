@@ -326,19 +326,37 @@ def requantize(acc, bias, mult, shift, out_zp, qmin, qmax, acc_bits, saturate_ac
         bound = saturation_bounds(mult, shift, out_zp, qmin, qmax)
     elif bound.shape != (n_c,) or bound.dtype != np.int64:
         raise ValueError(f"bound must be an int64 array of shape ({n_c},)")
-    if by_columns(acc, out, limit_acc, bound):
+    return run_validated(acc, bias, mult, shift, bound, out_zp, qmin, qmax, np.full(n_c, limit_acc), acc_lo, acc_hi,
+                         64 - acc_bits, bool(saturate_acc), out)
+
+
+def run_validated(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, acc_lo, acc_hi, sign_shift,
+                  saturate_acc, out) -> int:
+    """:func:`requantize_loop` on arguments already validated (by :func:`requantize`, or once by a caller that
+    keeps them), through the kernel that computes the same integers at least cost; returns the overflow count.
+    One row of one channel without an accumulator check is :func:`requantize_row`'s own case (the loop would call
+    it once: no loop to compile for a per-tensor requantization); (rows, channels) accumulators are
+    :func:`requantize_columns`' (:func:`by_columns`)."""
+    check = bool(limit_acc.any())
+    if (acc.shape[0] * acc.shape[1] == 1 and not check and int(bound[0]) > 0 and out.flags.c_contiguous
+            and acc.flags.c_contiguous):
+        requantize_row(acc.reshape(-1), out.reshape(-1), int(bias[0]), int(mult[0]), int(shift[0]), int(bound[0]),
+                       out_zp, qmin, qmax)
+        return 0
+    if by_columns(acc, out, check, bound):
+        n_c = acc.shape[1]
         requantize_columns(acc.reshape(acc.shape[0], n_c), bias, mult, shift, bound, out_zp, qmin, qmax,
                            out.reshape(acc.shape[0], n_c))
         return 0
-    return int(requantize_loop(acc, bias, mult, shift, bound, out_zp, qmin, qmax, np.full(n_c, limit_acc), acc_lo,
-                               acc_hi, 64 - acc_bits, bool(saturate_acc), out))
+    return int(requantize_loop(acc, bias, mult, shift, bound, out_zp, qmin, qmax, limit_acc, acc_lo, acc_hi,
+                               sign_shift, saturate_acc, out))
 
 
-def by_columns(acc, out, limit_acc, bound) -> bool:
+def by_columns(acc, out, check, bound) -> bool:
     """True when :func:`requantize_columns` computes exactly what :func:`requantize_loop` would: inner size 1
-    (more than one channel), contiguous arrays, no accumulator-width limit and a saturation bound for every
-    channel."""
-    return (acc.shape[2] == 1 and acc.shape[1] > 1 and not limit_acc and out.flags.c_contiguous
+    (more than one channel), contiguous arrays, no accumulator-width check on any channel and a saturation bound
+    for every channel."""
+    return (acc.shape[2] == 1 and acc.shape[1] > 1 and not check and out.flags.c_contiguous
             and acc.flags.c_contiguous and int(bound.min()) > 0)
 
 

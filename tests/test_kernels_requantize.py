@@ -310,6 +310,39 @@ def test_requantize_by_columns_matches_twin(n_c, outer, data):
         assert by_columns(acc, out, False, bound)
 
 
+@settings(deadline=None, max_examples=examples(60))
+@given(st.integers(1, 300), st.sampled_from([np.int64, np.int32, np.float32]), st.data())
+def test_one_row_without_a_check_is_requantize_rows_own_case(n, acc_dtype, data):
+    """A per-tensor requantization of one row with no accumulator check runs requantize_row alone (no loop compiled
+    for it): the twin's integers; with a check the loop runs and counts as before."""
+    import kernels.requantize as rq
+    mult, shift = data.draw(naive.multiplier_arrays(1))
+    dtype, zp, qmin, qmax = data.draw(naive.out_params())
+    acc = data.draw(acc_arrays((1, 1, n), 64))
+    if acc_dtype is not np.int64:
+        acc = np.clip(acc, -2 ** 23, 2 ** 23).astype(acc_dtype)  # a float32 holds exact integers below 2**24
+    bias = np.array([data.draw(st.integers(-2 ** 31, 2 ** 31 - 1))], np.int64)
+    bound = saturation_bounds(np.asarray(mult, np.int64), np.asarray(shift, np.int64), zp, qmin, qmax)
+    for acc_bits in (64, 32):
+        expected, overflows = naive.requantize(acc.astype(np.int64), bias, mult, shift, zp, qmin, qmax, acc_bits,
+                                               True, dtype)
+        out = np.empty(acc.shape, dtype)
+        loops = []
+        real = rq.requantize_loop
+
+        def loop(*args):
+            loops.append(1)
+            return real(*args)
+        rq.requantize_loop = loop
+        try:
+            got = requantize(acc, bias, mult, shift, zp, qmin, qmax, acc_bits, True, out)
+        finally:
+            rq.requantize_loop = real
+        np.testing.assert_array_equal(out, expected)
+        assert got == overflows
+        assert bool(loops) == (acc_bits < 64 or int(bound[0]) == 0)
+
+
 def test_bound_at_int32_edge():
     """Bounds just below and at 2**31 (valid: any L >= the computed one with L*|M| <= 2**62 is a saturation bound):
     below, the clamped accumulator is multiplied as int32 x int32 -> int64; at 2**31, in int64. Same integers."""

@@ -34,3 +34,19 @@ def test_past_the_float64_bound_the_integer_matmul_runs(monkeypatch):
     b = np.arange(4 * 5, dtype=np.int32).reshape(1, 4, 5) * 1000
     np.testing.assert_array_equal(mac._batched_matmul(a, b), np.matmul(a.astype(np.int64), b.astype(np.int64)))
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("k,proven", [(8, True), (200000, False)])
+def test_a_matmul_of_two_activations_checks_its_accumulator_only_where_it_can_overflow(tmp_path, k, proven):
+    """A sum of K products of two 8-bit activations reaches at most K * max|a - a_zp| * max|b - b_zp| (128 each for
+    int8 about zero): while that is below 2**31 the board's 32-bit accumulator cannot overflow, so no element is
+    checked (and the requantization takes its branch-free row); at K = 200,000 it could, and every element is."""
+    import npu_sim
+    from tests import qdq_models as qm
+    model = qm.build_model([qm.helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")],
+                           {"a": (1, 2, k), "b": (1, k, 3)}, {"y": None})
+    sim = npu_sim.load(qm.quantize(model, tmp_path, f"mm{k}", activation_type="s8"), board="default")
+    (mm,) = [n for n in sim.program.nodes if n.op == "MatMul"]
+    assert not mm.params["_acc_check"].any() if proven else mm.params["_acc_check"].all()
+    x = sim.random_inputs(0)
+    sim.run(x)  # runs either way

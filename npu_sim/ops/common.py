@@ -13,8 +13,7 @@ import numpy as np
 
 from kernels.fixedpoint import quantize_multiplier
 from kernels.checks import cached_bind
-from kernels.requantize import (by_columns, requantize, requantize_columns, requantize_float, requantize_loop,
-                                saturation_bounds)
+from kernels.requantize import requantize, requantize_float, run_validated, saturation_bounds
 
 from npu_sim.frontend.reader import attrs  # noqa: F401  (the families read attributes through here)
 from npu_sim.ir import Node, QParams, Requant, Tensor
@@ -175,14 +174,9 @@ def requantize_acc(node: Node, ctx, acc: np.ndarray, outer: int, channels: int, 
         if (prep is not None and out.dtype == prep[0] and out.shape == acc3.shape
                 and (offset is None or np.abs(offset).max(initial=0) < _OFFSET_LIMIT)):
             # validated on this slice's first call (below): run the kernel directly
-            _, bias_c, mult_c, shift_c, bound_c, args, any_check = prep
+            _, bias_c, mult_c, shift_c, bound_c, args = prep
             bias = bias_c if offset is None else bias_c + offset
-            if by_columns(acc3, out, any_check, bound_c):  # same dispatch as kernels.requantize.requantize
-                requantize_columns(acc3.reshape(outer, channels), bias, mult_c, shift_c, bound_c, args[0], args[1],
-                                   args[2], out.reshape(outer, channels))
-                n = 0
-            else:
-                n = int(requantize_loop(acc3, bias, mult_c, shift_c, bound_c, *args, out))
+            n = run_validated(acc3, bias, mult_c, shift_c, bound_c, *args, out)
         else:
             n = _requantize_validated(p, m, acc3, channel_slice, offset, out)
     elif p["acc_bits"] <= 32:
@@ -222,7 +216,7 @@ def _requantize_validated(p: dict, m: dict, acc3, channel_slice, offset, out) ->
         c = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
         m.setdefault("rq_prep", {})[(channel_slice.start, channel_slice.stop, channel_slice.step)] = (
             out.dtype, c(bias_c), c(p["mult"][channel_slice]), c(p["shift"][channel_slice]),
-            c(m["bound"][channel_slice]), args, bool(args[3].any()))
+            c(m["bound"][channel_slice]), args)
     return n
 
 

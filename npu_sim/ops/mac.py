@@ -412,10 +412,17 @@ def accumulate_matmul(lowering, onode, args) -> Accumulation:
         check_per_tensor(t, f"MatMul input {which}")
     if a_t.is_const and b_t.is_const:
         raise Problem("MatMul of two constants should be folded before quantization")
-    if a_t.is_const or b_t.is_const:  # a constant operand held here: W @ x, or x @ W[1, K, N] (not 2-D)
-        key, t = ("_a", a_t) if a_t.is_const else ("_b", b_t)
-        params[key] = t.data.astype(np.int32) - params[key[1] + "_zp"]
-    return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, b_t.q, b_t.q.scale, 1, in_zp=params["a_zp"])
+    devs = []  # each operand's largest |value - zero point|: the constant's own, an activation's over its range
+    for key, t in (("_a", a_t), ("_b", b_t)):
+        if t.is_const:  # a constant operand held here: W @ x, or x @ W[1, K, N] (not 2-D)
+            params[key] = t.data.astype(np.int32) - params[key[1] + "_zp"]
+            devs.append(int(np.abs(params[key]).max(initial=0)))
+        else:
+            devs.append(max(abs(t.q.qmin - int(t.q.zero_point)), abs(t.q.qmax - int(t.q.zero_point))))
+    k = a_t.shape[-1] if a_t.shape else None
+    bound = k * devs[0] * devs[1] if isinstance(k, (int, np.integer)) and k > 0 else None  # |sum of K products|
+    return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, b_t.q, b_t.q.scale, 1, in_zp=params["a_zp"],
+                        acc_bound=bound)
 
 
 def _batched_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
