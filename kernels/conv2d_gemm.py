@@ -2,7 +2,10 @@
 
 :func:`conv2d_gemm_blocks` yields the accumulator of :func:`kernels.conv2d.conv2d_acc` block by block (and
 :func:`conv2d_gemm` assembles the blocks): on the byte-quad kernel of :mod:`kernels.conv_u8s8` or the
-int16-pair kernel of :mod:`kernels.conv_int16` where one is proven exact (:func:`int_kernel`); for stride 1, where one float chunk or the hi/lo byte split of 16-bit activations applies, by the
+int16-pair kernel of :mod:`kernels.conv_int16` where one is proven exact (:func:`int_kernel`); for 16-bit
+activations past the pairs' bound, on those kernels too, with the heavy channels' weights in pieces
+(:func:`split_rows`) or the activations in byte planes (:func:`byte_planes`); for stride 1, where one float chunk
+or the hi/lo byte split of 16-bit activations applies, by the
 stacked-tap GEMMs of :mod:`kernels.conv2d_hilo`; else by im2col (zero point subtracted while converting to
 float) and one GEMM per (image, group), 1x1 / stride 1 / no-pad convolutions skipping the gather and only
 converting. :func:`conv2d_gemm_requantized` and :func:`bind_gemm_requantized` fuse the requantization in on the
@@ -136,13 +139,12 @@ def split_rows(w, x_dtype, x_zp, padded):
     int32; trained weights: 2 to 75 of 192 channels on YOLOX's heaviest layers): each such channel's weights cut
     into consecutive pieces of the flattened kernel (zero elsewhere), each piece within the bound, so that the
     pieces' convolutions add up, in int64, to the channel's. Returns ``(w32, shape, levels, module)``: the pieces
-    (of weight shape ``shape``) packed for ``module``, the integer kernel that takes them (:func:`int_kernel`); their
-    first ``Cout`` rows are each
-    channel's first piece, then for each further piece level ``(start, owners)``: row ``start + i`` belongs to
-    channel ``owners[i]`` (one piece per channel per level, so the owners differ). None where no channel passes
-    the bound, where no kernel takes the pieces, or where the pieces come to twice the channels or more (the byte
-    planes of :func:`byte_planes`, two convolutions, cost no more). Ungrouped convolutions; arguments as
-    :func:`int_kernel`'s."""
+    (of weight shape ``shape``) packed for ``module``, the integer kernel that takes them (:func:`int_kernel`).
+    Their first ``Cout`` rows are each channel's first piece, then for each further piece level ``(start,
+    owners)``: row ``start + i`` belongs to channel ``owners[i]`` (one piece per channel per level, so the owners
+    differ). None where no channel passes the bound, where no kernel takes the pieces, or where the pieces come to
+    twice the channels or more (the byte planes of :func:`byte_planes`, two convolutions, cost no more).
+    Ungrouped convolutions; arguments as :func:`int_kernel`'s."""
     cout = w.shape[0]
     a = np.abs(w.reshape(cout, -1).astype(np.int64))
     pad = x_zp - conv_int16.x_center(x_dtype) if padded else 0
