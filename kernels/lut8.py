@@ -5,9 +5,19 @@ executor's tables of whole elementwise chains, ``npu_sim/runtime/chains.py``). B
 input's storage bytes read as unsigned (``x.view(uint8)`` / ``x.view(uint16)``), with the table rearranged once
 at binding: a signed index would make the loop test every index for a negative value (Numba's wraparound), which
 measured here twice the time of the gather itself.
+
+A table of bytes indexed by bytes runs 32 elements at a time where the CPU has AVX2 (:func:`select`): the table
+is 16 rows of 16 bytes, and ``vpshufb`` looks up all 32 elements' low nibbles in one row at once; each element
+keeps the result of the row its high nibble names (:func:`_lut32`). 0.36 -> 0.17 ns an element here, the same
+bytes (a scalar gather is two loads and a store per element: 1.4 cycles).
 """
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
+from . import cpu
 from ._jit import njit_noalloc
 from .checks import array_key, cached_bind, check_int_array
 
@@ -22,6 +32,62 @@ def _gather(raw, table, out):
     """out[i] = table[raw[i]] (raw: the input's storage read as unsigned; table: one entry per such value)."""
     for i in range(raw.shape[0]):
         out[i] = table[raw[i]]
+
+
+def select(feats) -> str | None:
+    """The byte-table kernel a CPU with features ``feats`` (:mod:`kernels.cpu`) runs: "avx2" (``vpshufb`` on 32
+    bytes), else None (the scalar gather)."""
+    return "avx2" if cpu.has(feats, "avx2") else None
+
+
+ISA = select(cpu.features())
+_V32 = ir.VectorType(ir.IntType(8), 32)
+
+
+@intrinsic
+def _lut32(typingctx, raw, rows, out, i):
+    """``out[i + j] = table[raw[i + j]]`` for j < 32 (AVX2): ``rows`` holds the table's 16 rows of 16 bytes, each
+    twice (512 bytes: one 32-byte vector per row, the row in both 128-bit halves, as ``vpshufb`` looks up within
+    each half). The row of the high nibble ``h`` is looked up by the low nibbles; an element keeps it where its own
+    high nibble is ``h``. The caller guarantees ``i + 32 <= len``."""
+    sig = types.void(raw, rows, out, i)
+
+    def codegen(context, builder, sig, args):
+        index = args[3]
+        xs, rs, os_ = [cgutils.create_struct_proxy(sig.args[k])(context, builder, value=args[k]) for k in (0, 1, 2)]
+        shuffle = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V32, [_V32, _V32]),
+                                                 "llvm.x86.avx2.pshuf.b")
+        x = builder.load(builder.bitcast(builder.gep(xs.data, [index]), _V32.as_pointer()), align=1)
+        low = builder.and_(x, ir.Constant(_V32, [15] * 32))
+        high = builder.lshr(x, ir.Constant(_V32, [4] * 32))
+        got = ir.Constant(_V32, None)
+        for h in range(16):
+            row = builder.load(builder.bitcast(builder.gep(rs.data, [ir.Constant(ir.IntType(64), 32 * h)]),
+                                               _V32.as_pointer()), align=1)
+            mine = builder.icmp_unsigned("==", high, ir.Constant(_V32, [h] * 32))
+            got = builder.select(mine, builder.call(shuffle, [row, low]), got)
+        builder.store(got, builder.bitcast(builder.gep(os_.data, [index]), _V32.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit_noalloc
+def _gather_bytes(raw, rows, table, out):
+    """:func:`_gather` for a byte table indexed by bytes, 32 at a time (:func:`_lut32`, AVX2), the tail one by
+    one. ``rows``: :func:`byte_rows` of ``table``; ``out`` bytes."""
+    n = raw.shape[0]
+    i = 0
+    while i + 32 <= n:
+        _lut32(raw, rows, out, i)
+        i += 32
+    for j in range(i, n):
+        out[j] = table[raw[j]]
+
+
+def byte_rows(table: np.ndarray) -> np.ndarray:
+    """A 256-byte table as :func:`_lut32` reads it: 16 rows of 16 bytes, each twice, as uint8."""
+    return np.ascontiguousarray(np.repeat(table.view(np.uint8).reshape(16, 1, 16), 2, axis=1).reshape(-1))
 
 
 def lut8(x, table, out, cache=None) -> None:
@@ -86,4 +152,7 @@ def _bind(x, table, out, in_dtypes):
     if out.shape != x.shape:
         raise ValueError(f"out must have shape {x.shape}, got {out.shape}")
     raw_table, unsigned = raw_order(table, x.dtype), _UNSIGNED[x.dtype.itemsize]
+    if x.dtype.itemsize == 1 and table.dtype.itemsize == 1 and ISA is not None:
+        rows = byte_rows(raw_table)
+        return lambda x, out: _gather_bytes(x.view(np.uint8), rows, raw_table, out.view(np.uint8))
     return lambda x, out: _gather(x.view(unsigned), raw_table, out)

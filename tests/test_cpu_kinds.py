@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels import conv_amx, conv_int16, conv_u8s8, cpu
+from kernels import conv_amx, conv_int16, conv_u8s8, cpu, lut8
 from tests.qdq_models import real_models
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +38,7 @@ def test_every_kind_is_expected():
 def test_selection_per_kind(kind):
     feats = cpu.KINDS[kind]
     assert (conv_int16.select(feats), conv_u8s8.select(feats), conv_amx.select(feats)) == EXPECTED[kind]
+    assert lut8.select(feats) == (None if kind == "generic" else "avx2")  # byte tables: vpshufb on AVX2
     assert cpu.kind_of(feats) == kind
     for name in conv_int16.ISAS:  # what a family is given it can run
         assert conv_int16.runs(name, feats) == (name == "avx2" and "avx2" in feats
@@ -70,11 +71,11 @@ def test_compile_target_features():
     assert cpu.compile_target_features("alderlake", "+avx2,+avxvnni,-avx512f,+sse4.2") == {"avx2", "avxvnni"}
 
 
-CHOICE = ("from kernels import conv_amx, conv_int16, conv_u8s8, cpu, depthwise_nhwc, depthwise_s2, depthwise_int16\n"
+CHOICE = ("from kernels import conv_amx, conv_int16, conv_u8s8, cpu, lut8, depthwise_nhwc, depthwise_s2, depthwise_int16\n"
           "import json\n"
           "print(json.dumps([sorted(cpu.features()), conv_int16.ISA, conv_u8s8.ISA, conv_amx.AVAILABLE,\n"
           "                  [m.KERNELS.isa.name if m.KERNELS else None\n"
-          "                   for m in (depthwise_int16, depthwise_nhwc, depthwise_s2)]]))\n")
+          "                   for m in (depthwise_int16, depthwise_nhwc, depthwise_s2)], lut8.ISA]))\n")
 
 
 def _python(code: str, *args: str, **env) -> subprocess.CompletedProcess:
@@ -96,12 +97,13 @@ def _kinds_here() -> dict:
 def test_the_mask_chooses_in_a_fresh_process(kind):
     res = _python(CHOICE, NPU_SIM_CPU=kind)
     assert res.returncode == 0, res.stderr[-3000:]
-    feats, pairs, quads, amx, depthwise = json.loads(res.stdout)
+    feats, pairs, quads, amx, depthwise, tables = json.loads(res.stdout)
     want = cpu.masked(cpu.host_features(), None, kind)
     assert set(feats) == want
     assert (pairs, quads) == (conv_int16.select(want), conv_u8s8.select(want))
     assert amx == (conv_amx.select(want) and conv_amx.AVAILABLE)
     assert depthwise == [pairs] * 3
+    assert tables == lut8.select(want)
 
 
 def test_an_unknown_mask_is_refused():

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from budget import examples
 from kernels.lut16 import lut16
+from kernels import lut8 as lut8_module
 from kernels.lut8 import lut8, lut_codes
 from npu_sim.ir import QParams
 from npu_sim.ops import lut
@@ -53,6 +54,27 @@ def test_lut8_matches_twin(case):
         out = np.empty(data.shape, table.dtype)
         lut8(data, table, out, cache=cache)
         np.testing.assert_array_equal(out, naive_lut.lut8(data, table, table.dtype))
+
+
+@pytest.mark.parametrize("isa", [None] + ([lut8_module.ISA] if lut8_module.ISA else []), ids=lambda i: i or "scalar")
+@settings(deadline=None, max_examples=examples(100))
+@given(st.sampled_from(IN8), st.sampled_from(TABLE8_DTYPES[:2]), st.integers(0, 200), st.data())
+def test_byte_tables_on_both_paths_match_twin(isa, xr, tr, n, data):
+    """A byte table indexed by bytes: 32 elements at a time by ``vpshufb`` where the CPU has AVX2, the tail and
+    other CPUs one by one (forced here both ways); the twin's bytes, at every length around the 32-element steps
+    and for every code."""
+    xd, xlo, xhi = xr
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1)))
+    x = rng.integers(xlo, xhi + 1, n).astype(xd)
+    if n >= 256:  # every code once, in a shuffled order
+        x[:256] = rng.permutation(np.arange(xlo, xhi + 1)).astype(xd)
+    table = _table(data.draw, 256, *tr)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lut8_module, "ISA", isa)
+        for fn in (lut8, lut_codes):
+            out = np.empty(n, table.dtype)
+            fn(x, table, out)
+            np.testing.assert_array_equal(out, naive_lut.lut8(x, table, table.dtype), err_msg=fn.__name__)
 
 
 def test_lut8_every_code():
