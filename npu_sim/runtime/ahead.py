@@ -1,16 +1,16 @@
-"""Compiling ahead on a cold kernel cache: two processes share the compiling of the run's kernels.
+"""Compiling ahead on a cold kernel cache: two processes compile the run's kernels, from both ends of the program.
 
 On first use most of a run is Numba compiling the kernels (about 1 s each, 15-30 for a real CNN), one after the
 other as the nodes reach them. :func:`compile_ahead` readies Numba's compiler (``kernels._jit.ready_compiler``),
-then forks a process, and both run every node on placeholder inputs (:func:`_placeholder`), in the same order:
-the ops whose kernels take longest to compile first (:func:`compile_order`). Each process compiles the kernels the
-other has not started and skips the one the other is compiling (``kernels._jit``: one process at a time compiles
-a signature; ``skip_busy_compiles`` makes a busy kernel raise), so the two work through one queue, longest jobs
-first, and what is left at the end are short compiles; the other process does not load what this one compiled
-either (it would only be thrown away). Then this process's run starts: it waits for at most the other's last
-kernel, and loads from the shared cache what the other saved. The other process computes nothing that is kept:
-its outputs are dropped, and it is ended when this process's run is done. Measured on 2 cores, empty cache
-(docs/PERFORMANCE.md).
+then forks a process that runs every node on placeholder inputs (:func:`_placeholder`): the convolutions first,
+whose kernels take longest to compile (:data:`BIG`), last first, then the other nodes, last first. Meanwhile this
+process runs the nodes first to last on the same placeholders; then the real run starts. Each process compiles a
+kernel the other has not started and skips one the other is compiling (``kernels._jit``: one process at a time
+compiles a signature; ``skip_busy_compiles`` makes a busy kernel raise), so neither sits idle until the end; the
+other process does not load what this one compiled either (it would only be thrown away). The real run then waits
+for at most the other's last kernel, and loads from the shared cache what the other saved. The other process
+computes nothing that is kept: its outputs are dropped, and it is ended when this process's run is done. Measured
+on 2 cores, empty cache (docs/PERFORMANCE.md).
 
 Armed once per process by the command line when the cache is cold (:func:`arm`); off with
 ``NPU_SIM_COMPILE_AHEAD=0``, and where there is no ``os.fork`` or only one CPU.
@@ -27,12 +27,8 @@ from kernels._jit import ready_compiler, skip_busy_compiles
 from npu_sim.ir import Program
 
 _ARMED = False
-# ops by how long their kernels take to compile, longest first (measured on PP-OCRv4 and YOLOX: convolutions 1-3 s,
-# elementwise products and sums 1-1.5 s, softmax, normalization and pooling about 1 s, the rest mostly below
-# 0.5 s): both processes take the nodes in this order, so that what is left at the end are short compiles (the
-# run waits for the other's last one)
-FIRST = (("Conv", "ConvTranspose"), ("Mul", "Add", "Sub", "Div"),
-         ("Softmax", "LayerNormalization", "AveragePool", "GlobalAveragePool", "MaxPool", "MatMul", "Gemm"))
+BIG = ("Conv", "ConvTranspose")  # ops whose kernels take longest to compile (1-3 s): the other process's first, so
+# that what is left at the end are shorter compiles (the run waits for the other's last one)
 
 
 def arm() -> None:
@@ -51,13 +47,6 @@ def _cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
-
-
-def compile_order(program: Program) -> list:
-    """The nodes as both processes take them (:data:`FIRST`): the convolutions, the elementwise products and sums,
-    the softmax, normalization, pooling and matrix products, then the rest, each in program order."""
-    rank = {op: i for i, ops in enumerate(FIRST) for op in ops}
-    return sorted(program.nodes, key=lambda node: rank.get(node.op, len(FIRST)))  # stable: program order within
 
 
 def _placeholder(program: Program, name: str) -> np.ndarray:
@@ -88,8 +77,8 @@ def _compile(program: Program, nodes, context) -> None:
 
 
 def compile_ahead(program: Program, context):
-    """If armed (:func:`arm`; disarmed here): fork the other process, compile here beside it (module docstring),
-    and return the function that ends the other process; else None.
+    """If armed (:func:`arm`; disarmed here): fork the process that compiles from the end of ``program``, compile
+    from its start here (module docstring), and return the function that ends the other process; else None.
     ``context``: what a node's run function may ask of the executor (a throwaway one: the placeholder runs'
     counts are not the run's)."""
     global _ARMED
@@ -97,7 +86,6 @@ def compile_ahead(program: Program, context):
         return None
     _ARMED = False
     ready_compiler()
-    order = compile_order(program)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork() with other threads alive
         pid = os.fork()
@@ -106,7 +94,9 @@ def compile_ahead(program: Program, context):
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             skip_busy_compiles(done=True)  # what the run compiled, it loads itself: not loaded here
-            _compile(program, order, context)
+            last_first = program.nodes[::-1]
+            _compile(program, [n for n in last_first if n.op in BIG] + [n for n in last_first if n.op not in BIG],
+                     context)
         finally:
             os._exit(0)
 
@@ -118,7 +108,7 @@ def compile_ahead(program: Program, context):
         os.waitpid(pid, 0)
     skip_busy_compiles()
     try:
-        _compile(program, order, context)
+        _compile(program, program.nodes, context)
     except BaseException:  # a stop (SIGINT/SIGTERM) during it: the other process goes too
         stop()
         raise
