@@ -41,7 +41,8 @@ def _mul(a, a_zp, b, b_zp, mult, shift, fold, pmax_small, out_zp, qmin, qmax, ou
     the output zero point joins the constant (one addition less). A row whose operand is constant along the inner
     axis folds it into the multiplier (one multiply less). ``pmax_small``: every product is below 2**31 in
     magnitude (8-bit operands). Elsewhere :func:`_mul_checked` runs (its own kernel: a model whose products are
-    all proven compiles only this one)."""
+    all proven compiles only this one). ``a`` varies along the inner axis wherever ``b`` does (the wrapper swaps
+    the operands of such a product, which commutes): one ``scale_row`` in the loop, not three."""
     n_o, n_c, n_i = out.shape
     c = (np.int64(1) << shift) >> 1
     zo = out_zp
@@ -58,15 +59,13 @@ def _mul(a, a_zp, b, b_zp, mult, shift, fold, pmax_small, out_zp, qmin, qmax, ou
             dst = out[o, ch]
             if si == 1 and ti == 1:
                 _mul_row(ra, a_zp, rb, b_zp, m, c, shift, pmax_small, zo, qmin, qmax, dst)
-            elif si == 1:
-                k = (np.int64(rb[0]) - b_zp) * m
-                scale_row(ra, k, c - a_zp * k, shift, zo, qmin, qmax, dst)
-            elif ti == 1:
-                k = (np.int64(ra[0]) - a_zp) * m
-                scale_row(rb, k, c - b_zp * k, shift, zo, qmin, qmax, dst)
-            else:  # both constant along the row: one value
-                k = (np.int64(ra[0]) - a_zp) * m
-                scale_row(rb, k, c - b_zp * k, shift, zo, qmin, qmax, dst[:1])
+                continue
+            if ti == 1:
+                raise ValueError("_mul: b varies along the inner axis and a does not (swap them)")
+            k = (np.int64(rb[0]) - b_zp) * m  # b constant along the row: folded into the multiplier
+            n = n_i if si == 1 else 1  # both constant: one value
+            scale_row(ra, k, c - a_zp * k, shift, zo, qmin, qmax, dst[:n])
+            if n < n_i:
                 dst[:] = dst[0]
 
 
@@ -146,11 +145,15 @@ def bind(a, a_zp, b, b_zp, mult, shift, out_zp, qmin, qmax, out):
     # out_zp added after the shift: |out_zp| of headroom covers shift 0
     direct = _proven(a.dtype, a_zp, dev_a, b.dtype, b_zp, dev_b, abs(mult), rnd + abs(out_zp))
     fold = direct and _proven(a.dtype, a_zp, dev_a, b.dtype, b_zp, dev_b, abs(mult), rnd + (abs(out_zp) << shift))
-    s3a, s3b, s3o = a3.shape, b3.shape, out3.shape
-    rest = (b_zp, mult, shift) + ((fold, pmax < 1 << 31) if direct else ()) + (out_zp, qmin, qmax)
+    swap = a3.shape[2] == 1 and b3.shape[2] > 1  # the varying operand first (_mul)
+    s3x, s3y, s3o = (b3.shape, a3.shape, out3.shape) if swap else (a3.shape, b3.shape, out3.shape)
+    x_zp, y_zp = (b_zp, a_zp) if swap else (a_zp, b_zp)
+    rest = (y_zp, mult, shift) + ((fold, pmax < 1 << 31) if direct else ()) + (out_zp, qmin, qmax)
+    kernel = _mul if direct else _mul_checked
 
     def run(a, b, out):
-        (_mul if direct else _mul_checked)(a.reshape(s3a), a_zp, b.reshape(s3b), *rest, out.reshape(s3o))
+        x, y = (b, a) if swap else (a, b)
+        kernel(x.reshape(s3x), x_zp, y.reshape(s3y), *rest, out.reshape(s3o))
 
     run.direct, run.fold = direct, fold  # which paths it proved
     return run
