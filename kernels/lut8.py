@@ -75,10 +75,11 @@ def _lut32(typingctx, raw, rows, out, i):
 @njit_noalloc
 def _gather_bytes(raw, rows, table, out):
     """:func:`_gather` for a byte table indexed by bytes, 32 at a time (:func:`_lut32`, AVX2), the tail one by
-    one. ``rows``: :func:`byte_rows` of ``table``; ``out`` bytes."""
+    one (and all of it one by one for arrays that are not contiguous: the vectors read and write 32 bytes in a
+    row). ``rows``: :func:`byte_rows` of ``table``; ``out`` bytes."""
     n = raw.shape[0]
     i = 0
-    while i + 32 <= n:
+    while i + 32 <= n and raw.strides[0] == 1 and out.strides[0] == 1:
         _lut32(raw, rows, out, i)
         i += 32
     for j in range(i, n):
