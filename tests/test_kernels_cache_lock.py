@@ -63,6 +63,24 @@ def _child(tmp_path, marker, kind):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _output(tmp_path, marker, kind) -> list[str]:
+    """A child's printed words, once it has exited cleanly."""
+    child = _child(tmp_path, marker, kind)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    return out.split()
+
+
+def _first_compile(tmp_path) -> tuple[Path, list[str]]:
+    """The throwaway module written and ``add_one(int64)`` called by a child (which creates the cache folder and
+    add_one's index): the index and what the child printed."""
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "lockmod.py").write_text(MODULE)
+    out = _output(tmp_path, "m1", "int")
+    (index,) = (tmp_path / "cache").rglob("*lockmod.add_one*.nbi")
+    return index, out
+
+
 def _wait_for(path: Path, seconds: float) -> None:
     end = time.monotonic() + seconds
     while not path.exists():
@@ -76,13 +94,8 @@ def test_the_save_of_numba_caches_is_locked():
 
 @pytest.mark.skipif(not hasattr(fcntl, "flock"), reason="no flock on this platform")
 def test_a_save_waits_for_the_lock_and_both_signatures_load(tmp_path):
-    (tmp_path / "mod").mkdir()
-    (tmp_path / "mod" / "lockmod.py").write_text(MODULE)
-    first = _child(tmp_path, "m1", "int")
-    out, err = first.communicate(timeout=120)
-    assert first.returncode == 0, err
-    assert out.split() == ["42", "0"]  # compiled and saved
-    (index,) = (tmp_path / "cache").rglob("*lockmod.add_one*.nbi")
+    index, out = _first_compile(tmp_path)
+    assert out == ["42", "0"]  # compiled and saved
     with open(f"{index}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         second = _child(tmp_path, "m2", "float")
@@ -93,10 +106,8 @@ def test_a_save_waits_for_the_lock_and_both_signatures_load(tmp_path):
     assert second.returncode == 0, err
     assert out.split() == ["1.5", "0"]
     for marker, kind, want in (("m3", "int", "42"), ("m4", "float", "1.5")):
-        fresh = _child(tmp_path, marker, kind)
-        out, err = fresh.communicate(timeout=120)
-        assert fresh.returncode == 0, err
-        assert out.split() == [want, "1"], (kind, out)  # loaded from the cache, its own code
+        out = _output(tmp_path, marker, kind)
+        assert out == [want, "1"], (kind, out)  # loaded from the cache, its own code
 
 
 def test_compiles_are_locked():
@@ -108,45 +119,28 @@ def test_compiles_are_locked():
 def test_a_busy_compile_is_waited_for_or_skipped(tmp_path):
     from numba import types
 
-    (tmp_path / "mod").mkdir()
-    (tmp_path / "mod" / "lockmod.py").write_text(MODULE)
-    first = _child(tmp_path, "m1", "int")
-    out, err = first.communicate(timeout=120)
-    assert first.returncode == 0, err
-    (index,) = (tmp_path / "cache").rglob("*lockmod.add_one*.nbi")
+    index, _ = _first_compile(tmp_path)
     with open(kernels._jit.compile_lock_path(index, (types.float64,)), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # as a process compiling add_one(float64) would
-        skipper = _child(tmp_path, "m2", "skip-float")
-        out, err = skipper.communicate(timeout=120)
-        assert skipper.returncode == 0, err
-        assert out.split() == ["busy", "CompileBusy"]
+        assert _output(tmp_path, "m2", "skip-float") == ["busy", "CompileBusy"]
         waiter = _child(tmp_path, "m3", "float")
         _wait_for(tmp_path / "m3", 120)
         time.sleep(3)
         assert waiter.poll() is None, waiter.communicate()
-        other = _child(tmp_path, "m4", "skip-int")  # another signature: not held, loaded from the cache
-        out, err = other.communicate(timeout=120)
-        assert other.returncode == 0, err
-        assert out.split() == ["42", "1"]
+        # another signature: not held, loaded from the cache
+        assert _output(tmp_path, "m4", "skip-int") == ["42", "1"]
     out, err = waiter.communicate(timeout=120)
     assert waiter.returncode == 0, err
     assert out.split() == ["1.5", "0"]
-    done = _child(tmp_path, "m5", "skip-done-float")  # compiled by another process: not loaded
-    out, err = done.communicate(timeout=120)
-    assert done.returncode == 0, err
-    assert out.split() == ["busy", "CompileBusy"]
+    # compiled by another process: not loaded
+    assert _output(tmp_path, "m5", "skip-done-float") == ["busy", "CompileBusy"]
 
 
 @pytest.mark.skipif(not hasattr(fcntl, "flock"), reason="no flock on this platform")
 def test_a_function_a_kernel_calls_is_waited_for_even_when_skipping(tmp_path):
     from numba import types
 
-    (tmp_path / "mod").mkdir()
-    (tmp_path / "mod" / "lockmod.py").write_text(MODULE)
-    first = _child(tmp_path, "m1", "int")  # creates the cache folder and add_one's index
-    out, err = first.communicate(timeout=120)
-    assert first.returncode == 0, err
-    (index,) = (tmp_path / "cache").rglob("*lockmod.add_one*.nbi")
+    index, _ = _first_compile(tmp_path)
     with open(kernels._jit.compile_lock_path(index, (types.float64,)), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process compiling add_one(float64)
         caller = _child(tmp_path, "m2", "two-skip-float")  # add_two(float64) starts, then needs add_one(float64)
