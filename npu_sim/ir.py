@@ -50,6 +50,12 @@ class QParams:
         return DTYPES[self.dtype][0]
 
     @property
+    def reach(self) -> int:
+        """The largest ``|q - zero point|`` over every code of the type (per-tensor quantization)."""
+        zp = int(self.zero_point)
+        return max(abs(self.qmin - zp), abs(self.qmax - zp))
+
+    @property
     def per_tensor(self) -> bool:
         return self.scale.ndim == 0
 

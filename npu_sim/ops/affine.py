@@ -106,7 +106,7 @@ def lower_add_constant(lowering, onode, args, out: Tensor, act) -> Node | None:
     sign_c = -1.0 if sub and xi == 0 else 1.0
     sx, sy = float(x.q.scale), float(out.q.scale)
     ratio = sx / sy
-    x_dev = max(abs(x.q.qmin - int(x.q.zero_point)), abs(x.q.qmax - int(x.q.zero_point)))
+    x_dev = x.q.reach
     c_max = float(np.max(np.abs(per))) / sy
     # |acc| <= x_dev*|W| + |B| < 2^47 with W ~ ratio*2^F, B ~ c_max*2^F
     f_bits = min(62, int(np.floor(np.log2((2.0 ** 46) / (x_dev * ratio + c_max + 1.0)))))
@@ -128,7 +128,7 @@ def _affine_prepared(lowering, x: Tensor, w: np.ndarray, b, f_bits: int, what: s
     (clamped to ``act``). Its scale, offset, fraction bits, zero points and clamp live in the ``affine`` record only
     (the run reads them there)."""
     b = np.asarray(b, np.float64)
-    dev = max(abs(x.q.qmin - int(x.q.zero_point)), abs(x.q.qmax - int(x.q.zero_point)))
+    dev = x.q.reach
     if not np.all(np.isfinite(b)) or dev * float(np.abs(w).max()) + float(np.abs(b).max()) >= 2.0 ** 61:
         raise Problem(f"{what} is too large relative to the output scale for the board's 64-bit affine unit")
     w, b, zx = np.ascontiguousarray(w, np.int64), np.ascontiguousarray(b.astype(np.int64)), int(x.q.zero_point)

@@ -222,7 +222,7 @@ def _requantize_validated(p: dict, m: dict, acc3, channel_slice, offset, out) ->
 
 def mac_bound(x_q: QParams, w_int: np.ndarray) -> int:
     """A proven bound on |sum((x - zx) * w)| over any output: max|x - zx| times the largest row sum of |w|."""
-    x_dev = max(abs(x_q.qmin - int(x_q.zero_point)), abs(x_q.qmax - int(x_q.zero_point)))
+    x_dev = x_q.reach
     rows = np.abs(w_int.astype(np.int64)).reshape(w_int.shape[0], -1).sum(axis=1)
     return x_dev * int(rows.max()) if rows.size else 0
 

@@ -418,7 +418,7 @@ def accumulate_matmul(lowering, onode, args) -> Accumulation:
             params[key] = t.data.astype(np.int32) - params[key[1] + "_zp"]
             devs.append(int(np.abs(params[key]).max(initial=0)))
         else:
-            devs.append(max(abs(t.q.qmin - int(t.q.zero_point)), abs(t.q.qmax - int(t.q.zero_point))))
+            devs.append(t.q.reach)
     k = a_t.shape[-1] if a_t.shape else None
     bound = k * devs[0] * devs[1] if isinstance(k, (int, np.integer)) and k > 0 else None  # |sum of K products|
     return Accumulation("MatMul", params, [a_t.name, b_t.name], {}, a_t.q, b_t.q, b_t.q.scale, 1, in_zp=params["a_zp"],

@@ -84,7 +84,7 @@ def _worst_acc(ctx, node) -> int | None:
     x = ctx.t(node.inputs[0])
     if x.q is None or not x.q.per_tensor:
         return None
-    x_dev = max(abs(x.q.qmin - int(x.q.zero_point)), abs(x.q.qmax - int(x.q.zero_point)))
+    x_dev = x.q.reach
     w = ctx.weight(node)
     bias = node.requant.bias if node.requant is not None else np.zeros(1, np.int64)
     max_bias = int(np.abs(bias).max()) if bias.size else 0
@@ -92,7 +92,7 @@ def _worst_acc(ctx, node) -> int | None:
         y = ctx.t(node.inputs[1])
         if y.q is None or not y.q.per_tensor:
             return None
-        y_dev = max(abs(y.q.qmin - int(y.q.zero_point)), abs(y.q.qmax - int(y.q.zero_point)))
+        y_dev = y.q.reach
         return x_dev * y_dev * int(x.shape[-1]) + max_bias
     return x_dev * int(weight_abs_row_sums(node, w).max()) + max_bias
 

@@ -93,7 +93,7 @@ def max_output_lsb(ctx: Context, node: Node) -> np.ndarray | None:
     if w is None or x.q is None or not x.q.per_tensor:
         return None
     axis = weight_axis(node, w)
-    x_dev = max(abs(x.q.qmin - int(x.q.zero_point)), abs(x.q.qmax - int(x.q.zero_point)))
+    x_dev = x.q.reach
     rows = np.moveaxis(np.abs(w.data.astype(np.int64)), axis, 0).reshape(w.data.shape[axis], -1).sum(axis=1)
     bias = np.abs(node.requant.bias.astype(np.float64)) if node.requant is not None else np.zeros(1)
     sy = float(ctx.t(node.outputs[0]).q.scale)
