@@ -127,10 +127,10 @@ def _lock_compiles() -> None:
     Two processes on a cold cache (the run and the process compiling ahead, dataset workers, test workers) would
     otherwise both compile a kernel both reach, each paying its whole compile time. Here a process holds an
     exclusive lock on a file beside the function's cache index, one per argument types, from Numba's cache lookup
-    to its save: a second process waits, then loads what the first saved (or, after :func:`skip_busy_compiles`,
-    raises :class:`CompileBusy` at once). A process holds these locks only down
-    its own chain of nested compiles (a kernel, then the functions it calls), and the calls form no cycle, so two
-    waiting processes cannot wait for each other. Numba's own compiler lock is taken first, so two threads of one
+    to its save: a second process waits, then loads what the first saved (after :func:`skip_busy_compiles`, a
+    kernel raises :class:`CompileBusy` instead; a function it calls is still waited for). A process holds these
+    locks only down its own chain of nested compiles (a kernel, then the functions it calls), and the calls form
+    no cycle, so two waiting processes cannot wait for each other. Numba's own compiler lock is taken first, so two threads of one
     process never hold each other's file locks. Functions without a disk cache (Numba's own) compile as before."""
     try:
         import fcntl
