@@ -13,8 +13,9 @@ helpers of the kernels that requantize as they go (:func:`requantize_row`, :func
 :func:`clamp_out`, :func:`mrs_checked`).
 """
 import numpy as np
+from llvmlite import ir
 from numba import types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
 from ._jit import njit, njit_noalloc
 from .checks import as_int, check_int_array, check_multiplier, check_out, per_channel_int64
@@ -55,6 +56,21 @@ def _int32_values_impl(src):
     return lambda src: narrow
 
 
+@intrinsic
+def high_shift(typingctx, v, s):
+    """``floor(v / 2**(32 + s))`` as an int32 for an int64 ``v`` and ``0 <= s < 32``: the high half of ``v``
+    (``floor(v / 2**32)``, an int32 value; the vector code takes it with a shuffle) shifted right as an int32 by
+    ``s`` (two floor divisions by powers of two are one). An int64 arithmetic shift has no AVX2 vector
+    instruction (LLVM emulates it in several), and Numba would widen an int32 shift to int64."""
+    sig = types.int32(types.int64, types.int64)
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        high = builder.trunc(builder.lshr(args[0], ir.Constant(ir.IntType(64), 32)), i32)
+        return builder.ashr(high, builder.trunc(args[1], i32))
+    return sig, codegen
+
+
 @njit
 def requantize_row(src, dst, bias, mult, shift, bound, out_zp, qmin, qmax):
     """The branch-free path of :func:`requantize` for one run of accumulators of one channel (used by kernels
@@ -62,24 +78,30 @@ def requantize_row(src, dst, bias, mult, shift, bound, out_zp, qmin, qmax):
     + out_zp, qmin, qmax)``; ``bound`` from :func:`saturation_bounds` (> 0), no accumulator-width check. A float
     ``src`` holds exact integers (float32: of magnitude below 2**31).
 
-    int32 accumulators (and exact float32 ones) take a shorter loop: ``(src*mult + c) >> shift`` with the bias,
-    the rounding constant and the zero point in ``c = bias*mult + 2**(shift-1) + out_zp*2**shift`` (a multiple of
+    int32 accumulators (and exact float32 ones) into outputs of at most 32 bits, with ``shift >= 32`` (every
+    multiplier below 1/2), take a shorter loop: ``floor((src*mult + c) / 2**shift)`` with the bias, the rounding
+    constant and the zero point in ``c = bias*mult + 2**(shift-1) + out_zp*2**shift`` (a multiple of
     ``2**shift`` added before the floor division is added after it, exactly), without the clamp into
     ``[-bound, bound]``, which never changes the output (:func:`saturation_bounds`) and is there only to keep the
-    product in int64: with ``|src| <= 2**31`` and ``|mult| < 2**31`` it is, and ``|c| < 2**61`` is checked."""
+    product in int64: with ``|src| <= 2**31`` and ``|mult| < 2**31`` it is, and ``|c| < 2**61`` is checked. So
+    ``floor((src*mult + c) / 2**32)`` is below ``1.5 * 2**30`` in magnitude: the rest of the shift
+    (:func:`high_shift`) and the clamp run in int32."""
     b = np.int64(bias)
     m = np.int64(mult)
     r = np.int64(shift)
     lim = np.int64(bound)
     rnd = np.int64(0) if r == 0 else np.int64(1) << (r - 1)
     pow2 = float(np.int64(1) << r)  # exact (r <= 62); a float power would cost a libm exp2 call per row
-    if _int32_values(src) and abs(float(b)) * abs(float(m)) + float(rnd) + abs(float(out_zp)) * pow2 < 2.0 ** 61:
+    if (_int32_values(src) and _int32_values(dst) and r >= 32
+            and abs(float(b)) * abs(float(m)) + float(rnd) + abs(float(out_zp)) * pow2 < 2.0 ** 61):
         c = b * m + rnd + (np.int64(out_zp) << r)
         m32 = np.int64(np.int32(m))
         info = np.iinfo(dst.dtype)
+        lo, hi = np.int32(qmin), np.int32(qmax)  # within dst's range (the wrappers check), so within int32
         full = qmin == info.min and qmax == info.max
         for j in range(src.shape[0]):
-            dst[j] = clamp_out((np.int64(np.int32(src[j])) * m32 + c) >> r, full, qmin, qmax, dst)
+            v = high_shift(np.int64(np.int32(src[j])) * m32 + c, r - 32)
+            dst[j] = min(max(v, np.int32(info.min)), np.int32(info.max)) if full else min(max(v, lo), hi)
         return
     if lim < INT32_LIMIT:  # the clamped v and |mult| < 2**31 both fit int32: a 32x32->64-bit multiply (pmuldq)
         m32 = np.int64(np.int32(m))

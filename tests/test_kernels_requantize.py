@@ -400,8 +400,8 @@ def row_case(draw):
 @settings(deadline=None, max_examples=examples(400))
 @given(row_case())
 def test_requantize_row_matches_twin(case):
-    """requantize_row (both of its loops: the folded one for int32-valued accumulators, the clamped one) ==
-    the Python-integer twin of requantize on the same run."""
+    """requantize_row (each of its loops: the folded one for int32-valued accumulators and shifts of 32 or more,
+    the clamped ones) == the Python-integer twin of requantize on the same run."""
     src, bias, mult, shift, bound, zp, qmin, qmax, dtype = case
     expected, _ = naive.requantize(src.astype(np.int64).reshape(1, 1, -1), [bias], [mult], [shift], zp, qmin, qmax,
                                    64, False, dtype)
