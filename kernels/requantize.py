@@ -96,14 +96,12 @@ def requantize_row(src, dst, bias, mult, shift, bound, out_zp, qmin, qmax):
             and abs(float(b)) * abs(float(m)) + float(rnd) + abs(float(out_zp)) * pow2 < 2.0 ** 61):
         c = b * m + rnd + (np.int64(out_zp) << r)
         m32 = np.int64(np.int32(m))
-        info = np.iinfo(dst.dtype)
         lo, hi = np.int32(qmin), np.int32(qmax)  # within dst's range (the wrappers check), so within int32
-        full = qmin == info.min and qmax == info.max
         for j in range(src.shape[0]):
-            v = high_shift(np.int64(np.int32(src[j])) * m32 + c, r - 32)
-            dst[j] = min(max(v, np.int32(info.min)), np.int32(info.max)) if full else min(max(v, lo), hi)
+            dst[j] = min(max(high_shift(np.int64(np.int32(src[j])) * m32 + c, r - 32), lo), hi)
         return
-    if lim < INT32_LIMIT:  # the clamped v and |mult| < 2**31 both fit int32: a 32x32->64-bit multiply (pmuldq)
+    if not _int32_values(src) and lim < INT32_LIMIT:  # the clamped v and |mult| < 2**31 fit int32: pmuldq
+        # (not compiled for int32-valued src, whose shifts below 32 are rare: one loop less in every caller)
         m32 = np.int64(np.int32(m))
         for j in range(src.shape[0]):
             v = np.int32(min(max(np.int64(src[j]) + b, -lim), lim))
