@@ -9,17 +9,24 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# An editable install leaves the sources uncompiled, and where PYTHONDONTWRITEBYTECODE is set every process would
+# compile them again (0.3 s of each command's start): compileall writes the bytecode once, as pip does for a wheel.
+COMPILE := $(BIN)/python -m compileall -q npu_sim kernels
+
 $(VENV)/.installed-run: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
+	$(COMPILE)
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
+	$(COMPILE)
 	touch $@ $(VENV)/.installed-run $(VENV)/.installed-report
 
 # The report needs onnxruntime for its float reference: the 'report' extra.
 $(VENV)/.installed-report: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[report]'
+	$(COMPILE)
 	touch $@ $(VENV)/.installed-run
 
 # The demo is the accuracy report: the committed demo model on its 360 held-out digits against its float model,
