@@ -85,9 +85,35 @@ def test_closed_output_pipe_ends_quietly():
     SIGPIPE's exit status (141, as other command-line tools) and prints nothing, neither an error nor a traceback."""
     import subprocess
     import sys
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from npu_sim.cli.main import main; sys.exit(main())",
-                             "lower", str(MODEL), "--input-shape", "input=1x1x8x8"],
+    proc = subprocess.Popen([sys.executable, "-m", "npu_sim.cli", "lower", str(MODEL), "--input-shape", "input=1x1x8x8"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait() == 141 and err == "", err
+
+
+def test_command_ends_without_teardown_and_loses_nothing(tmp_path):
+    """The command's own entry point (``python -m npu_sim.cli``, as the ``npu-sim`` script) ends the process
+    without the interpreter's teardown: the exit status is main's, every output file is whole, everything printed
+    reaches the pipes (a ``lower`` listing too), and an exit handler registered during the command runs."""
+    import subprocess
+    import sys
+    out = tmp_path / "out"
+    flag = tmp_path / "atexit-ran"
+    code = (f"import atexit, pathlib, runpy; atexit.register(pathlib.Path({str(flag)!r}).write_text, 'yes'); "
+            "runpy.run_module('npu_sim.cli', run_name='__main__')")
+    args = ["run", str(MODEL), "--input", f"input={DEMO / 'digits_sample.npy'}", "--out", str(out), "--dump-all"]
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "top-5: 7" in proc.stdout and flag.read_text() == "yes"
+    index = json.loads((out / "index.json").read_text())
+    assert all(np.load(out / entry["file"]).size for entry in index.values())
+    lowered = subprocess.run([sys.executable, "-m", "npu_sim.cli", "lower", str(MODEL), "--input-shape",
+                              "input=1x1x8x8"], capture_output=True, text=True)
+    in_process = subprocess.run([sys.executable, "-c", "import sys; from npu_sim.cli.main import main; "
+                                 "sys.exit(main())", "lower", str(MODEL), "--input-shape", "input=1x1x8x8"],
+                                capture_output=True, text=True)
+    assert lowered.returncode == 0 and lowered.stdout == in_process.stdout and lowered.stdout.count("\n") > 5
+    bad = subprocess.run([sys.executable, "-m", "npu_sim.cli", "run", str(tmp_path / "missing.onnx")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "missing.onnx" in bad.stderr and "Traceback" not in bad.stderr

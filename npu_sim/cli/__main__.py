@@ -1,6 +1,4 @@
 """`python -m npu_sim.cli`: the same as the `npu-sim` command."""
-import sys
+from npu_sim.cli.main import entry
 
-from npu_sim.cli.main import main
-
-sys.exit(main())
+entry()
