@@ -4,7 +4,8 @@ On first use most of a run is Numba compiling the kernels (about 1 s each, 15-30
 other as the nodes reach them. :func:`compile_ahead` readies Numba's compiler (``kernels._jit.ready_compiler``),
 then forks a process that runs every node on placeholder inputs (:func:`_placeholder`): the convolutions first,
 whose kernels take longest to compile (:data:`BIG`), last first, then the other nodes, last first. Meanwhile this
-process runs the nodes first to last on the same placeholders; then the real run starts. Each process compiles a
+process prepares the run's plan (the executor's chain probes, which run their nodes' kernels), then runs the nodes
+first to last on the same placeholders; then the real run starts. Each process compiles a
 kernel the other has not started and skips one the other is compiling (``kernels._jit``: one process at a time
 compiles a signature; ``skip_busy_compiles`` makes a busy kernel raise), so neither sits idle until the end; the
 other process does not load what this one compiled either (it would only be thrown away). The real run then waits
@@ -50,19 +51,15 @@ def _cpus() -> int:
 
 
 def _placeholder(program: Program, name: str) -> np.ndarray:
-    """A ramp over the 8-bit range, or over 8,192 codes about the zero point of a 16-bit tensor (every code where
-    the tensor has as many elements): kernels that pick their path by the values' reach (a ConvTranspose of inputs
-    all at the zero point is zeros) take the one a real input takes."""
+    """A ramp over the codes of the tensor's type, from its least to its greatest: kernels that pick their path by
+    the values' reach take the one a real input reaching the calibrated range takes (a ConvTranspose of inputs
+    all at the zero point is zeros; a 16-bit matmul's exact float32 product is float64 for a wide reach)."""
     t = program.tensors[name]
     if t.q is None:
         return np.zeros(t.shape, np.float32)
     info = np.iinfo(t.q.np_dtype)
-    lo, hi = int(info.min), int(info.max)
-    if info.bits > 8:
-        zp = int(np.asarray(t.q.zero_point).reshape(-1)[0])
-        lo, hi = max(lo, zp - 4096), min(hi, zp + 4095)
     size = int(np.prod(t.shape, dtype=np.int64))
-    return np.linspace(lo, hi, size).round().astype(t.q.np_dtype).reshape(t.shape)
+    return np.linspace(int(info.min), int(info.max), size).round().astype(t.q.np_dtype).reshape(t.shape)
 
 
 def _compile(program: Program, nodes, context) -> None:
@@ -76,11 +73,15 @@ def _compile(program: Program, nodes, context) -> None:
             pass
 
 
-def compile_ahead(program: Program, context):
+def compile_ahead(program: Program, context, plan=None):
     """If armed (:func:`arm`; disarmed here): fork the process that compiles from the end of ``program``, compile
     from its start here (module docstring), and return the function that ends the other process; else None.
     ``context``: what a node's run function may ask of the executor (a throwaway one: the placeholder runs'
-    counts are not the run's)."""
+    counts are not the run's). ``plan``: the run's own preparation, called here first, while the other process
+    compiles, returning the nodes the run will run (the executor's run plan, whose chain probes run their nodes'
+    kernels: 0.1-0.7 s that would follow the compiling otherwise; a kernel the other process holds is waited for
+    there, as in the run); this process then runs those nodes on placeholders, the chains' table lookups among
+    them."""
     global _ARMED
     if not _ARMED:
         return None
@@ -106,9 +107,10 @@ def compile_ahead(program: Program, context):
         except ProcessLookupError:
             pass
         os.waitpid(pid, 0)
-    skip_busy_compiles()
     try:
-        _compile(program, program.nodes, context)
+        steps = program.nodes if plan is None else plan()
+        skip_busy_compiles()
+        _compile(program, steps, context)
     except BaseException:  # a stop (SIGINT/SIGTERM) during it: the other process goes too
         stop()
         raise

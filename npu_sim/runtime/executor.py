@@ -160,7 +160,9 @@ def execute(program: Program, feeds: dict, hooks=(), keep_all: bool = False) -> 
     result = RunResult(values)
     if not ahead_armed():  # every run but a first one on a cold kernel cache
         return _loop(program, values, result, hooks, keep_all)
-    stop_ahead = compile_ahead(program, _Context(program, RunResult({})))
+    fuse = not keep_all and not hooks and chains_enabled()
+    stop_ahead = compile_ahead(program, _Context(program, RunResult({})),
+                               lambda: [step[0] for step in _plan(program, keep_all, fuse, _Context(program, result))])
     try:
         return _loop(program, values, result, hooks, keep_all)
     finally:
