@@ -85,7 +85,8 @@ def test_closed_output_pipe_ends_quietly():
     SIGPIPE's exit status (141, as other command-line tools) and prints nothing, neither an error nor a traceback."""
     import subprocess
     import sys
-    proc = subprocess.Popen([sys.executable, "-m", "npu_sim.cli", "lower", str(MODEL), "--input-shape", "input=1x1x8x8"],
+    proc = subprocess.Popen([sys.executable, "-m", "npu_sim.cli", "lower", str(MODEL), "--input-shape",
+                             "input=1x1x8x8"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()
     err = proc.stderr.read().decode()

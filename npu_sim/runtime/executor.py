@@ -117,6 +117,12 @@ def chains_enabled() -> bool:
     return os.environ.get("NPU_SIM_CHAINS", "1") != "0"
 
 
+def _fuses(keep_all: bool, hooks) -> bool:
+    """Whether a run computes the elementwise chains as tables: one that keeps no intermediate tensor, with no
+    hooks, unless ``NPU_SIM_CHAINS=0``."""
+    return not keep_all and not hooks and chains_enabled()
+
+
 def _plan(program: Program, keep_all: bool, fuse: bool = False, ctx=None) -> list:
     """Per step, in order: ``(node, names of its activation inputs, names whose last use it is)`` -- what the
     loop needs, worked out once per program (kept here, not on the IR; rebuilt when its nodes or outputs change).
@@ -148,7 +154,7 @@ def _plan(program: Program, keep_all: bool, fuse: bool = False, ctx=None) -> lis
 def run_steps(program: Program) -> list[Node]:
     """The steps a run with no hooks that keeps only the outputs executes: the program's nodes, its elementwise
     chains as table lookups (``npu_sim.runtime.chains``) unless ``NPU_SIM_CHAINS=0``."""
-    return [step for step, _, _ in _plan(program, False, chains_enabled(), _Context(program, RunResult({})))]
+    return [step for step, _, _ in _plan(program, False, _fuses(False, ()), _Context(program, RunResult({})))]
 
 
 def execute(program: Program, feeds: dict, hooks=(), keep_all: bool = False) -> RunResult:
@@ -160,9 +166,10 @@ def execute(program: Program, feeds: dict, hooks=(), keep_all: bool = False) -> 
     result = RunResult(values)
     if not ahead_armed():  # every run but a first one on a cold kernel cache
         return _loop(program, values, result, hooks, keep_all)
-    fuse = not keep_all and not hooks and chains_enabled()
-    stop_ahead = compile_ahead(program, _Context(program, RunResult({})),
-                               lambda: [step[0] for step in _plan(program, keep_all, fuse, _Context(program, result))])
+
+    def plan():  # made while the other process compiles: the steps this one then runs on placeholders
+        return [step for step, _, _ in _plan(program, keep_all, _fuses(keep_all, hooks), _Context(program, result))]
+    stop_ahead = compile_ahead(program, _Context(program, RunResult({})), plan)
     try:
         return _loop(program, values, result, hooks, keep_all)
     finally:
@@ -174,7 +181,7 @@ def _loop(program: Program, values: dict, result: RunResult, hooks, keep_all: bo
     ctx = _Context(program, result)
     seconds = result.seconds
     clock = time.perf_counter
-    for node, in_names, free in _plan(program, keep_all, not keep_all and not hooks and chains_enabled(), ctx):
+    for node, in_names, free in _plan(program, keep_all, _fuses(keep_all, hooks), ctx):
         inputs = [values[n] for n in in_names]
         t0 = clock()
         try:
