@@ -11,10 +11,11 @@ CPUs this process may use), each thread on its part of the samples. Other thread
 ``--profile`` adds where the time goes per op type (node time from the executor's clock, summed over the
 threads, and the rest).
 
-Measured (AMD EPYC Zen 2 class, 2 cores, default board, batch of 16, medians of 5 interleaved repetitions,
-2026-12-06): 2 threads: PP-OCR cls A8W8 0.48x (2.49 -> 1.20 ms/sample), MobileNetV2 A8W8 0.46x (14.62 -> 6.71),
-PP-OCRv4 det A8W8 0.47x (29.62 -> 13.97); 1 thread: cls 0.56x, MobileNetV2 0.90x (its time is in the Conv
-kernels, which a batch does not make cheaper per sample; cls's is per-node overhead, paid once per batch).
+Measured (AMD EPYC Zen 2 class, 2 cores, default board, batch of 16, medians of 9 interleaved repetitions,
+2026-12-06, the batch's threads pinned): 2 threads: PP-OCR cls A8W8 0.31-0.35x (2.10 -> 0.66-0.75 ms/sample),
+MobileNetV2 A8W8 0.47-0.48x (13.0 -> 6.2), PP-OCRv4 det A8W8 0.48x (26.5 -> 12.7); 1 thread: cls 0.52x,
+MobileNetV2 0.93x (its time is in the Conv kernels, which a batch does not make cheaper per sample; cls's is
+per-node overhead, paid once per batch).
 """
 from __future__ import annotations
 

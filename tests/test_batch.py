@@ -11,6 +11,7 @@ three boards, u8/s8/s16 with N = 3 and s8/s16 with N = 7: every batch identical 
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,24 @@ def test_batch_on_threads_is_single_runs(threads, seeds, monkeypatch):
     assert sizes == [len(seeds) // used + (i < len(seeds) % used) for i in range(used)]
     assert len({id(p) for p in programs}) == used  # no two threads share a program (nor its nodes' memos)
     assert sim.batch_note is None
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_batch_threads_each_keep_a_cpu_of_their_own(monkeypatch):
+    """Each thread of a batch pins itself to its own CPU of those the process may use (where there are as many),
+    and only itself: the caller's affinity is unchanged, and the integers are the single runs'."""
+    from npu_sim.runtime import batch as batch_mod
+    monkeypatch.setenv("NPU_SIM_THREADS", "2")
+    monkeypatch.setattr(batch_mod.os, "sched_getaffinity", lambda pid: {5, 3, 9})
+    pinned = []
+    monkeypatch.setattr(batch_mod.os, "sched_setaffinity", lambda pid, cpus: pinned.append((pid, set(cpus))))
+    sim = npu_sim.load(DEMO, input_shapes={"input": (1, 1, 8, 8)})
+    singles, batch = stacked(sim, SEEDS)
+    assert_same(sim.run(batch, raw=True), [sim.run(f, raw=True) for f in singles], "raw")
+    assert sorted(pinned, key=lambda p: min(p[1])) == [(0, {3}), (0, {5})]
+    pinned.clear()
+    batch_mod.pin_part(0, 4)  # fewer CPUs than parts: left to the scheduler
+    assert pinned == []
 
 
 def test_batch_threads_setting_is_checked(monkeypatch):

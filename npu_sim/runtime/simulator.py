@@ -9,7 +9,7 @@ from npu_sim.boards import Board, load_board
 from npu_sim.errors import NpuSimError
 from npu_sim.runtime.ahead import armed as ahead_armed
 from npu_sim.runtime.batch import (axis_refusal, batch_refusal, batch_threads, concat_results, feed_batch,
-                                   part_sizes, split_feeds, split_parts)
+                                   part_sizes, pin_part, split_feeds, split_parts)
 from npu_sim.runtime.executor import RunResult, execute
 from npu_sim.ir import Program
 from npu_sim.lowering.walk import lower_graph
@@ -97,8 +97,11 @@ class Simulator:
         programs = self.part_programs(n, threads) if threads > 1 else None
         if programs is not None:
             parts = split_parts(feeds, part_sizes(n, threads))
+            def part(i, program, feeds_i):
+                pin_part(i, len(programs))
+                return execute(program, feeds_i, (), keep_all)
             with ThreadPoolExecutor(len(programs)) as pool:
-                results = list(pool.map(lambda job: execute(job[0], job[1], (), keep_all), zip(programs, parts)))
+                results = list(pool.map(part, range(len(programs)), programs, parts))
             self.last = concat_results(results)
             return self.last
         program = self.batch_program(n)
