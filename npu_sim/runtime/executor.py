@@ -151,10 +151,12 @@ def _plan(program: Program, keep_all: bool, fuse: bool = False, ctx=None) -> lis
     return plan
 
 
-def run_steps(program: Program) -> list[Node]:
-    """The steps a run with no hooks that keeps only the outputs executes: the program's nodes, its elementwise
-    chains as table lookups (``npu_sim.runtime.chains``) unless ``NPU_SIM_CHAINS=0``."""
-    return [step for step, _, _ in _plan(program, False, _fuses(False, ()), _Context(program, RunResult({})))]
+def run_steps(program: Program, keep_all: bool = False, hooks=(), result: RunResult | None = None) -> list[Node]:
+    """The steps a run executes: the program's nodes, with its elementwise chains as table lookups
+    (``npu_sim.runtime.chains``) in a run with no hooks that keeps only the outputs, unless ``NPU_SIM_CHAINS=0``;
+    the chains probed with a context on ``result`` (the run's; a throwaway one by default)."""
+    ctx = _Context(program, RunResult({}) if result is None else result)
+    return [step for step, _, _ in _plan(program, keep_all, _fuses(keep_all, hooks), ctx)]
 
 
 def execute(program: Program, feeds: dict, hooks=(), keep_all: bool = False) -> RunResult:
@@ -166,10 +168,9 @@ def execute(program: Program, feeds: dict, hooks=(), keep_all: bool = False) -> 
     result = RunResult(values)
     if not ahead_armed():  # every run but a first one on a cold kernel cache
         return _loop(program, values, result, hooks, keep_all)
-
-    def plan():  # made while the other process compiles: the steps this one then runs on placeholders
-        return [step for step, _, _ in _plan(program, keep_all, _fuses(keep_all, hooks), _Context(program, result))]
-    stop_ahead = compile_ahead(program, _Context(program, RunResult({})), plan)
+    # the run's plan is made while the other process compiles: its steps then run on placeholders here
+    stop_ahead = compile_ahead(program, _Context(program, RunResult({})),
+                               lambda: run_steps(program, keep_all, hooks, result))
     try:
         return _loop(program, values, result, hooks, keep_all)
     finally:

@@ -97,6 +97,7 @@ class Simulator:
         programs = self.part_programs(n, threads) if threads > 1 else None
         if programs is not None:
             parts = split_parts(feeds, part_sizes(n, threads))
+
             def part(i, program, feeds_i):
                 pin_part(i, len(programs))
                 return execute(program, feeds_i, (), keep_all)
